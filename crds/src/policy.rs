@@ -1,0 +1,585 @@
+//! `FacadePolicy`: the compiled policy document the tool facade enforces.
+//!
+//! Flow: ToolProfile + SandboxProfile + MCPServer --(operator compiler)-->
+//! FacadePolicy (ConfigMap, or a local YAML/JSON file) --(sidecar loader)-->
+//! the sidecar's policy engine. This module is only data and parsing; the
+//! semantic checks (alias shape, collisions, globs, regexes) and the decision
+//! function live in the `mcp-warden-policy` crate so the operator's validation
+//! and the sidecar's enforcement share one implementation.
+//!
+//! Every field has a safe default: an empty document denies every tool, lets
+//! nobody in anonymously, and applies the default budgets.
+
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `apiVersion` of a FacadePolicy document.
+pub const API_VERSION: &str = "mcpwarden.dev/v1alpha1";
+/// `kind` of a FacadePolicy document.
+pub const KIND: &str = "FacadePolicy";
+
+/// The policy the tool facade enforces for one MCP server.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FacadePolicy {
+    /// Always `mcpwarden.dev/v1alpha1`.
+    #[serde(default = "default_api_version")]
+    pub api_version: String,
+    /// Always `FacadePolicy`.
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Which MCPServer this policy belongs to; used in audit lines, metrics and
+    /// as the default service-account token audience. Optional for local use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerRef>,
+    /// What happens to an upstream tool that no entry in `tools` names.
+    #[serde(default)]
+    pub default_action: DefaultAction,
+    /// Per-tool rules, keyed by the upstream tool name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolRule>,
+    /// Profile-wide budgets; a tool's own `limits` override them field by field.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Secret redaction in tool results.
+    #[serde(default)]
+    pub redaction: Redaction,
+    /// Prefix exposed descriptions with the tool's risk, e.g. `[writes files]`.
+    #[serde(default)]
+    pub risk_prefix: bool,
+    /// Quarantine a tool whose definition changes while the facade runs.
+    #[serde(default = "default_true")]
+    pub quarantine_on_drift: bool,
+    /// What the poisoning scan of tool descriptions and schemas does on a finding.
+    #[serde(default)]
+    pub poisoning_scan: ScanAction,
+    /// The highest risk a tool may have and still be exposed without being
+    /// listed in `approvedTools`. Local files default to `critical` (no
+    /// approval workflow); the operator compiles `medium` plus the approved set.
+    #[serde(default = "default_risk_ceiling")]
+    pub risk_ceiling: RiskLevel,
+    /// Upstream tool names above `riskCeiling` that a cluster admin approved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_tools: Vec<String>,
+    /// Who gets which role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<RoleBinding>,
+    /// How callers authenticate.
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// What the pod's sandbox allows; write-capable tools need `writeAllowed`.
+    #[serde(default)]
+    pub sandbox: SandboxGrant,
+}
+
+impl Default for FacadePolicy {
+    /// The same document as an empty file: deny every tool, nobody anonymous.
+    fn default() -> Self {
+        FacadePolicy {
+            api_version: default_api_version(),
+            kind: default_kind(),
+            server: None,
+            default_action: DefaultAction::Deny,
+            tools: Vec::new(),
+            limits: Limits::default(),
+            redaction: Redaction::default(),
+            risk_prefix: false,
+            quarantine_on_drift: true,
+            poisoning_scan: ScanAction::default(),
+            risk_ceiling: default_risk_ceiling(),
+            approved_tools: Vec::new(),
+            roles: Vec::new(),
+            auth: AuthConfig::default(),
+            sandbox: SandboxGrant::default(),
+        }
+    }
+}
+
+fn default_api_version() -> String {
+    API_VERSION.to_string()
+}
+fn default_kind() -> String {
+    KIND.to_string()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_risk_ceiling() -> RiskLevel {
+    RiskLevel::Critical
+}
+
+/// The MCPServer a policy was compiled for.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerRef {
+    /// Namespace of the MCPServer.
+    #[serde(default)]
+    pub namespace: String,
+    /// Name of the MCPServer.
+    pub name: String,
+}
+
+/// What happens to tools no rule names.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum DefaultAction {
+    /// Hide and refuse every tool that has no rule (the safe default).
+    #[default]
+    Deny,
+    /// Expose every tool that has no rule, with the profile-wide limits.
+    Allow,
+}
+
+/// Roles, from least to most privileged (seed 004: VIEWER/USER/ADMIN).
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum Role {
+    /// May call read-only tools.
+    Viewer,
+    /// May call ordinary tools (the default `requiredRole`).
+    #[default]
+    User,
+    /// May call every allowed tool.
+    Admin,
+}
+
+/// How dangerous a tool is.
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum RiskLevel {
+    /// Reads public or workspace data.
+    #[default]
+    Low,
+    /// Reads sensitive data or has bounded side effects.
+    Medium,
+    /// Writes, deletes or reaches the network.
+    High,
+    /// Executes code or changes things outside the workspace.
+    Critical,
+}
+
+/// One upstream tool's rule.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolRule {
+    /// The tool's name as the upstream server lists it.
+    pub name: String,
+    /// The name agents see instead (snake_case, unique across the profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    /// Replaces the upstream description agents see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The least role that may see and call this tool.
+    #[serde(default)]
+    pub required_role: Role,
+    /// The tool's risk; when unset it is inferred from annotations and keywords,
+    /// never lower than what the annotations say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<RiskLevel>,
+    /// Whether the tool writes; when unset it is inferred (not `readOnlyHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<bool>,
+    /// Expected definition hash, `sha256:<hex>`; a mismatch quarantines the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<String>,
+    /// Rules for individual arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arguments: Vec<ArgumentRule>,
+    /// Overrides of the profile-wide limits for this tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// A rule for one argument of a tool (seed 001: pass / check / deny).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArgumentRule {
+    /// The argument: a top-level property name, or a JSON pointer (`/a/b`).
+    /// Array values are checked element by element.
+    pub name: String,
+    /// How values are interpreted before matching.
+    pub kind: ArgumentKind,
+    /// Patterns that pass (globs for `path`, argv prefixes for `command`,
+    /// regexes for `string`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// Patterns that need a person's approval (an elicitation) first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<String>,
+    /// Patterns that are refused. Deny beats check beats allow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// The outcome for a value no pattern matches.
+    #[serde(default)]
+    pub otherwise: ArgumentOutcome,
+    /// For `path`: relative paths are resolved against this directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+}
+
+/// How an argument's value is read.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ArgumentKind {
+    /// A filesystem path, normalized before glob matching.
+    #[default]
+    Path,
+    /// A shell command line, parsed into commands and argv.
+    Command,
+    /// Any string, matched with regexes.
+    String,
+}
+
+/// The outcome of an argument rule.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ArgumentOutcome {
+    /// Let the call through.
+    Pass,
+    /// Ask a person (MCP elicitation); refuse with APPROVAL_REQUIRED if the
+    /// client cannot ask.
+    Check,
+    /// Refuse the call.
+    #[default]
+    Deny,
+}
+
+/// Budgets. Every field is optional: unset fields fall back to the
+/// profile-wide value, then to the built-in default named in its doc.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Limits {
+    /// Largest serialized `arguments` object, in bytes (default 65536).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_arg_bytes: Option<u64>,
+    /// Largest tool result, in bytes (default 1048576).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
+    /// What happens to a result over `maxOutputBytes` (default `truncate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_overflow: Option<OutputOverflow>,
+    /// Tool calls one session may make (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_session: Option<u64>,
+    /// Sustained tool calls per minute per session, token bucket (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_minute: Option<u64>,
+    /// Concurrent tool calls per session (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls: Option<u64>,
+    /// Concurrent tool calls across all sessions (default 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls_total: Option<u64>,
+    /// Wall time of one call before it is cancelled (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout_seconds: Option<u64>,
+    /// Total wall time of a session after which calls are refused (default 28800).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_wall_seconds: Option<u64>,
+}
+
+/// What happens to output over the limit.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum OutputOverflow {
+    /// Cut the text and add a visible marker saying how much was dropped.
+    #[default]
+    Truncate,
+    /// Replace the result with a BUDGET_EXCEEDED error.
+    Fail,
+}
+
+/// Secret redaction in results.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Redaction {
+    /// Redact at all (default true).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Built-in detectors to run; empty means all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
+    /// Extra detectors: a name (used as the metric's `kind` label) and a regex.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<RedactionPattern>,
+}
+
+impl Default for Redaction {
+    fn default() -> Self {
+        Redaction { enabled: true, kinds: Vec::new(), patterns: Vec::new() }
+    }
+}
+
+/// A custom redaction detector.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RedactionPattern {
+    /// Short snake_case name; becomes the `kind` label of `mcpwarden_redactions_total`.
+    pub name: String,
+    /// Regular expression (Rust `regex` syntax) of what to redact.
+    pub regex: String,
+}
+
+/// What the poisoning scan does with a suspicious tool definition.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ScanAction {
+    /// Hide the tool and refuse calls until an admin pins it.
+    #[default]
+    Quarantine,
+    /// Expose it, but log and count the finding.
+    Warn,
+    /// Do not scan.
+    Off,
+}
+
+/// Grants a role to callers.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleBinding {
+    /// The role granted.
+    pub role: Role,
+    /// Exact subjects (token subject or JWT `sub`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subjects: Vec<String>,
+    /// Groups (static token groups or the JWT `groups` claim).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Kubernetes service accounts as `namespace/name`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+}
+
+/// How callers prove who they are. Authenticators are tried in the order
+/// static tokens, JWT issuers, service-account tokens; first match wins.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Let callers without a token in, with this role. Absent: nobody is anonymous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous: Option<AnonymousAccess>,
+    /// Static bearer tokens, stored as sha256 hashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_tokens: Option<StaticTokens>,
+    /// JWT issuers verified against a JWKS file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jwt: Vec<JwtIssuer>,
+    /// Kubernetes projected service-account tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_tokens: Option<ServiceAccountTokens>,
+}
+
+/// Anonymous access.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnonymousAccess {
+    /// The role anonymous callers get.
+    pub role: Role,
+}
+
+/// Static bearer tokens.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StaticTokens {
+    /// A YAML/JSON file with a list of `{sha256, subject, groups}` (a mounted Secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Inline entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<StaticToken>,
+}
+
+/// One static token, by hash.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StaticToken {
+    /// Hex sha256 of the token.
+    pub sha256: String,
+    /// Who holds it.
+    pub subject: String,
+    /// Groups of the holder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
+/// A JWT issuer.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JwtIssuer {
+    /// Expected `iss`.
+    pub issuer: String,
+    /// Accepted `aud` values; at least one must match.
+    pub audiences: Vec<String>,
+    /// Path of the JWKS document.
+    pub jwks_file: String,
+    /// Allowed clock skew for `exp`/`nbf`, in seconds (default 60, at most 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_seconds: Option<u64>,
+    /// Claim holding the groups (default `groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups_claim: Option<String>,
+}
+
+/// Kubernetes projected service-account tokens.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceAccountTokens {
+    /// The cluster's service-account issuer (`iss`).
+    pub issuer: String,
+    /// Path of the issuer's JWKS (published by the operator in a ConfigMap).
+    pub jwks_file: String,
+    /// Required audience; default `mcpwarden.dev/<namespace>/<name>` of `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+}
+
+/// What the sandbox around the server allows.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxGrant {
+    /// The server runs in an approved sandbox that allows writes; without it,
+    /// write-capable tools are refused with SANDBOX_VIOLATION.
+    #[serde(default)]
+    pub write_allowed: bool,
+}
+
+/// Why a policy document could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The document does not parse or has unknown/mistyped fields.
+    #[error("invalid policy {path}: {message}")]
+    Parse {
+        /// The file (or `<inline>`).
+        path: String,
+        /// What is wrong, with the field path and, for YAML, the line and column.
+        message: String,
+    },
+    /// `apiVersion` or `kind` is not a FacadePolicy.
+    #[error("invalid policy {path}: expected apiVersion {API_VERSION} kind {KIND}, found {found}")]
+    WrongKind {
+        /// The file.
+        path: String,
+        /// What the document said.
+        found: String,
+    },
+}
+
+impl FacadePolicy {
+    /// Parse a YAML (or JSON, a subset of YAML) document. `origin` names the
+    /// source in errors.
+    pub fn from_yaml_str(text: &str, origin: &str) -> Result<Self, LoadError> {
+        let parse_err = |message: String| LoadError::Parse { path: origin.to_string(), message };
+        // An empty file is an empty (deny-all) policy, not an error.
+        let policy: FacadePolicy = if text.trim().is_empty() {
+            FacadePolicy::default()
+        } else {
+            let de = serde_yaml_ng::Deserializer::from_str(text);
+            serde_path_to_error_like(de).map_err(parse_err)?
+        };
+        if policy.api_version != API_VERSION || policy.kind != KIND {
+            return Err(LoadError::WrongKind {
+                path: origin.to_string(),
+                found: format!("{} {}", policy.api_version, policy.kind),
+            });
+        }
+        Ok(policy)
+    }
+
+    /// Read and parse a policy file.
+    pub fn from_file(path: &Path) -> Result<Self, LoadError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: origin.clone(), source })?;
+        Self::from_yaml_str(&text, &origin)
+    }
+
+    /// A policy that exposes every tool to everyone with the default budgets:
+    /// what `run` uses when no `--policy` is given.
+    pub fn allow_all() -> Self {
+        FacadePolicy {
+            default_action: DefaultAction::Allow,
+            quarantine_on_drift: false,
+            poisoning_scan: ScanAction::Warn,
+            risk_ceiling: RiskLevel::Critical,
+            auth: AuthConfig { anonymous: Some(AnonymousAccess { role: Role::Admin }), ..Default::default() },
+            sandbox: SandboxGrant { write_allowed: true },
+            ..Default::default()
+        }
+    }
+}
+
+/// Deserialize and turn serde_yaml_ng's error (which carries the line and
+/// column) into one message that also names the field path.
+fn serde_path_to_error_like(de: serde_yaml_ng::Deserializer<'_>) -> Result<FacadePolicy, String> {
+    FacadePolicy::deserialize(de).map_err(|e| match e.location() {
+        Some(loc) => format!("line {}, column {}: {}", loc.line(), loc.column(), strip_location(&e.to_string())),
+        None => e.to_string(),
+    })
+}
+
+fn strip_location(message: &str) -> &str {
+    message.split(" at line ").next().unwrap_or(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_document_denies_everything() {
+        let p = FacadePolicy::from_yaml_str("", "t").unwrap();
+        assert_eq!(p.default_action, DefaultAction::Deny);
+        assert!(p.auth.anonymous.is_none());
+        assert!(p.redaction.enabled);
+        assert!(p.quarantine_on_drift);
+    }
+
+    #[test]
+    fn default_matches_an_empty_mapping() {
+        assert_eq!(FacadePolicy::from_yaml_str("{}", "t").unwrap(), FacadePolicy::default());
+    }
+
+    #[test]
+    fn unknown_field_names_line_and_field() {
+        let text = "apiVersion: mcpwarden.dev/v1alpha1\nkind: FacadePolicy\ntools:\n  - name: a\n    aliass: b\n";
+        let err = FacadePolicy::from_yaml_str(text, "p.yaml").unwrap_err().to_string();
+        assert!(err.contains("p.yaml"), "{err}");
+        assert!(err.contains("line 5"), "{err}");
+        assert!(err.contains("aliass"), "{err}");
+    }
+
+    #[test]
+    fn wrong_kind_is_rejected() {
+        let err = FacadePolicy::from_yaml_str("kind: Pod\n", "p.yaml").unwrap_err();
+        assert!(matches!(err, LoadError::WrongKind { .. }));
+    }
+
+    #[test]
+    fn json_is_accepted() {
+        let p = FacadePolicy::from_yaml_str(r#"{"defaultAction":"allow","tools":[{"name":"echo","alias":"say"}]}"#, "j")
+            .unwrap();
+        assert_eq!(p.default_action, DefaultAction::Allow);
+        assert_eq!(p.tools[0].alias.as_deref(), Some("say"));
+    }
+
+    #[test]
+    fn allow_all_round_trips() {
+        let p = FacadePolicy::allow_all();
+        let text = serde_yaml_ng::to_string(&p).unwrap();
+        assert_eq!(FacadePolicy::from_yaml_str(&text, "rt").unwrap(), p);
+    }
+}
