@@ -1,2 +1,5 @@
 #![forbid(unsafe_code)]
-fn main() {}
+
+fn main() -> std::process::ExitCode {
+    mcp_warden_sidecar::cli::main()
+}

@@ -1,0 +1,53 @@
+//! The admin port: `/healthz` (the process serves), `/readyz` (the upstream
+//! answered `initialize` and the facade is not draining) and `/metrics`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+
+use crate::app::App;
+use crate::downstream::http::ResponseBody;
+
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
+    match req.uri().path() {
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/readyz" => {
+            if app.draining.load(Ordering::Relaxed) {
+                text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+            } else if app.ready.load(Ordering::Relaxed) {
+                text(StatusCode::OK, "ready\n")
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "waiting for the MCP server to answer initialize\n",
+                )
+            }
+        }
+        "/metrics" => {
+            let mut resp =
+                Response::new(Full::new(Bytes::from(app.metrics.render())).boxed_unsync());
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            resp
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /healthz, /readyz or /metrics\n",
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<ResponseBody> {
+    let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    resp
+}

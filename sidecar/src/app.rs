@@ -1,0 +1,96 @@
+//! The process-wide context every layer shares: where the upstream is, the
+//! runtime limits, the live policy, the session table and the metrics.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use mcp_warden_crds::FacadePolicy;
+
+use crate::metrics::Metrics;
+use crate::session::manager::Sessions;
+use crate::upstream::{LinkLimits, UpstreamTarget};
+
+/// Runtime limits: each has a safe default and a `run` flag.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_header_bytes: usize,
+    pub header_read_timeout: Duration,
+    pub max_sessions: usize,
+    pub idle_timeout: Duration,
+    pub stream_queue_depth: usize,
+    pub upstream_wait: Duration,
+    pub max_restarts: u32,
+    pub restart_window: Duration,
+    pub restart_backoff_initial: Duration,
+    pub restart_backoff_max: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 4 * 1024 * 1024,
+            max_header_bytes: 64 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            max_sessions: 1024,
+            idle_timeout: Duration::from_secs(30 * 60),
+            stream_queue_depth: 256,
+            upstream_wait: Duration::from_secs(30),
+            max_restarts: 5,
+            restart_window: Duration::from_secs(60),
+            restart_backoff_initial: Duration::from_millis(100),
+            restart_backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Which `Host` and `Origin` values the HTTP transport accepts (DNS
+/// rebinding protection, as the MCP transport spec requires).
+#[derive(Clone, Debug, Default)]
+pub struct HostPolicy {
+    /// Accepted host names (no port). Empty: any host.
+    pub hosts: Vec<String>,
+    /// Accepted `Origin` values; requests without `Origin` are not browsers
+    /// and pass. Empty: only loopback origins.
+    pub origins: Vec<String>,
+}
+
+pub struct App {
+    pub target: UpstreamTarget,
+    pub limits: Limits,
+    pub link_limits: LinkLimits,
+    pub hosts: HostPolicy,
+    pub policy: ArcSwap<FacadePolicy>,
+    pub sessions: Sessions,
+    pub metrics: Metrics,
+    /// Set once the upstream answered `initialize` (the readiness probe).
+    pub ready: AtomicBool,
+    /// Set on SIGTERM: no new sessions, live ones drain.
+    pub draining: AtomicBool,
+}
+
+impl App {
+    pub fn new(
+        target: UpstreamTarget,
+        limits: Limits,
+        hosts: HostPolicy,
+        policy: FacadePolicy,
+    ) -> Arc<App> {
+        Arc::new(App {
+            target,
+            link_limits: LinkLimits {
+                queue_depth: limits.stream_queue_depth,
+                ..LinkLimits::default()
+            },
+            limits,
+            hosts,
+            policy: ArcSwap::from_pointee(policy),
+            sessions: Sessions::default(),
+            metrics: Metrics::new(),
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+        })
+    }
+}

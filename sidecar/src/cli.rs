@@ -1,0 +1,251 @@
+//! The command line: `run` (the facade) and `bridge` (the in-pod stdio
+//! bridge). Logs always go to stderr: stdout may carry protocol.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use mcp_warden_crds::FacadePolicy;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{App, HostPolicy, Limits};
+use crate::upstream::UpstreamTarget;
+use crate::{admin, bridge, downstream, policy_file, probe, server};
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-warden-sidecar",
+    version,
+    about = "The mcp-warden tool facade: a policy-enforcing MCP proxy"
+)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve an MCP server through the facade.
+    ///
+    /// The upstream is a command after `--` (one process per session), or
+    /// `--upstream-url`, or `--upstream-socket`.
+    Run(RunArgs),
+    /// Serve a stdio MCP server on a unix socket, one process per connection.
+    Bridge {
+        /// Socket path to listen on.
+        #[arg(long)]
+        socket: PathBuf,
+        /// The server command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Policy file (YAML or JSON FacadePolicy), reloaded when it changes.
+    /// Without it every tool is allowed to everyone.
+    #[arg(long, env = "MCP_WARDEN_POLICY")]
+    policy: Option<PathBuf>,
+    /// Address of the MCP endpoint (`/mcp`).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Address of the admin endpoint (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    admin_listen: SocketAddr,
+    /// Serve one client on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+    /// Upstream Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+    #[arg(long, conflicts_with = "upstream_socket")]
+    upstream_url: Option<hyper::Uri>,
+    /// Upstream unix socket served by `mcp-warden-sidecar bridge`.
+    #[arg(long)]
+    upstream_socket: Option<PathBuf>,
+    /// Host names the MCP endpoint answers to (DNS rebinding protection).
+    /// Default: the loopback names when listening on loopback, else any.
+    #[arg(long, value_delimiter = ',')]
+    allowed_host: Vec<String>,
+    /// Browser origins allowed to call the endpoint. Default: loopback origins.
+    #[arg(long, value_delimiter = ',')]
+    allowed_origin: Vec<String>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Largest request header block, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_header_bytes)]
+    max_header_bytes: usize,
+    /// Most concurrent sessions (each with its own server process for stdio).
+    #[arg(long, default_value_t = Limits::default().max_sessions)]
+    max_sessions: usize,
+    /// Seconds without activity after which a session ends.
+    #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs())]
+    idle_timeout_secs: u64,
+    /// Messages queued per stream towards a client before it is detached.
+    #[arg(long, default_value_t = Limits::default().stream_queue_depth)]
+    queue_depth: usize,
+    /// Restarts of a session's server allowed per minute before the session ends.
+    #[arg(long, default_value_t = Limits::default().max_restarts)]
+    max_restarts: u32,
+    /// Seconds to keep serving live sessions after SIGTERM.
+    #[arg(long, default_value_t = 20)]
+    drain_timeout_secs: u64,
+    /// Seconds between policy file checks.
+    #[arg(long, default_value_t = 2)]
+    policy_poll_secs: u64,
+    /// The server command (after `--`).
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+            Command::Bridge {
+                socket,
+                mut command,
+            } => {
+                let program = command.remove(0);
+                bridge::run(socket, program, command).await
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-warden-sidecar: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCP_WARDEN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let target = match (
+        &args.upstream_url,
+        &args.upstream_socket,
+        args.command.split_first(),
+    ) {
+        (Some(url), None, None) => UpstreamTarget::Http(url.clone()),
+        (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
+        (None, None, Some((program, rest))) => UpstreamTarget::Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+        },
+        (None, None, None) => anyhow::bail!(
+            "no upstream: give a command after `--`, --upstream-url or --upstream-socket"
+        ),
+        _ => anyhow::bail!(
+            "give exactly one upstream: a command after `--`, --upstream-url or --upstream-socket"
+        ),
+    };
+    let policy = match &args.policy {
+        Some(path) => policy_file::load(path).map_err(anyhow::Error::msg)?,
+        None => FacadePolicy::allow_all(),
+    };
+    let limits = Limits {
+        max_body_bytes: args.max_body_bytes,
+        max_header_bytes: args.max_header_bytes,
+        max_sessions: args.max_sessions,
+        idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        stream_queue_depth: args.queue_depth.max(1),
+        max_restarts: args.max_restarts,
+        ..Limits::default()
+    };
+    let hosts = HostPolicy {
+        hosts: if args.allowed_host.is_empty() && args.listen.ip().is_loopback() {
+            vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+        } else {
+            args.allowed_host.clone()
+        },
+        origins: args.allowed_origin.clone(),
+    };
+    let app = App::new(target, limits, hosts, policy);
+    if let Some(path) = args.policy.clone() {
+        tokio::spawn(policy_file::watch(
+            app.clone(),
+            path,
+            Duration::from_secs(args.policy_poll_secs.max(1)),
+        ));
+    }
+    tokio::spawn(crate::session::manager::Sessions::reap(app.clone()));
+
+    if args.stdio {
+        app.ready.store(true, Ordering::Relaxed);
+        return downstream::stdio::run(app).await;
+    }
+
+    let stop = CancellationToken::new();
+    let mcp = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    let admin_listener = TcpListener::bind(args.admin_listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.admin_listen))?;
+    tracing::info!(mcp = %mcp.local_addr()?, admin = %admin_listener.local_addr()?, upstream = app.target.kind(), "mcp-warden facade listening");
+    tokio::spawn(server::serve(
+        app.clone(),
+        admin_listener,
+        stop.clone(),
+        admin::handle,
+    ));
+    tokio::spawn(probe::until_ready(app.clone()));
+    let serving = tokio::spawn(server::serve(
+        app.clone(),
+        mcp,
+        stop.clone(),
+        downstream::http::handle,
+    ));
+
+    shutdown_signal().await;
+    drain(&app, Duration::from_secs(args.drain_timeout_secs)).await;
+    stop.cancel();
+    let _ = serving.await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("signal handler");
+    let mut int = signal(SignalKind::interrupt()).expect("signal handler");
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+}
+
+/// Stop taking new sessions, let live ones finish their calls (bounded),
+/// then end them.
+async fn drain(app: &Arc<App>, timeout: Duration) {
+    app.draining.store(true, Ordering::Relaxed);
+    tracing::info!(sessions = app.sessions.len(), "draining");
+    let deadline = tokio::time::Instant::now() + timeout;
+    while app.sessions.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.sessions.close_all("the facade is shutting down");
+}

@@ -1,0 +1,86 @@
+//! Downstream stdio: one session whose messages are newline-delimited JSON
+//! on the facade's own stdin/stdout, so a desktop client can spawn
+//! `mcp-warden-sidecar run --stdio -- <server>` where it would spawn the
+//! server. Logs go to stderr; stdout carries protocol only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+
+use crate::app::App;
+use crate::jsonrpc::{self, Message};
+
+/// Serve one client on stdin/stdout until stdin closes and the answers in
+/// flight are written.
+pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
+    let session = app.sessions.create(&app)?;
+    // The standalone stream is open-ended: every answer and server message
+    // goes to stdout in order.
+    let (stream, mut rx) = session
+        .open_standalone()
+        .expect("a new session has no stream");
+    let writer = tokio::spawn(async move {
+        let mut out = BufWriter::new(tokio::io::stdout());
+        while let Some(item) = rx.recv().await {
+            let mut batch = vec![item];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            for item in batch {
+                if out.write_all(&item.bytes).await.is_err() || out.write_all(b"\n").await.is_err()
+                {
+                    return;
+                }
+            }
+            if out.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = FramedRead::new(
+        tokio::io::stdin(),
+        LinesCodec::new_with_max_length(app.limits.max_body_bytes),
+    );
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(line) => line,
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                let text = format!(
+                    "the message is larger than the {}-byte limit",
+                    app.limits.max_body_bytes
+                );
+                session.answer_error(
+                    stream,
+                    jsonrpc::error_response(None, jsonrpc::codes::INVALID_REQUEST, &text, None),
+                );
+                continue;
+            }
+            Err(LinesCodecError::Io(e)) => {
+                tracing::warn!(error = %e, "stdin read failed");
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match Message::parse(Bytes::from(line)) {
+            Ok(msg) => session.client_message(msg, stream).await,
+            Err((e, id)) => session.answer_error(
+                stream,
+                jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
+            ),
+        }
+    }
+    // stdin closed: give answers in flight a moment, then end the session.
+    let deadline = tokio::time::Instant::now() + app.limits.upstream_wait;
+    while session.idle_for().is_none() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.sessions.remove(&app, &session.id, "stdin closed");
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    Ok(())
+}

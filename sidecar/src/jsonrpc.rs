@@ -1,0 +1,374 @@
+//! JSON-RPC 2.0 envelopes: classify a message without copying or
+//! re-serializing it.
+//!
+//! Sits at the very start of the message path (both directions): transports
+//! hand raw bytes to [`Message::parse`], the session router looks at `kind`,
+//! `id` and `method`, and forwards `bytes` untouched unless a policy layer
+//! must rewrite the message.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Standard JSON-RPC error codes the transport layer produces itself.
+pub mod codes {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+}
+
+/// A request id exactly as it appeared on the wire (`1`, `"abc"`), used as a
+/// map key. Keeping the raw text means a response can be matched and
+/// forwarded without normalizing numbers or strings.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(Box<str>);
+
+impl RequestId {
+    pub fn from_raw(raw: &str) -> Self {
+        RequestId(raw.trim().into())
+    }
+    /// The id as JSON text, ready to splice into a message.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+    /// An id the facade mints for its own requests. Clients may not use the
+    /// prefix (see [`RequestId::is_reserved`]), so these never collide.
+    pub fn internal(n: u64) -> Self {
+        RequestId(format!("\"{RESERVED_ID_PREFIX}{n}\"").into())
+    }
+    pub fn is_reserved(&self) -> bool {
+        self.0.starts_with(&format!("\"{RESERVED_ID_PREFIX}"))
+    }
+}
+
+/// Prefix of the string ids the facade uses for requests it originates.
+pub const RESERVED_ID_PREFIX: &str = "mcp-warden:";
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a message is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    Response,
+}
+
+/// One parsed JSON-RPC message: the original bytes plus what routing needs.
+#[derive(Clone)]
+pub struct Message {
+    pub bytes: Bytes,
+    pub kind: Kind,
+    pub id: Option<RequestId>,
+    pub method: Option<Box<str>>,
+    /// For responses: whether it carries `error` rather than `result`.
+    pub is_error: bool,
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the payload: messages carry user content.
+        f.debug_struct("Message")
+            .field("kind", &self.kind)
+            .field("id", &self.id)
+            .field("method", &self.method)
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, rename = "params")]
+    _params: Option<&'a RawValue>,
+}
+
+/// Why bytes are not a usable JSON-RPC message; each maps to a JSON-RPC error.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("Parse error: the body is not valid JSON ({0})")]
+    Json(String),
+    #[error("Invalid Request: {0}")]
+    Invalid(&'static str),
+}
+
+impl ParseError {
+    pub fn code(&self) -> i64 {
+        match self {
+            ParseError::Json(_) => codes::PARSE_ERROR,
+            ParseError::Invalid(_) => codes::INVALID_REQUEST,
+        }
+    }
+}
+
+impl Message {
+    /// Parse one JSON-RPC message (not a batch).
+    pub fn parse(bytes: Bytes) -> Result<Message, (ParseError, Option<RequestId>)> {
+        let env: Envelope<'_> = match serde_json::from_slice(&bytes) {
+            Ok(env) => env,
+            Err(e) if e.is_data() => {
+                return Err((
+                    ParseError::Invalid(
+                        "a JSON-RPC message must be an object with valid member types",
+                    ),
+                    None,
+                ))
+            }
+            Err(e) => return Err((ParseError::Json(e.to_string()), None)),
+        };
+        let id = match env.id {
+            Some(raw) => {
+                let text = raw.get();
+                let first = text.as_bytes().first().copied();
+                // JSON-RPC ids are strings or numbers; MCP forbids null.
+                if !matches!(first, Some(b'"' | b'-' | b'0'..=b'9')) {
+                    return Err((
+                        ParseError::Invalid("`id` must be a string or a number"),
+                        None,
+                    ));
+                }
+                Some(RequestId::from_raw(text))
+            }
+            None => None,
+        };
+        if env.jsonrpc.as_deref() != Some("2.0") {
+            return Err((ParseError::Invalid("`jsonrpc` must be \"2.0\""), id));
+        }
+        let kind = match (
+            &env.method,
+            &id,
+            env.result.is_some() || env.error.is_some(),
+        ) {
+            (Some(_), Some(_), false) => Kind::Request,
+            (Some(_), None, false) => Kind::Notification,
+            (None, Some(_), true) => Kind::Response,
+            _ => {
+                return Err((
+                    ParseError::Invalid("not a request, notification or response"),
+                    id,
+                ))
+            }
+        };
+        let method = env.method.map(|m| Box::<str>::from(m.as_ref()));
+        let is_error = env.error.is_some();
+        Ok(Message {
+            bytes,
+            kind,
+            id,
+            method,
+            is_error,
+        })
+    }
+
+    pub fn method(&self) -> &str {
+        self.method.as_deref().unwrap_or("")
+    }
+
+    /// Parse the message into a generic value, for the few places that must
+    /// look inside `params` or `result` (policy layers, initialize).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Whether the raw bytes contain `needle`: a cheap pre-check before
+    /// parsing deeper (e.g. for `progressToken`).
+    pub fn mentions(&self, needle: &[u8]) -> bool {
+        memchr::memmem::find(&self.bytes, needle).is_some()
+    }
+}
+
+/// Build an error response. `id` is raw JSON (`null` when unknown).
+pub fn error_response(
+    id: Option<&RequestId>,
+    code: i64,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> Bytes {
+    let mut error = serde_json::json!({ "code": code, "message": message });
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    let id_text = id.map(RequestId::as_json).unwrap_or("null");
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":{id_text},"error":{error}}}"#
+    ))
+}
+
+/// Build a success response from a raw `result` JSON text.
+pub fn result_response(id: &RequestId, result: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+        id.as_json()
+    ))
+}
+
+/// Build a request with an explicit raw id and params value.
+pub fn request(id: &RequestId, method: &str, params: &serde_json::Value) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":{params}}}"#,
+        id.as_json()
+    ))
+}
+
+/// Build a notification.
+pub fn notification(method: &str, params: &serde_json::Value) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","method":"{method}","params":{params}}}"#
+    ))
+}
+
+/// Split a body into its messages: one object, or (for protocol versions that
+/// allow it) a batch array. Returns the raw element slices.
+pub fn split_batch(body: &Bytes) -> Result<Option<Vec<Bytes>>, ParseError> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    if first != Some(b'[') {
+        return Ok(None);
+    }
+    let elements: Vec<&RawValue> =
+        serde_json::from_slice(body).map_err(|e| ParseError::Json(e.to_string()))?;
+    if elements.is_empty() {
+        return Err(ParseError::Invalid("an empty batch is not a valid request"));
+    }
+    Ok(Some(
+        elements
+            .iter()
+            .map(|raw| body.slice_ref(raw.get().as_bytes()))
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Message, (ParseError, Option<RequestId>)> {
+        Message::parse(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn classifies_the_three_kinds() {
+        let req = parse(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#).unwrap();
+        assert_eq!(
+            (req.kind, req.id.as_ref().unwrap().as_json(), req.method()),
+            (Kind::Request, "7", "tools/list")
+        );
+        let note = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert_eq!(note.kind, Kind::Notification);
+        let resp = parse(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert_eq!(
+            (resp.kind, resp.id.unwrap().as_json()),
+            (Kind::Response, "\"a\"")
+        );
+    }
+
+    #[test]
+    fn keeps_unknown_fields_and_bytes_untouched() {
+        let text =
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"k":1}},"extra":true}"#;
+        assert_eq!(&parse(text).unwrap().bytes[..], text.as_bytes());
+    }
+
+    #[test]
+    fn rejects_malformed_input_with_the_right_code() {
+        assert_eq!(parse("{nope").unwrap_err().0.code(), codes::PARSE_ERROR);
+        assert_eq!(parse("[]").unwrap_err().0.code(), codes::INVALID_REQUEST);
+        assert_eq!(parse("42").unwrap_err().0.code(), codes::INVALID_REQUEST);
+        assert_eq!(
+            parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#)
+                .unwrap_err()
+                .0
+                .code(),
+            codes::INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#)
+                .unwrap_err()
+                .0
+                .code(),
+            codes::INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#)
+                .unwrap_err()
+                .0
+                .code(),
+            codes::INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","method":5}"#)
+                .unwrap_err()
+                .0
+                .code(),
+            codes::INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#)
+                .unwrap_err()
+                .0
+                .code(),
+            codes::INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn invalid_request_keeps_the_id_when_it_can() {
+        let (_, id) = parse(r#"{"jsonrpc":"1.0","id":9,"method":"x"}"#).unwrap_err();
+        assert_eq!(id.unwrap().as_json(), "9");
+    }
+
+    #[test]
+    fn builds_error_responses() {
+        let id = RequestId::from_raw("3");
+        let v: serde_json::Value = serde_json::from_slice(&error_response(
+            Some(&id),
+            -32004,
+            "blocked",
+            Some(serde_json::json!({"reason":"r"})),
+        ))
+        .unwrap();
+        assert_eq!(v["id"], 3);
+        assert_eq!(v["error"]["code"], -32004);
+        assert_eq!(v["error"]["data"]["reason"], "r");
+    }
+
+    #[test]
+    fn splits_batches_without_copying() {
+        let body = Bytes::from_static(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"a"}, {"jsonrpc":"2.0","method":"b"}]"#,
+        );
+        let parts = split_batch(&body).unwrap().unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(
+            parse(std::str::from_utf8(&parts[1]).unwrap())
+                .unwrap()
+                .method(),
+            "b"
+        );
+        assert!(split_batch(&Bytes::from_static(b" {}")).unwrap().is_none());
+        assert!(split_batch(&Bytes::from_static(b"[]")).is_err());
+    }
+
+    #[test]
+    fn internal_ids_are_reserved() {
+        assert!(RequestId::internal(1).is_reserved());
+        assert!(!RequestId::from_raw("\"mcp\"").is_reserved());
+    }
+}

@@ -1,0 +1,28 @@
+//! mcp-warden's tool facade: an MCP proxy that is the only way in to an MCP
+//! server and enforces a `FacadePolicy` on every message.
+//!
+//! Module map, in the order a message travels:
+//! - [`downstream`]: client transports (Streamable HTTP on `/mcp`, stdio);
+//! - [`jsonrpc`]: classify messages without copying them;
+//! - [`session`]: one client session, its streams and its upstream link;
+//! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
+//! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
+//! - [`admin`], [`metrics`]: health, readiness and Prometheus metrics;
+//! - [`policy_file`]: loading and hot-reloading the policy;
+//! - [`bridge`]: the in-pod stdio-to-socket bridge;
+//! - [`app`]: the shared context; [`cli`]: the command line.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod app;
+pub mod bridge;
+pub mod cli;
+pub mod downstream;
+pub mod jsonrpc;
+pub mod metrics;
+pub mod policy_file;
+pub mod probe;
+pub mod server;
+pub mod session;
+pub mod sse;
+pub mod upstream;

@@ -1,0 +1,187 @@
+//! The facade's Prometheus metrics, registered in one registry per process.
+//!
+//! Label values come only from bounded sets: MCP method names are mapped to
+//! the known methods or `other`, outcomes are a fixed enum. Nothing a client
+//! sends can create a new series.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// MCP methods that get their own label value; everything else is `other`.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+];
+
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    pub sessions_active: IntGauge,
+    pub upstream_restarts: IntCounter,
+    pub upstream_invalid: IntCounter,
+    pub upstream_unmatched: IntCounter,
+    pub backlog_dropped: IntCounter,
+    pub http_rejections: IntCounterVec,
+    pub policy_reloads: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_requests_total",
+                "Client requests answered, by MCP method and outcome",
+            ),
+            &["method", "outcome"],
+        )
+        .expect("valid metric");
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "mcpwarden_request_duration_seconds",
+                "Time from a client request to its answer",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0, 60.0,
+            ]),
+            &["method"],
+        )
+        .expect("valid metric");
+        let sessions_active = IntGauge::new("mcpwarden_sessions_active", "Live client sessions")
+            .expect("valid metric");
+        let upstream_restarts = IntCounter::new(
+            "mcpwarden_upstream_restarts_total",
+            "Upstream MCP server restarts after a crash or disconnect",
+        )
+        .expect("valid metric");
+        let upstream_invalid = IntCounter::new(
+            "mcpwarden_upstream_invalid_messages_total",
+            "Messages from the MCP server that were not JSON-RPC",
+        )
+        .expect("valid metric");
+        let upstream_unmatched = IntCounter::new(
+            "mcpwarden_upstream_unmatched_responses_total",
+            "Responses from the MCP server that matched no request in flight",
+        )
+        .expect("valid metric");
+        let backlog_dropped = IntCounter::new(
+            "mcpwarden_backlog_dropped_total",
+            "Server messages dropped because the client kept no stream open and the backlog was full",
+        )
+        .expect("valid metric");
+        let http_rejections = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_http_rejections_total",
+                "HTTP requests refused before reaching a session, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let policy_reloads = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_policy_reloads_total",
+                "Policy file reloads, by result",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(request_duration.clone()),
+            Box::new(sessions_active.clone()),
+            Box::new(upstream_restarts.clone()),
+            Box::new(upstream_invalid.clone()),
+            Box::new(upstream_unmatched.clone()),
+            Box::new(backlog_dropped.clone()),
+            Box::new(http_rejections.clone()),
+            Box::new(policy_reloads.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        Metrics {
+            registry,
+            requests,
+            request_duration,
+            sessions_active,
+            upstream_restarts,
+            upstream_invalid,
+            upstream_unmatched,
+            backlog_dropped,
+            http_rejections,
+            policy_reloads,
+        }
+    }
+
+    /// Count one answered client request.
+    pub fn observe_request(&self, method: &str, outcome: &'static str, took: Duration) {
+        let method = method_label(method);
+        self.requests.with_label_values(&[method, outcome]).inc();
+        self.request_duration
+            .with_label_values(&[method])
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding cannot fail");
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_methods_share_one_label() {
+        let m = Metrics::new();
+        for i in 0..1000 {
+            m.observe_request(&format!("made/up/{i}"), "error", Duration::from_millis(1));
+        }
+        m.observe_request("tools/call", "ok", Duration::from_millis(1));
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(
+            text.contains(r#"mcpwarden_requests_total{method="other",outcome="error"} 1000"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"mcpwarden_requests_total{method="tools/call",outcome="ok"} 1"#));
+        assert!(!text.contains("made/up"));
+    }
+}

@@ -1,0 +1,59 @@
+//! Loading the policy file at start and reloading it when it changes.
+//!
+//! The file is polled (its bytes, not its mtime) because Kubernetes updates a
+//! mounted ConfigMap by swapping a symlink, which file watchers miss. A new
+//! policy that does not parse or validate is rejected with an error log and
+//! `mcpwarden_policy_reloads_total{result="rejected"}`; the old one stays.
+//! Sessions are never dropped by a reload.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_warden_crds::FacadePolicy;
+
+use crate::app::App;
+
+/// Read, parse and validate a policy file.
+pub fn load(path: &Path) -> Result<FacadePolicy, String> {
+    let policy = FacadePolicy::from_file(path).map_err(|e| e.to_string())?;
+    validate(&policy).map_err(|e| format!("invalid policy {}: {e}", path.display()))?;
+    Ok(policy)
+}
+
+/// Semantic checks beyond the schema.
+pub fn validate(_policy: &FacadePolicy) -> Result<(), String> {
+    Ok(())
+}
+
+/// Poll `path` and swap in each valid new version.
+pub async fn watch(app: Arc<App>, path: PathBuf, every: Duration) {
+    let mut last = std::fs::read(&path).ok();
+    loop {
+        tokio::time::sleep(every).await;
+        let Ok(now) = std::fs::read(&path) else {
+            continue;
+        };
+        if last.as_ref() == Some(&now) {
+            continue;
+        }
+        last = Some(now);
+        match load(&path) {
+            Ok(policy) => {
+                app.policy.store(Arc::new(policy));
+                app.metrics
+                    .policy_reloads
+                    .with_label_values(&["applied"])
+                    .inc();
+                tracing::info!(path = %path.display(), "policy reloaded");
+            }
+            Err(e) => {
+                app.metrics
+                    .policy_reloads
+                    .with_label_values(&["rejected"])
+                    .inc();
+                tracing::error!(error = %e, "new policy rejected; keeping the previous one");
+            }
+        }
+    }
+}

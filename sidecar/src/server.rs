@@ -1,0 +1,64 @@
+//! Accept loops for the MCP and admin listeners: HTTP/1.1 and HTTP/2 with
+//! bounded headers and a header read timeout (slow clients cannot hold
+//! connections open for free).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::downstream::http::ResponseBody;
+
+pub async fn serve<F, Fut>(
+    app: Arc<App>,
+    listener: TcpListener,
+    stop: CancellationToken,
+    handler: F,
+) where
+    F: Fn(Arc<App>, Request<Incoming>) -> Fut + Copy + Send + Sync + 'static,
+    Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(app.limits.header_read_timeout)
+        .max_buf_size(app.limits.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(app.limits.max_header_bytes as u32);
+    let builder = Arc::new(builder);
+    loop {
+        let (tcp, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let app = app.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let app = app.clone();
+                async move { Ok::<_, std::convert::Infallible>(handler(app, req).await) }
+            });
+            if let Err(e) = builder.serve_connection(TokioIo::new(tcp), service).await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+}

@@ -1,0 +1,120 @@
+//! The table of live sessions: creation under a cap, lookup by
+//! `Mcp-Session-Id`, the idle reaper, and shutdown.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use super::Session;
+use crate::app::App;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("the facade is at its limit of {0} sessions; retry later or end unused sessions")]
+    TooMany(usize),
+}
+
+#[derive(Default)]
+pub struct Sessions {
+    map: RwLock<HashMap<Arc<str>, Arc<Session>>>,
+}
+
+impl Sessions {
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.map
+            .read()
+            .unwrap()
+            .get(id)
+            .filter(|s| !s.is_closed())
+            .cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Start a new session with a fresh, unguessable id.
+    pub fn create(&self, app: &Arc<App>) -> Result<Arc<Session>, CreateError> {
+        let mut map = self.map.write().unwrap();
+        if map.len() >= app.limits.max_sessions {
+            return Err(CreateError::TooMany(app.limits.max_sessions));
+        }
+        let id: Arc<str> = new_session_id().into();
+        let session = Session::start(app.clone(), id.clone());
+        map.insert(id, session.clone());
+        app.metrics.sessions_active.set(map.len() as i64);
+        Ok(session)
+    }
+
+    /// End a session and forget it.
+    pub fn remove(&self, app: &App, id: &str, reason: &str) -> bool {
+        let removed = self.map.write().unwrap().remove(id);
+        app.metrics.sessions_active.set(self.len() as i64);
+        match removed {
+            Some(session) => {
+                session.close(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Client requests in flight across all sessions.
+    pub fn in_flight(&self) -> usize {
+        self.map
+            .read()
+            .unwrap()
+            .values()
+            .map(|s| s.in_flight())
+            .sum()
+    }
+
+    /// Close every session (shutdown).
+    pub fn close_all(&self, reason: &str) {
+        let all: Vec<_> = self.map.write().unwrap().drain().collect();
+        for (_, s) in all {
+            s.close(reason);
+        }
+    }
+
+    /// Periodically end sessions idle past the limit, and forget closed ones.
+    pub async fn reap(app: Arc<App>) {
+        let every = (app.limits.idle_timeout / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(30));
+        loop {
+            tokio::time::sleep(every).await;
+            let expired: Vec<Arc<str>> = app
+                .sessions
+                .map
+                .read()
+                .unwrap()
+                .iter()
+                .filter(|(_, s)| {
+                    s.is_closed()
+                        || s.idle_for()
+                            .is_some_and(|idle| idle > app.limits.idle_timeout)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in expired {
+                tracing::info!(session = %id, "ending idle session");
+                app.sessions.remove(
+                    &app,
+                    &id,
+                    "the session was idle too long and has ended; start a new one",
+                );
+            }
+        }
+    }
+}
+
+/// 128 random bits, hex: unguessable, safe in a header.
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    hex::encode(bytes)
+}

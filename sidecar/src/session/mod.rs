@@ -1,0 +1,400 @@
+//! One downstream session and its private upstream link.
+//!
+//! Flow: a transport (HTTP or stdio) hands client messages to
+//! [`Session::client_message`] with the stream their answers belong on; the
+//! session forwards them over its link and routes everything the server sends
+//! back ([`route`]): responses to the stream of their request, server requests
+//! and notifications to the related stream or the standalone one. The
+//! [`supervisor`] owns the link: it restarts a crashed server with backoff,
+//! replays the client's handshake so the session survives, and answers every
+//! request in flight with an error that says what happened.
+//!
+//! Invariant: every client request gets exactly one response, from the
+//! server, from the facade's policy, or from the facade when the server fails
+//! or the session ends. Only a request the client itself cancelled gets none,
+//! as the MCP cancellation rules require.
+
+pub mod manager;
+mod route;
+pub mod stream;
+mod supervisor;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::app::App;
+use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
+use crate::upstream::Link;
+use stream::{Out, Stream};
+
+/// Server messages kept for a client that has no stream open yet.
+const BACKLOG_DEPTH: usize = 256;
+/// Finished streams kept for `Last-Event-ID` replay.
+const FINISHED_STREAMS_KEPT: usize = 64;
+
+/// A client request waiting for its answer.
+#[derive(Debug)]
+struct Pending {
+    stream: u64,
+    method: Box<str>,
+    progress_token: Option<String>,
+    started: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<RequestId, Pending>,
+    streams: HashMap<u64, Stream>,
+    finished: VecDeque<u64>,
+    standalone: Option<u64>,
+    backlog: VecDeque<Bytes>,
+    next_stream: u64,
+    /// The client's `initialize` and whether it completed the handshake: both
+    /// are replayed to a restarted server.
+    initialize: Option<Bytes>,
+    initialized: bool,
+    protocol_version: Option<String>,
+    /// Answers to requests the facade itself sent upstream.
+    internal: HashMap<RequestId, oneshot::Sender<Message>>,
+    closed: bool,
+}
+
+/// Why a message could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("the session has ended")]
+    Closed,
+}
+
+pub struct Session {
+    pub id: Arc<str>,
+    app: Arc<App>,
+    state: Mutex<State>,
+    link: watch::Sender<Option<Arc<Link>>>,
+    /// Milliseconds since `created` of the last client activity.
+    last_activity: AtomicU64,
+    created: Instant,
+    next_internal: AtomicU64,
+}
+
+impl Session {
+    /// Create a session and start its upstream link.
+    pub fn start(app: Arc<App>, id: Arc<str>) -> Arc<Session> {
+        let (link, _) = watch::channel(None);
+        let session = Arc::new(Session {
+            id,
+            app,
+            state: Mutex::new(State::default()),
+            link,
+            last_activity: AtomicU64::new(0),
+            created: Instant::now(),
+            next_internal: AtomicU64::new(1),
+        });
+        tokio::spawn(supervisor::run(session.clone()));
+        session
+    }
+
+    pub fn protocol_version(&self) -> Option<String> {
+        self.state.lock().unwrap().protocol_version.clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().unwrap().closed
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.state.lock().unwrap().pending.len()
+    }
+
+    fn touch(&self) {
+        self.last_activity
+            .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Time since the client last did anything, if nothing is in flight and no
+    /// stream is connected (only such sessions count as idle).
+    pub fn idle_for(&self) -> Option<std::time::Duration> {
+        let st = self.state.lock().unwrap();
+        if !st.pending.is_empty() || st.streams.values().any(Stream::has_live) {
+            return None;
+        }
+        let last = std::time::Duration::from_millis(self.last_activity.load(Ordering::Relaxed));
+        Some(self.created.elapsed().saturating_sub(last))
+    }
+
+    /// Open a stream that owes `responses` answers (`usize::MAX`: open-ended,
+    /// as for the stdio transport). Returns its id and the live receiver.
+    pub fn open_stream(&self, responses: usize) -> (u64, mpsc::Receiver<Out>) {
+        let (tx, rx) = mpsc::channel(self.app.limits.stream_queue_depth);
+        let mut st = self.state.lock().unwrap();
+        st.next_stream += 1;
+        let id = st.next_stream;
+        st.streams.insert(id, Stream::new(responses, tx));
+        (id, rx)
+    }
+
+    /// Open the standalone stream (GET), delivering the backlog first.
+    /// `None` when one is already connected.
+    pub fn open_standalone(&self) -> Option<(u64, mpsc::Receiver<Out>)> {
+        self.touch();
+        let (tx, rx) = mpsc::channel(self.app.limits.stream_queue_depth);
+        let mut st = self.state.lock().unwrap();
+        if let Some(old) = st.standalone {
+            if st.streams.get(&old).is_some_and(Stream::has_live) {
+                return None;
+            }
+            st.streams.remove(&old);
+        }
+        st.next_stream += 1;
+        let id = st.next_stream;
+        let mut stream = Stream::new(usize::MAX, tx);
+        for bytes in std::mem::take(&mut st.backlog) {
+            stream.push(bytes, false);
+        }
+        st.streams.insert(id, stream);
+        st.standalone = Some(id);
+        Some((id, rx))
+    }
+
+    /// Reattach to a stream after `Last-Event-ID` `<stream>-<seq>`.
+    pub fn resume(&self, last_event_id: &str) -> Option<(u64, mpsc::Receiver<Out>)> {
+        self.touch();
+        let (stream, seq) = last_event_id.split_once('-')?;
+        let (stream, seq): (u64, u64) = (stream.parse().ok()?, seq.parse().ok()?);
+        let (tx, rx) = mpsc::channel(self.app.limits.stream_queue_depth.max(1024));
+        let mut st = self.state.lock().unwrap();
+        st.streams
+            .get_mut(&stream)?
+            .resume(seq, tx)
+            .then_some((stream, rx))
+    }
+
+    /// Take one client message. Requests must name the stream their answer
+    /// goes on; every request gets exactly one answer on it.
+    pub async fn client_message(self: &Arc<Self>, msg: Message, stream: u64) {
+        self.touch();
+        match msg.kind {
+            Kind::Request => self.client_request(msg, stream).await,
+            Kind::Notification => self.client_notification(msg).await,
+            Kind::Response => {
+                let _ = self.send_upstream(msg).await;
+            }
+        }
+    }
+
+    async fn client_request(self: &Arc<Self>, msg: Message, stream: u64) {
+        let id = msg.id.clone().expect("requests have ids");
+        if id.is_reserved() {
+            let text = format!(
+                "request ids starting with \"{}\" are reserved by the facade",
+                jsonrpc::RESERVED_ID_PREFIX
+            );
+            return self.answer(
+                stream,
+                error(&id, codes::INVALID_REQUEST, &text, "reserved_id"),
+            );
+        }
+        let progress_token = if msg.mentions(b"progressToken") {
+            progress_token_of(&msg)
+        } else {
+            None
+        };
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.closed {
+                drop(st);
+                return self.answer(
+                    stream,
+                    error(
+                        &id,
+                        codes::INTERNAL_ERROR,
+                        "the session has ended; start a new one",
+                        "session_closed",
+                    ),
+                );
+            }
+            if st.pending.contains_key(&id) {
+                drop(st);
+                let text = "a request with this id is still in flight; use a new id";
+                return self.answer(
+                    stream,
+                    error(&id, codes::INVALID_REQUEST, text, "duplicate_id"),
+                );
+            }
+            if msg.method() == "initialize" {
+                st.initialize = Some(msg.bytes.clone());
+            }
+            let pending = Pending {
+                stream,
+                method: msg.method.clone().unwrap_or_default(),
+                progress_token,
+                started: Instant::now(),
+            };
+            st.pending.insert(id.clone(), pending);
+        }
+        if let Err(reason) = self.send_upstream(msg).await {
+            self.fail_request(&id, &reason);
+        }
+    }
+
+    async fn client_notification(self: &Arc<Self>, msg: Message) {
+        match msg.method() {
+            "notifications/initialized" => self.state.lock().unwrap().initialized = true,
+            "notifications/cancelled" => self.client_cancelled(&msg),
+            _ => {}
+        }
+        let _ = self.send_upstream(msg).await;
+    }
+
+    /// The client gave up on a request: no answer is owed any more, and a late
+    /// one from the server is dropped.
+    fn client_cancelled(&self, msg: &Message) {
+        let value = msg.to_value();
+        let Some(raw) = value.pointer("/params/requestId") else {
+            return;
+        };
+        let id = RequestId::from_raw(&raw.to_string());
+        let mut st = self.state.lock().unwrap();
+        if let Some(p) = st.pending.remove(&id) {
+            if let Some(s) = st.streams.get_mut(&p.stream) {
+                s.forgo_response();
+            }
+            self.app
+                .metrics
+                .observe_request(&p.method, "cancelled", p.started.elapsed());
+        }
+    }
+
+    /// Send to the current link, waiting (bounded) while it restarts.
+    async fn send_upstream(&self, msg: Message) -> Result<(), String> {
+        let mut rx = self.link.subscribe();
+        let wait =
+            tokio::time::timeout(self.app.limits.upstream_wait, rx.wait_for(|l| l.is_some()));
+        let link =
+            match wait.await {
+                Ok(Ok(link)) => link.clone().expect("waited for Some"),
+                Ok(Err(_)) => return Err("the session has ended".into()),
+                Err(_) => return Err(
+                    "the MCP server is not available (it is starting or restarting); retry shortly"
+                        .into(),
+                ),
+            };
+        link.send(msg).await.map_err(|e| e.to_string())
+    }
+
+    /// Answer a request the transport could not even parse.
+    pub fn answer_error(&self, stream: u64, bytes: Bytes) {
+        self.answer(stream, bytes)
+    }
+
+    /// Put a facade-made answer on a stream.
+    fn answer(&self, stream: u64, bytes: Bytes) {
+        let mut st = self.state.lock().unwrap();
+        push(&mut st, stream, bytes, true);
+    }
+
+    /// Answer a pending request with an upstream failure.
+    fn fail_request(&self, id: &RequestId, reason: &str) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(p) = st.pending.remove(id) {
+            self.app
+                .metrics
+                .observe_request(&p.method, "failed", p.started.elapsed());
+            let bytes = error(id, codes::INTERNAL_ERROR, reason, "upstream_failed");
+            push(&mut st, p.stream, bytes, true);
+        }
+    }
+
+    /// Answer every pending request: the server went away.
+    fn fail_all(&self, reason: &str) {
+        let mut st = self.state.lock().unwrap();
+        let pending: Vec<_> = st.pending.drain().collect();
+        for (id, p) in pending {
+            self.app
+                .metrics
+                .observe_request(&p.method, "failed", p.started.elapsed());
+            push(
+                &mut st,
+                p.stream,
+                error(&id, codes::INTERNAL_ERROR, reason, "upstream_failed"),
+                true,
+            );
+        }
+        st.internal.clear();
+    }
+
+    /// End the session: answer what is in flight, close streams, drop the
+    /// link (which stops the server process or ends the upstream session).
+    pub fn close(&self, reason: &str) {
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.closed {
+                return;
+            }
+            st.closed = true;
+        }
+        self.fail_all(reason);
+        let mut st = self.state.lock().unwrap();
+        for s in st.streams.values_mut() {
+            s.detach();
+        }
+        drop(st);
+        self.link.send_replace(None);
+    }
+
+    /// Send a request of the facade's own and wait for its answer.
+    async fn internal_request(
+        &self,
+        link: &Link,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<Message, String> {
+        let id = RequestId::internal(self.next_internal.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.state.lock().unwrap().internal.insert(id.clone(), tx);
+        let msg = Message::parse(jsonrpc::request(&id, method, params))
+            .map_err(|_| "internal request".to_string())?;
+        link.send(msg).await.map_err(|e| e.to_string())?;
+        match tokio::time::timeout(self.app.limits.upstream_wait, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            _ => Err(format!("the MCP server did not answer `{method}`")),
+        }
+    }
+}
+
+/// Queue on a stream; forget finished streams beyond the replay window.
+fn push(st: &mut State, stream: u64, bytes: Bytes, response: bool) {
+    let Some(s) = st.streams.get_mut(&stream) else {
+        return;
+    };
+    s.push(bytes, response);
+    if s.finished() {
+        st.finished.push_back(stream);
+        while st.finished.len() > FINISHED_STREAMS_KEPT {
+            if let Some(old) = st.finished.pop_front() {
+                st.streams.remove(&old);
+            }
+        }
+    }
+}
+
+fn error(id: &RequestId, code: i64, message: &str, reason: &str) -> Bytes {
+    jsonrpc::error_response(
+        Some(id),
+        code,
+        message,
+        Some(serde_json::json!({ "reason": reason })),
+    )
+}
+
+fn progress_token_of(msg: &Message) -> Option<String> {
+    let value = msg.to_value();
+    value
+        .pointer("/params/_meta/progressToken")
+        .map(|t| t.to_string())
+}

@@ -1,0 +1,120 @@
+//! Upstream links: one live connection to the MCP server for one session.
+//!
+//! Flow: the session router sends client messages with [`Link::send`] and
+//! consumes [`LinkEvent`]s (server messages, then exactly one `Closed`). The
+//! three kinds differ only in framing:
+//! - [`stdio`]: a child process per session, newline-delimited JSON;
+//! - [`socket`]: a unix socket served by `mcp-warden-sidecar bridge`, which
+//!   spawns the server per connection, same framing;
+//! - [`http`]: a Streamable HTTP server, one upstream session per link; it
+//!   knows which request each SSE message relates to.
+
+pub mod framed;
+pub mod http;
+pub mod socket;
+pub mod stdio;
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::jsonrpc::{Message, RequestId};
+
+/// Where the MCP server is.
+#[derive(Clone, Debug)]
+pub enum UpstreamTarget {
+    /// Spawn this command per session and speak over its stdio.
+    Command { program: String, args: Vec<String> },
+    /// Connect to a bridge's unix socket per session.
+    Socket(PathBuf),
+    /// A Streamable HTTP endpoint.
+    Http(hyper::Uri),
+}
+
+impl UpstreamTarget {
+    /// A short label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            UpstreamTarget::Command { .. } => "stdio",
+            UpstreamTarget::Socket(_) => "socket",
+            UpstreamTarget::Http(_) => "http",
+        }
+    }
+}
+
+/// What a link reports.
+#[derive(Debug)]
+pub enum LinkEvent {
+    /// A message from the server. `related` is the client request it belongs
+    /// to, when the transport says so (HTTP: it came on that request's stream).
+    Message {
+        bytes: Bytes,
+        related: Option<RequestId>,
+    },
+    /// A request could not be delivered (HTTP status, connection error); the
+    /// router answers it with this reason.
+    Failed { id: RequestId, reason: String },
+    /// The link is gone (process exited, socket closed, session expired).
+    Closed { reason: String },
+}
+
+/// Limits that bound what an upstream can make the facade hold.
+#[derive(Clone, Debug)]
+pub struct LinkLimits {
+    /// Longest single message from the server.
+    pub max_message_bytes: usize,
+    /// Messages buffered towards the server before senders wait.
+    pub queue_depth: usize,
+}
+
+impl Default for LinkLimits {
+    fn default() -> Self {
+        LinkLimits {
+            max_message_bytes: 16 * 1024 * 1024,
+            queue_depth: 256,
+        }
+    }
+}
+
+/// The sending half of a live link. Dropping it closes the link (kills the
+/// child, closes the socket, deletes the HTTP session).
+pub struct Link {
+    tx: mpsc::Sender<Message>,
+    pub(crate) _guard: Option<Box<dyn Send + Sync>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("cannot start the MCP server `{program}`: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("cannot connect to the MCP server socket {path}: {source}")]
+    Connect {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the MCP server link is closed")]
+    Closed,
+}
+
+impl Link {
+    /// Queue a message for the server; waits when the queue is full.
+    pub async fn send(&self, msg: Message) -> Result<(), UpstreamError> {
+        self.tx.send(msg).await.map_err(|_| UpstreamError::Closed)
+    }
+}
+
+/// Open a new link to `target`.
+pub async fn connect(
+    target: &UpstreamTarget,
+    limits: &LinkLimits,
+) -> Result<(Link, mpsc::Receiver<LinkEvent>), UpstreamError> {
+    match target {
+        UpstreamTarget::Command { program, args } => stdio::spawn(program, args, limits),
+        UpstreamTarget::Socket(path) => socket::connect(path, limits).await,
+        UpstreamTarget::Http(uri) => Ok(http::connect(uri.clone(), limits)),
+    }
+}
