@@ -10,6 +10,7 @@ use mcp_warden_crds::FacadePolicy;
 
 use crate::metrics::Metrics;
 use crate::session::manager::Sessions;
+use crate::upstream::spares::Spares;
 use crate::upstream::{LinkLimits, UpstreamTarget};
 
 /// Runtime limits: each has a safe default and a `run` flag.
@@ -26,6 +27,8 @@ pub struct Limits {
     pub restart_window: Duration,
     pub restart_backoff_initial: Duration,
     pub restart_backoff_max: Duration,
+    /// Server processes kept started ahead of new sessions (stdio/socket).
+    pub spares: usize,
 }
 
 impl Default for Limits {
@@ -42,6 +45,7 @@ impl Default for Limits {
             restart_window: Duration::from_secs(60),
             restart_backoff_initial: Duration::from_millis(100),
             restart_backoff_max: Duration::from_secs(5),
+            spares: 1,
         }
     }
 }
@@ -61,6 +65,7 @@ pub struct App {
     pub target: UpstreamTarget,
     pub limits: Limits,
     pub link_limits: LinkLimits,
+    pub spares: Arc<Spares>,
     pub hosts: HostPolicy,
     pub policy: ArcSwap<FacadePolicy>,
     pub sessions: Sessions,
@@ -78,12 +83,14 @@ impl App {
         hosts: HostPolicy,
         policy: FacadePolicy,
     ) -> Arc<App> {
+        let link_limits = LinkLimits {
+            queue_depth: limits.stream_queue_depth,
+            ..LinkLimits::default()
+        };
         Arc::new(App {
+            spares: Spares::new(target.clone(), link_limits.clone(), limits.spares),
             target,
-            link_limits: LinkLimits {
-                queue_depth: limits.stream_queue_depth,
-                ..LinkLimits::default()
-            },
+            link_limits,
             limits,
             hosts,
             policy: ArcSwap::from_pointee(policy),

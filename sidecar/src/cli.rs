@@ -95,6 +95,10 @@ struct RunArgs {
     /// Restarts of a session's server allowed per minute before the session ends.
     #[arg(long, default_value_t = Limits::default().max_restarts)]
     max_restarts: u32,
+    /// Server processes kept started ahead of new sessions (stdio and socket
+    /// upstreams), so a new session does not wait for one to boot.
+    #[arg(long, default_value_t = Limits::default().spares)]
+    spares: usize,
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]
     drain_timeout_secs: u64,
@@ -177,6 +181,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         stream_queue_depth: args.queue_depth.max(1),
         max_restarts: args.max_restarts,
+        spares: if args.stdio { 0 } else { args.spares },
         ..Limits::default()
     };
     let hosts = HostPolicy {

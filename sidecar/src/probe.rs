@@ -15,6 +15,7 @@ pub async fn until_ready(app: Arc<App>) {
         match probe(&app).await {
             Ok(()) => {
                 app.ready.store(true, Ordering::Relaxed);
+                app.spares.refill();
                 tracing::info!(
                     upstream = app.target.kind(),
                     "upstream MCP server answered initialize; ready"

@@ -210,9 +210,12 @@ async fn single(
         session.client_message(msg, 0).await;
         return empty(StatusCode::ACCEPTED);
     }
+    // Tool calls can run long: give 2025-11-25 clients a resumable stream
+    // from the start (priming event + retry), as SDK servers do.
+    let resumable = msg.method() == "tools/call" && priming_version(&session);
     let (stream, rx) = session.open_stream(1);
     session.client_message(msg, stream).await;
-    let mut resp = answer(rx, stream, &session).await;
+    let mut resp = answer(rx, stream, &session, resumable).await;
     if new_session {
         if resp.status() != StatusCode::OK || session.protocol_version().is_none() {
             // The server refused initialize: no session was established.
@@ -271,26 +274,39 @@ async fn answer(
     mut rx: mpsc::Receiver<Out>,
     stream: u64,
     session: &Session,
+    resumable: bool,
 ) -> Response<ResponseBody> {
+    if resumable {
+        let priming = sse::encode_priming(&format!("{stream}-0"), RETRY_MS);
+        return sse(SseBody {
+            rx,
+            stream,
+            pending: [priming].into(),
+        });
+    }
     match rx.recv().await {
-        None => sse_response(rx, None),
+        None => sse_response(rx, Some(stream)),
         Some(out) if out.last => json_response(StatusCode::OK, out.bytes),
         Some(out) => {
-            let priming = session
-                .protocol_version()
-                .filter(|v| v.as_str() >= PRIMING_FROM)
-                .map(|_| stream);
-            let first = [
-                priming.map(|s| sse::encode_priming(&format!("{s}-0"), RETRY_MS)),
-                Some(encode(stream, &out)),
-            ];
+            let mut first = std::collections::VecDeque::new();
+            if priming_version(session) {
+                first.push_back(sse::encode_priming(&format!("{stream}-0"), RETRY_MS));
+            }
+            first.push_back(encode(stream, &out));
             sse(SseBody {
                 rx,
                 stream,
-                pending: first.into_iter().flatten().collect(),
+                pending: first,
             })
         }
     }
+}
+
+/// Whether the session's protocol version starts SSE streams with a priming event.
+fn priming_version(session: &Session) -> bool {
+    session
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= PRIMING_FROM)
 }
 
 fn get(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {

@@ -49,7 +49,11 @@ pub(super) async fn run(session: Arc<Session>) {
         if session.is_closed() {
             return;
         }
-        let connected = upstream::connect(&session.app.target, &session.app.link_limits).await;
+        let connected = if first {
+            session.app.spares.take().await
+        } else {
+            upstream::connect(&session.app.target, &session.app.link_limits).await
+        };
         let (link, mut events) = match connected {
             Ok(pair) => pair,
             Err(e) => {

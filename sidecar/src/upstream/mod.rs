@@ -12,6 +12,7 @@
 pub mod framed;
 pub mod http;
 pub mod socket;
+pub mod spares;
 pub mod stdio;
 
 use std::path::PathBuf;
