@@ -48,7 +48,7 @@ check-generated:
 ## demo: the facade in front of @modelcontextprotocol/server-everything, a few real calls through it
 demo: setup
 	$(CARGO) build -q -p mcp-warden-sidecar
-	MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) $(PYTHON) tests/demo.py
+	MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) $(PYTHON) tests/demo/demo.py
 
 clean:
 	$(CARGO) clean
