@@ -1,3 +1,57 @@
-//! The pure policy core shared by the operator (validation) and the sidecar
-//! (enforcement). No I/O, no Kubernetes, no async.
+//! mcp-warden's pure policy core, shared by the operator (validation) and
+//! the sidecar (enforcement). No I/O, no async, no Kubernetes.
+//!
+//! Module map, in the order a message meets them:
+//!
+//! ```text
+//!  FacadePolicy (crds) ──compile──► CompiledPolicy ............ compile.rs
+//!        │                            ├─ ToolPolicy per rule, ResolvedLimits  limits.rs
+//!        │                            ├─ ArgRules (path.rs, command.rs)        args.rs
+//!        │                            ├─ Redactor                              redact.rs
+//!        │                            └─ RoleIndex                             roles.rs
+//!  upstream tools/list entry ──► ObservedTool (hash, inferred risk) ... tools.rs
+//!        pin.rs (definition_hash) · risk.rs (infer) · poison.rs (scan)
+//!        └─► CompiledPolicy::assess ─► quarantine state
+//!  tools/list: by_upstream ─┐
+//!  tools/call: by_exposed  ─┴► decide ─► Decision::{Allow(Grant), Deny(Denial)}  decision.rs
+//!  tools/call arguments ──► SchemaCache::validate_input (-32602)        schema.rs
+//!  tools/list schemas   ──► clean_schema                                schema.rs
+//!  results ──► Redactor::redact_json · SchemaCache::validate_output
+//! ```
+//!
+//! Errors: [`ConfigError`] (a policy that cannot compile), [`Denial`] (a
+//! hidden tool or refused call, with its DESIGN §6 code), [`SchemaError`].
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod args;
+mod command;
+mod compile;
+mod decision;
+mod error;
+mod limits;
+mod path;
+pub mod pin;
+pub mod poison;
+mod redact;
+pub mod risk;
+mod roles;
+mod schema;
+mod tools;
+
+pub use args::{ArgRules, ArgVerdict};
+pub use compile::{CompiledPolicy, ToolPolicy};
+pub use decision::{
+    decide, risk_name, role_name, Approval, Decision, Denial, ErrorCode, Grant, Query,
+};
+pub use error::ConfigError;
+pub use limits::ResolvedLimits;
+pub use pin::{canonical_json, definition_hash};
+pub use poison::{Finding, FindingKind};
+pub use redact::{RedactionCounts, Redactor, BUILTIN_KINDS};
+pub use roles::RoleIndex;
+pub use schema::{clean_schema, SchemaCache, SchemaError, Violation, DROPPED_KEYWORDS};
+pub use tools::{ObservedTool, Quarantine, Target};
+
+/// The policy data types this crate consumes.
+pub use mcp_warden_crds::policy as spec;
