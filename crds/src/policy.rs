@@ -52,6 +52,10 @@ pub struct FacadePolicy {
     /// Quarantine a tool whose definition changes while the facade runs.
     #[serde(default = "default_true")]
     pub quarantine_on_drift: bool,
+    /// Rewrite exposed tool schemas into the portable subset common clients
+    /// accept (drop `$schema`, inline local `$ref`s, …).
+    #[serde(default = "default_true")]
+    pub clean_schemas: bool,
     /// What the poisoning scan of tool descriptions and schemas does on a finding.
     #[serde(default)]
     pub poisoning_scan: ScanAction,
@@ -86,6 +90,7 @@ impl Default for FacadePolicy {
             limits: Limits::default(),
             redaction: Redaction::default(),
             risk_prefix: false,
+            clean_schemas: true,
             quarantine_on_drift: true,
             poisoning_scan: ScanAction::default(),
             risk_ceiling: default_risk_ceiling(),
@@ -512,6 +517,7 @@ impl FacadePolicy {
     pub fn allow_all() -> Self {
         FacadePolicy {
             default_action: DefaultAction::Allow,
+            clean_schemas: false,
             quarantine_on_drift: false,
             poisoning_scan: ScanAction::Warn,
             risk_ceiling: RiskLevel::Critical,

@@ -6,9 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use mcp_warden_crds::FacadePolicy;
+use mcp_warden_policy::SchemaCache;
 
 use crate::metrics::Metrics;
+use crate::pipeline::audit::Audit;
+use crate::pipeline::budget::GlobalCalls;
+use crate::pipeline::policy::LivePolicy;
+use crate::pipeline::registry::Registry;
 use crate::session::manager::Sessions;
 use crate::upstream::spares::Spares;
 use crate::upstream::{LinkLimits, UpstreamTarget};
@@ -67,7 +71,13 @@ pub struct App {
     pub link_limits: LinkLimits,
     pub spares: Arc<Spares>,
     pub hosts: HostPolicy,
-    pub policy: ArcSwap<FacadePolicy>,
+    pub policy: ArcSwap<LivePolicy>,
+    /// Upstream tools as observed (hashes, drift, quarantine).
+    pub registry: Registry,
+    /// Compiled input/output validators, by definition hash.
+    pub schemas: SchemaCache,
+    pub audit: Audit,
+    pub global_calls: Arc<GlobalCalls>,
     pub sessions: Sessions,
     pub metrics: Metrics,
     /// Set once the upstream answered `initialize` (the readiness probe).
@@ -81,7 +91,8 @@ impl App {
         target: UpstreamTarget,
         limits: Limits,
         hosts: HostPolicy,
-        policy: FacadePolicy,
+        policy: Arc<LivePolicy>,
+        audit: Audit,
     ) -> Arc<App> {
         let link_limits = LinkLimits {
             queue_depth: limits.stream_queue_depth,
@@ -93,7 +104,11 @@ impl App {
             link_limits,
             limits,
             hosts,
-            policy: ArcSwap::from_pointee(policy),
+            policy: ArcSwap::new(policy),
+            registry: Registry::default(),
+            schemas: SchemaCache::new(),
+            audit,
+            global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
             metrics: Metrics::new(),
             ready: AtomicBool::new(false),

@@ -14,6 +14,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, HostPolicy, Limits};
+use crate::pipeline::audit::{Audit, AuditSink};
+use crate::pipeline::policy::LivePolicy;
 use crate::upstream::UpstreamTarget;
 use crate::{admin, bridge, downstream, policy_file, probe, server};
 
@@ -102,6 +104,10 @@ struct RunArgs {
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]
     drain_timeout_secs: u64,
+    /// Where audit lines go: stdout, stderr, off or file:PATH (default
+    /// stdout; stderr with --stdio).
+    #[arg(long)]
+    audit: Option<AuditSink>,
     /// Seconds between policy file checks.
     #[arg(long, default_value_t = 2)]
     policy_poll_secs: u64,
@@ -172,8 +178,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let policy = match &args.policy {
         Some(path) => policy_file::load(path).map_err(anyhow::Error::msg)?,
-        None => FacadePolicy::allow_all(),
+        None => LivePolicy::new(FacadePolicy::allow_all()).expect("the allow-all policy compiles"),
     };
+    let audit_sink = match args.audit.clone() {
+        Some(sink) => sink,
+        // stdout is the protocol channel in --stdio mode.
+        None if args.stdio => AuditSink::Stderr,
+        None => AuditSink::Stdout,
+    };
+    let audit =
+        Audit::start(audit_sink).map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_header_bytes: args.max_header_bytes,
@@ -192,7 +206,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         origins: args.allowed_origin.clone(),
     };
-    let app = App::new(target, limits, hosts, policy);
+    let app = App::new(target, limits, hosts, policy, audit);
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),

@@ -89,7 +89,9 @@ impl fmt::Debug for Message {
 struct Envelope<'a> {
     #[serde(borrow)]
     jsonrpc: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    /// Present-but-null must stay distinguishable from absent (a request
+    /// with `"id": null` is invalid, not a notification).
+    #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(borrow)]
     method: Option<Cow<'a, str>>,
@@ -99,6 +101,10 @@ struct Envelope<'a> {
     error: Option<&'a RawValue>,
     #[serde(borrow, rename = "params")]
     _params: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// Why bytes are not a usable JSON-RPC message; each maps to a JSON-RPC error.

@@ -5,6 +5,7 @@
 //! - [`downstream`]: client transports (Streamable HTTP on `/mcp`, stdio);
 //! - [`jsonrpc`]: classify messages without copying them;
 //! - [`session`]: one client session, its streams and its upstream link;
+//! - [`pipeline`]: the policy on tools/list and tools/call, audit;
 //! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
 //! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
 //! - [`admin`], [`metrics`]: health, readiness and Prometheus metrics;
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod downstream;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod pipeline;
 pub mod policy_file;
 pub mod probe;
 pub mod server;

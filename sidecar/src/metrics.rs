@@ -51,6 +51,17 @@ pub struct Metrics {
     pub backlog_dropped: IntCounter,
     pub http_rejections: IntCounterVec,
     pub policy_reloads: IntCounterVec,
+    /// `tool_calls_total{tool,outcome,code}`: every tools/call, allowed or not.
+    pub tool_calls: IntCounterVec,
+    pub tool_call_duration: HistogramVec,
+    pub tool_output_bytes: HistogramVec,
+    /// `policy_denials_total{reason}`: reasons are the policy's stable set.
+    pub policy_denials: IntCounterVec,
+    /// `tools{state}`: upstream tools by state (exposed, hidden, quarantined).
+    pub tools: prometheus::IntGaugeVec,
+    pub redactions: IntCounterVec,
+    pub audit_dropped: IntCounter,
+    pub calls_in_flight: IntGauge,
 }
 
 impl Metrics {
@@ -114,6 +125,81 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
+        let tool_calls = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_tool_calls_total",
+                "Tool calls by exposed tool, outcome and JSON-RPC code",
+            ),
+            &["tool", "outcome", "code"],
+        )
+        .expect("valid metric");
+        let tool_call_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "mcpwarden_tool_call_duration_seconds",
+                "Tool call latency through the facade",
+            )
+            .buckets(vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                60.0, 120.0,
+            ]),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let tool_output_bytes = HistogramVec::new(
+            HistogramOpts::new(
+                "mcpwarden_tool_output_bytes",
+                "Size of tool results sent to clients",
+            )
+            .buckets(prometheus::exponential_buckets(64.0, 4.0, 10).expect("valid buckets")),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let policy_denials = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_policy_denials_total",
+                "Requests refused by the policy, by stable reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let tools = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "mcpwarden_tools",
+                "Upstream tools by state (exposed, hidden, quarantined)",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        let redactions = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_redactions_total",
+                "Secrets redacted from tool results, by detector",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        let audit_dropped = IntCounter::new(
+            "mcpwarden_audit_dropped_total",
+            "Audit lines dropped because the audit sink could not keep up (calls are never blocked by audit)",
+        )
+        .expect("valid metric");
+        let calls_in_flight = IntGauge::new(
+            "mcpwarden_tool_calls_in_flight",
+            "Tool calls currently running",
+        )
+        .expect("valid metric");
+        for c in [
+            Box::new(tool_calls.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(tool_call_duration.clone()),
+            Box::new(tool_output_bytes.clone()),
+            Box::new(policy_denials.clone()),
+            Box::new(tools.clone()),
+            Box::new(redactions.clone()),
+            Box::new(audit_dropped.clone()),
+            Box::new(calls_in_flight.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(request_duration.clone()),
@@ -138,6 +224,14 @@ impl Metrics {
             backlog_dropped,
             http_rejections,
             policy_reloads,
+            tool_calls,
+            tool_call_duration,
+            tool_output_bytes,
+            policy_denials,
+            tools,
+            redactions,
+            audit_dropped,
+            calls_in_flight,
         }
     }
 

@@ -13,17 +13,13 @@ use std::time::Duration;
 use mcp_warden_crds::FacadePolicy;
 
 use crate::app::App;
+use crate::pipeline::policy::{describe, LivePolicy};
 
-/// Read, parse and validate a policy file.
-pub fn load(path: &Path) -> Result<FacadePolicy, String> {
+/// Read, parse and compile a policy file (every semantic check included).
+pub fn load(path: &Path) -> Result<Arc<LivePolicy>, String> {
     let policy = FacadePolicy::from_file(path).map_err(|e| e.to_string())?;
-    validate(&policy).map_err(|e| format!("invalid policy {}: {e}", path.display()))?;
-    Ok(policy)
-}
-
-/// Semantic checks beyond the schema.
-pub fn validate(_policy: &FacadePolicy) -> Result<(), String> {
-    Ok(())
+    LivePolicy::new(policy)
+        .map_err(|errors| format!("invalid policy {}:\n{}", path.display(), describe(&errors)))
 }
 
 /// Poll `path` and swap in each valid new version.
@@ -40,7 +36,8 @@ pub async fn watch(app: Arc<App>, path: PathBuf, every: Duration) {
         last = Some(now);
         match load(&path) {
             Ok(policy) => {
-                app.policy.store(Arc::new(policy));
+                app.registry.reassess(&policy, &app.metrics);
+                app.policy.store(policy);
                 app.metrics
                     .policy_reloads
                     .with_label_values(&["applied"])

@@ -29,6 +29,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::app::App;
 use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
+use crate::pipeline::budget::SessionBudget;
+use crate::pipeline::identity::Identity;
 use crate::upstream::Link;
 use stream::{Out, Stream};
 
@@ -44,6 +46,8 @@ struct Pending {
     method: Box<str>,
     progress_token: Option<String>,
     started: Instant,
+    /// The pipeline wants the answer (to filter it) instead of the stream.
+    intercept: Option<oneshot::Sender<Message>>,
 }
 
 #[derive(Default)]
@@ -61,6 +65,10 @@ struct State {
     protocol_version: Option<String>,
     /// Answers to requests the facade itself sent upstream.
     internal: HashMap<RequestId, oneshot::Sender<Message>>,
+    /// Answers to requests the facade itself sent to the client.
+    client_internal: HashMap<RequestId, oneshot::Sender<Message>>,
+    /// The client declared the elicitation capability.
+    client_elicits: bool,
     closed: bool,
 }
 
@@ -73,13 +81,15 @@ pub enum SessionError {
 
 pub struct Session {
     pub id: Arc<str>,
-    app: Arc<App>,
+    pub(crate) app: Arc<App>,
     state: Mutex<State>,
     link: watch::Sender<Option<Arc<Link>>>,
     /// Milliseconds since `created` of the last client activity.
     last_activity: AtomicU64,
     created: Instant,
     next_internal: AtomicU64,
+    pub(crate) budget: SessionBudget,
+    identity: Arc<Identity>,
 }
 
 impl Session {
@@ -94,6 +104,8 @@ impl Session {
             last_activity: AtomicU64::new(0),
             created: Instant::now(),
             next_internal: AtomicU64::new(1),
+            budget: SessionBudget::default(),
+            identity: Arc::new(Identity::anonymous()),
         });
         tokio::spawn(supervisor::run(session.clone()));
         session
@@ -181,10 +193,26 @@ impl Session {
         match msg.kind {
             Kind::Request => self.client_request(msg, stream).await,
             Kind::Notification => self.client_notification(msg).await,
-            Kind::Response => {
-                let _ = self.send_upstream(msg).await;
-            }
+            Kind::Response => self.client_response(msg).await,
         }
+    }
+
+    /// A client answer: to the facade's own request (elicitation), or to
+    /// the server's.
+    async fn client_response(&self, msg: Message) {
+        if msg.id.as_ref().is_some_and(RequestId::is_reserved) {
+            let waiter = self
+                .state
+                .lock()
+                .unwrap()
+                .client_internal
+                .remove(msg.id.as_ref().expect("checked"));
+            if let Some(tx) = waiter {
+                let _ = tx.send(msg);
+            }
+            return;
+        }
+        let _ = self.send_upstream(msg).await;
     }
 
     async fn client_request(self: &Arc<Self>, msg: Message, stream: u64) {
@@ -228,12 +256,34 @@ impl Session {
             }
             if msg.method() == "initialize" {
                 st.initialize = Some(msg.bytes.clone());
+                st.client_elicits = msg
+                    .to_value()
+                    .pointer("/params/capabilities/elicitation")
+                    .is_some();
             }
+        }
+        // The policed methods run as their own task: a tool call may need to
+        // ask the client something (elicitation) before it has an answer,
+        // and the transport must be free to stream that question.
+        match msg.method() {
+            "tools/call" => {
+                tokio::spawn(self.clone().tools_call(msg, stream, self.identity.clone()));
+                return;
+            }
+            "tools/list" => {
+                tokio::spawn(self.clone().tools_list(msg, stream, self.identity.clone()));
+                return;
+            }
+            _ => {}
+        }
+        {
+            let mut st = self.state.lock().unwrap();
             let pending = Pending {
                 stream,
                 method: msg.method.clone().unwrap_or_default(),
                 progress_token,
                 started: Instant::now(),
+                intercept: None,
             };
             st.pending.insert(id.clone(), pending);
         }
@@ -287,6 +337,122 @@ impl Session {
         link.send(msg).await.map_err(|e| e.to_string())
     }
 
+    /// Forward a policed request and wait (bounded) for its answer, which
+    /// comes back here instead of going to the stream. `Ok(None)`: the
+    /// request was answered another way (server gone, client cancelled).
+    /// `Err(())`: it timed out; the server was told to cancel it.
+    pub(crate) async fn forward_and_wait(
+        &self,
+        msg: Message,
+        stream: u64,
+        timeout: std::time::Duration,
+    ) -> Result<Option<Message>, ()> {
+        let id = msg.id.clone().expect("requests have ids");
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.state.lock().unwrap();
+            if st.pending.contains_key(&id) {
+                drop(st);
+                let text = "a request with this id is still in flight; use a new id";
+                self.answer(
+                    stream,
+                    error(&id, codes::INVALID_REQUEST, text, "duplicate_id"),
+                );
+                return Ok(None);
+            }
+            let progress_token = if msg.mentions(b"progressToken") {
+                progress_token_of(&msg)
+            } else {
+                None
+            };
+            let method = msg.method.clone().unwrap_or_default();
+            let pending = Pending {
+                stream,
+                method,
+                progress_token,
+                started: Instant::now(),
+                intercept: Some(tx),
+            };
+            st.pending.insert(id.clone(), pending);
+        }
+        if let Err(reason) = self.send_upstream(msg).await {
+            self.fail_request(&id, &reason);
+            return Ok(None);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(answer)) => Ok(Some(answer)),
+            Ok(Err(_)) => Ok(None),
+            Err(_) => {
+                let removed = self.state.lock().unwrap().pending.remove(&id).is_some();
+                if !removed {
+                    return Ok(None);
+                }
+                let params = serde_json::json!({
+                    "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
+                    "reason": "mcp-warden: the call exceeded its time limit",
+                });
+                if let Ok(cancel) =
+                    Message::parse(jsonrpc::notification("notifications/cancelled", &params))
+                {
+                    let _ = self.send_upstream(cancel).await;
+                }
+                Err(())
+            }
+        }
+    }
+
+    /// The pipeline's answer to a policed request.
+    pub(crate) fn answer_call(&self, stream: u64, bytes: Bytes) {
+        self.answer(stream, bytes)
+    }
+
+    /// A request of the facade's own to the server, on the current link.
+    pub(crate) async fn upstream_request(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<Message, String> {
+        let link = self
+            .link
+            .borrow()
+            .clone()
+            .ok_or("the MCP server is not connected")?;
+        self.internal_request(&link, method, &params).await
+    }
+
+    /// Whether the client can answer an elicitation.
+    pub(crate) fn client_can_elicit(&self) -> bool {
+        self.state.lock().unwrap().client_elicits
+    }
+
+    /// Ask the client something (on `stream`) and wait for its answer.
+    pub(crate) async fn ask_client(
+        &self,
+        stream: u64,
+        method: &str,
+        params: serde_json::Value,
+        timeout: std::time::Duration,
+    ) -> Result<serde_json::Value, ()> {
+        let id = RequestId::internal(self.next_internal.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.state.lock().unwrap();
+            st.client_internal.insert(id.clone(), tx);
+            push(
+                &mut st,
+                stream,
+                jsonrpc::request(&id, method, &params),
+                false,
+            );
+        }
+        let answer = tokio::time::timeout(timeout, rx).await;
+        self.state.lock().unwrap().client_internal.remove(&id);
+        match answer {
+            Ok(Ok(msg)) => Ok(msg.to_value()),
+            _ => Err(()),
+        }
+    }
+
     /// Answer a request the transport could not even parse.
     pub fn answer_error(&self, stream: u64, bytes: Bytes) {
         self.answer(stream, bytes)
@@ -326,6 +492,7 @@ impl Session {
             );
         }
         st.internal.clear();
+        st.client_internal.clear();
     }
 
     /// End the session: answer what is in flight, close streams, drop the

@@ -11,6 +11,8 @@
 //!   newest request in flight (the likely cause), else the standalone stream.
 //! - With nowhere to go, it waits in a bounded backlog for the next GET.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use super::{push, Session, State, BACKLOG_DEPTH};
@@ -18,7 +20,7 @@ use crate::jsonrpc::{codes, Kind, Message, RequestId};
 
 impl Session {
     /// Take one message from the server.
-    pub(super) async fn server_message(&self, bytes: Bytes, related: Option<RequestId>) {
+    pub(super) async fn server_message(self: &Arc<Self>, bytes: Bytes, related: Option<RequestId>) {
         let msg = match Message::parse(bytes) {
             Ok(msg) => msg,
             Err((e, _)) => {
@@ -41,6 +43,14 @@ impl Session {
                     let _ = self.send_upstream(answer).await;
                 }
             }
+            Kind::Notification if msg.method() == "notifications/tools/list_changed" => {
+                // Re-check pins and drift before the client hears of it.
+                let session = self.clone();
+                tokio::spawn(async move {
+                    session.refresh_tools().await;
+                    session.server_initiated(msg, related);
+                });
+            }
             _ => self.server_initiated(msg, related),
         }
     }
@@ -60,6 +70,11 @@ impl Session {
             tracing::debug!(session = %self.id, ?id, "dropped a response nobody is waiting for");
             return;
         };
+        if let Some(tx) = p.intercept {
+            // The pipeline filters and answers it (and records the metrics).
+            let _ = tx.send(msg);
+            return;
+        }
         if &*p.method == "initialize" && !msg.is_error {
             let value = msg.to_value();
             st.protocol_version = value

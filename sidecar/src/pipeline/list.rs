@@ -1,0 +1,179 @@
+//! The tools/list path and the server's `notifications/tools/list_changed`.
+//!
+//! tools/list: forward → collect every upstream page (the facade follows
+//! `nextCursor` itself and answers with one complete, filtered page, so a
+//! cursor never points into a list the client cannot see) → record each
+//! definition in the registry (hash, drift, poisoning) → keep what the
+//! policy lets this caller see → rewrite (alias, description, risk prefix,
+//! portable schema).
+//!
+//! list_changed: re-read the list (re-checking pins and drift) before
+//! telling the client, so a changed definition is quarantined before any
+//! client can act on it.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mcp_warden_policy::{clean_schema, Decision};
+use serde_json::{json, Value};
+
+use super::identity::Identity;
+use super::registry::ObservedTool;
+use crate::jsonrpc::{self, Message};
+use crate::session::Session;
+
+/// Upstream pages followed at most, so a server cannot loop the facade.
+const MAX_PAGES: usize = 100;
+
+impl Session {
+    /// Answer one client tools/list (exactly once, on `stream`).
+    pub(crate) async fn tools_list(
+        self: Arc<Self>,
+        msg: Message,
+        stream: u64,
+        identity: Arc<Identity>,
+    ) {
+        let started = std::time::Instant::now();
+        let id = msg.id.clone().expect("requests have ids");
+        // The client's cursor points into the single page the facade serves:
+        // always start from the first upstream page.
+        let first = if msg.mentions(b"cursor") {
+            without_cursor(&msg)
+        } else {
+            msg
+        };
+        let answer = match self
+            .forward_and_wait(first, stream, self.app.limits.upstream_wait)
+            .await
+        {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return,
+            Err(()) => {
+                let text = "the MCP server did not answer tools/list in time; retry";
+                return self.answer_call(
+                    stream,
+                    jsonrpc::error_response(Some(&id), jsonrpc::codes::INTERNAL_ERROR, text, None),
+                );
+            }
+        };
+        if answer.is_error {
+            return self.answer_call(stream, answer.bytes);
+        }
+        let mut value = answer.to_value();
+        let definitions = match self.collect_pages(&mut value).await {
+            Ok(defs) => defs,
+            Err(text) => {
+                return self.answer_call(
+                    stream,
+                    jsonrpc::error_response(Some(&id), jsonrpc::codes::INTERNAL_ERROR, &text, None),
+                )
+            }
+        };
+        let policy = self.app.policy.load_full();
+        let observed = self
+            .app
+            .registry
+            .observe(definitions, &policy, &self.app.metrics);
+        let role = identity.role(&policy.compiled);
+        let visible: Vec<Value> = observed
+            .iter()
+            .filter_map(|tool| match policy.compiled.decide_list(tool, role) {
+                Decision::Allow(grant) => Some(expose(tool, &grant, policy.doc.clean_schemas)),
+                Decision::Deny(_) => None,
+            })
+            .collect();
+        if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
+            result.insert("tools".into(), Value::Array(visible));
+            result.remove("nextCursor");
+        }
+        self.app
+            .metrics
+            .observe_request("tools/list", "ok", started.elapsed());
+        self.answer_call(
+            stream,
+            Bytes::from(serde_json::to_vec(&value).expect("values serialize")),
+        );
+    }
+
+    /// The `tools` of the first page plus every further page.
+    async fn collect_pages(&self, first: &mut Value) -> Result<Vec<Value>, String> {
+        let mut tools = take_tools(first);
+        let mut cursor = first.pointer("/result/nextCursor").cloned();
+        for _ in 0..MAX_PAGES {
+            let Some(c) = cursor.take().filter(|c| !c.is_null()) else {
+                return Ok(tools);
+            };
+            let mut page = self
+                .upstream_request("tools/list", json!({ "cursor": c }))
+                .await?
+                .to_value();
+            if page.get("error").is_some() {
+                return Err("the MCP server refused a tools/list page".into());
+            }
+            tools.extend(take_tools(&mut page));
+            cursor = page.pointer("/result/nextCursor").cloned();
+        }
+        Err(format!(
+            "the MCP server's tool list has more than {MAX_PAGES} pages"
+        ))
+    }
+
+    /// Read the whole upstream tool list into the registry (the facade's own
+    /// request; nothing reaches the client).
+    pub(crate) async fn refresh_tools(&self) {
+        let Ok(answer) = self.upstream_request("tools/list", json!({})).await else {
+            return;
+        };
+        let mut value = answer.to_value();
+        if value.get("error").is_some() {
+            return;
+        }
+        if let Ok(defs) = self.collect_pages(&mut value).await {
+            let policy = self.app.policy.load_full();
+            self.app.registry.observe(defs, &policy, &self.app.metrics);
+        }
+    }
+}
+
+fn take_tools(page: &mut Value) -> Vec<Value> {
+    match page.pointer_mut("/result/tools").map(Value::take) {
+        Some(Value::Array(tools)) => tools,
+        _ => Vec::new(),
+    }
+}
+
+fn without_cursor(msg: &Message) -> Message {
+    let mut v = msg.to_value();
+    if let Some(params) = v.get_mut("params").and_then(Value::as_object_mut) {
+        params.remove("cursor");
+    }
+    Message::parse(Bytes::from(
+        serde_json::to_vec(&v).expect("values serialize"),
+    ))
+    .unwrap_or_else(|_| msg.clone())
+}
+
+/// A tool definition as this caller sees it.
+fn expose(tool: &ObservedTool, grant: &mcp_warden_policy::Grant<'_>, clean: bool) -> Value {
+    let mut def = tool.definition.clone();
+    let Some(obj) = def.as_object_mut() else {
+        return def;
+    };
+    obj.insert("name".into(), Value::String(grant.exposed_name.to_string()));
+    let description = grant.exposed_description(tool.description());
+    if !description.is_empty() {
+        obj.insert(
+            "description".into(),
+            Value::String(description.into_owned()),
+        );
+    }
+    if clean {
+        for key in ["inputSchema", "outputSchema"] {
+            if let Some(schema) = obj.get(key) {
+                let cleaned = clean_schema(schema);
+                obj.insert(key.into(), cleaned);
+            }
+        }
+    }
+    def
+}

@@ -1,0 +1,277 @@
+//! The response filter for tools/call results: output size cap (truncate
+//! with a visible marker, or fail), secret redaction over every string of
+//! the result, and `structuredContent` checked against the tool's
+//! `outputSchema`.
+//!
+//! Fast path: a result within the cap, with no JSON `\u` escapes (which
+//! could hide a secret from a byte scan) and no redaction match in its raw
+//! bytes, is forwarded as the original bytes, untouched.
+
+use bytes::Bytes;
+use mcp_warden_crds::OutputOverflow;
+use mcp_warden_policy::{Redactor, ResolvedLimits, SchemaCache, SchemaError};
+use serde_json::Value;
+
+use super::refusal::{Budget, Refusal};
+use super::registry::ObservedTool;
+use crate::jsonrpc::Message;
+
+/// What the filter did.
+#[derive(Debug, Default)]
+pub struct Filtered {
+    pub output_bytes: u64,
+    pub truncated: bool,
+    /// Per detector kind, the number of redactions.
+    pub redactions: Vec<(String, u32)>,
+}
+
+impl Filtered {
+    pub fn redaction_total(&self) -> u32 {
+        self.redactions.iter().map(|(_, n)| n).sum()
+    }
+}
+
+pub struct OutputCheck<'a> {
+    pub tool: &'a str,
+    pub limits: &'a ResolvedLimits,
+    pub redactor: &'a Redactor,
+    pub schemas: &'a SchemaCache,
+    pub definition: Option<&'a ObservedTool>,
+}
+
+impl OutputCheck<'_> {
+    /// Filter an upstream answer; error answers pass untouched.
+    pub fn apply(&self, msg: Message) -> Result<(Bytes, Filtered), Refusal> {
+        let size = msg.bytes.len() as u64;
+        if msg.is_error {
+            return Ok((
+                msg.bytes,
+                Filtered {
+                    output_bytes: size,
+                    ..Default::default()
+                },
+            ));
+        }
+        let needs_schema = self
+            .definition
+            .is_some_and(|d| d.definition.get("outputSchema").is_some());
+        let clean_raw = !self.redactor.is_enabled() || {
+            let mut counts = self.redactor.counts();
+            let raw = String::from_utf8_lossy(&msg.bytes);
+            let _ = self.redactor.redact(&raw, &mut counts);
+            counts.total() == 0 && memchr::memmem::find(&msg.bytes, b"\\u").is_none()
+        };
+        if size <= self.limits.max_output_bytes && clean_raw && !needs_schema {
+            return Ok((
+                msg.bytes,
+                Filtered {
+                    output_bytes: size,
+                    ..Default::default()
+                },
+            ));
+        }
+        let mut value: Value = serde_json::from_slice(&msg.bytes).unwrap_or(Value::Null);
+        let Some(result) = value.get_mut("result") else {
+            return Ok((msg.bytes, Filtered::default()));
+        };
+        if let (Some(def), true) = (self.definition, needs_schema) {
+            let is_error = result
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let check = self.schemas.validate_output(
+                &def.hash,
+                &def.definition,
+                result.get("structuredContent"),
+                is_error,
+            );
+            if let Err(e) = check {
+                let detail = match e {
+                    SchemaError::Invalid(v) => format!("{} violation(s)", v.len()),
+                    other => other.to_string(),
+                };
+                return Err(Refusal::InvalidOutput {
+                    tool: self.tool.to_string(),
+                    detail,
+                });
+            }
+        }
+        let mut filtered = Filtered::default();
+        if self.redactor.is_enabled() {
+            let mut counts = self.redactor.counts();
+            self.redactor.redact_json(result, &mut counts);
+            filtered.redactions = counts
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| (k.to_string(), n))
+                .collect();
+        }
+        let mut bytes = serde_json::to_vec(&value).expect("values serialize");
+        if bytes.len() as u64 > self.limits.max_output_bytes {
+            if self.limits.output_overflow == OutputOverflow::Fail {
+                return Err(Refusal::Budget {
+                    tool: self.tool.to_string(),
+                    budget: Budget::OutputBytes,
+                    limit: self.limits.max_output_bytes,
+                    observed: bytes.len() as u64,
+                });
+            }
+            let original = bytes.len() as u64;
+            truncate(
+                value.get_mut("result").expect("checked above"),
+                self.limits.max_output_bytes,
+                original,
+            );
+            bytes = serde_json::to_vec(&value).expect("values serialize");
+            filtered.truncated = true;
+        }
+        filtered.output_bytes = bytes.len() as u64;
+        Ok((Bytes::from(bytes), filtered))
+    }
+}
+
+/// Room left for the marker and JSON framing when cutting text.
+const MARKER_RESERVE: u64 = 256;
+
+/// Shrink a result to about `max` bytes: keep text blocks in order, cut the
+/// one that crosses the limit, drop non-text blocks and `structuredContent`
+/// that do not fit, and say so in a final text block.
+fn truncate(result: &mut Value, max: u64, original: u64) {
+    let budget = max.saturating_sub(MARKER_RESERVE);
+    let mut used = 0u64;
+    if let Some(Value::Array(content)) = result.get_mut("content") {
+        let mut kept = Vec::new();
+        for mut item in std::mem::take(content) {
+            let size = serde_json::to_vec(&item)
+                .map(|b| b.len() as u64)
+                .unwrap_or(u64::MAX);
+            if used + size <= budget {
+                used += size;
+                kept.push(item);
+                continue;
+            }
+            if let Some(Value::String(text)) = item.get_mut("text") {
+                let room = budget.saturating_sub(used + 32) as usize;
+                if room > 0 {
+                    let mut cut = room.min(text.len());
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.truncate(cut);
+                    used += cut as u64 + 32;
+                    kept.push(item);
+                }
+            }
+            break;
+        }
+        kept.push(serde_json::json!({
+            "type": "text",
+            "text": format!("[mcp-warden: output truncated to about {max} of {original} bytes by policy]"),
+        }));
+        *content = kept;
+    }
+    if let Some(structured) = result.get("structuredContent") {
+        let size = serde_json::to_vec(structured)
+            .map(|b| b.len() as u64)
+            .unwrap_or(u64::MAX);
+        if used + size > budget {
+            if let Some(obj) = result.as_object_mut() {
+                obj.remove("structuredContent");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_warden_crds::{Limits, Redaction};
+
+    fn msg(v: Value) -> Message {
+        Message::parse(Bytes::from(serde_json::to_vec(&v).unwrap())).unwrap()
+    }
+
+    fn check<'a>(
+        limits: &'a ResolvedLimits,
+        redactor: &'a Redactor,
+        schemas: &'a SchemaCache,
+    ) -> OutputCheck<'a> {
+        OutputCheck {
+            tool: "t",
+            limits,
+            redactor,
+            schemas,
+            definition: None,
+        }
+    }
+
+    #[test]
+    fn clean_small_results_pass_byte_for_byte() {
+        let limits = ResolvedLimits::resolve(None, &Limits::default());
+        let redactor = Redactor::new(&Redaction::default()).unwrap();
+        let schemas = SchemaCache::new();
+        let m = msg(
+            serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}],"_meta":{"x":1}}}),
+        );
+        let original = m.bytes.clone();
+        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        assert_eq!(bytes, original);
+        assert!(!f.truncated && f.redaction_total() == 0);
+    }
+
+    #[test]
+    fn secrets_are_redacted_and_counted() {
+        let limits = ResolvedLimits::resolve(None, &Limits::default());
+        let redactor = Redactor::new(&Redaction::default()).unwrap();
+        let schemas = SchemaCache::new();
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let m = msg(
+            serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":format!("token {token}")}]}}),
+        );
+        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        assert!(!text.contains(token), "{text}");
+        assert!(text.contains("[REDACTED:github_token]"));
+        assert_eq!(f.redactions, vec![("github_token".to_string(), 1)]);
+    }
+
+    #[test]
+    fn escaped_secrets_cannot_slip_past_the_raw_scan() {
+        let limits = ResolvedLimits::resolve(None, &Limits::default());
+        let redactor = Redactor::new(&Redaction::default()).unwrap();
+        let schemas = SchemaCache::new();
+        let raw = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"\u0067hp_abcdefghijklmnopqrstuvwxyz0123456789"}]}}"#;
+        let m = Message::parse(Bytes::from(raw)).unwrap();
+        let (bytes, _) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        assert!(String::from_utf8(bytes.to_vec())
+            .unwrap()
+            .contains("[REDACTED:github_token]"));
+    }
+
+    #[test]
+    fn oversized_output_is_truncated_with_a_marker_or_fails() {
+        let redactor = Redactor::disabled();
+        let schemas = SchemaCache::new();
+        let big = "x".repeat(10_000);
+        let m = || {
+            msg(
+                serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":big}]}}),
+            )
+        };
+        let limits = ResolvedLimits::resolve(
+            None,
+            &serde_yaml_ng::from_str::<Limits>("maxOutputBytes: 1000").unwrap(),
+        );
+        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m()).unwrap();
+        assert!(f.truncated);
+        assert!(bytes.len() <= 1000, "{}", bytes.len());
+        assert!(String::from_utf8_lossy(&bytes).contains("output truncated"));
+        let failing = ResolvedLimits::resolve(
+            None,
+            &serde_yaml_ng::from_str::<Limits>("maxOutputBytes: 1000\noutputOverflow: fail")
+                .unwrap(),
+        );
+        let err = check(&failing, &redactor, &schemas).apply(m()).unwrap_err();
+        assert_eq!(err.reason(), "output_bytes_exceeded");
+    }
+}

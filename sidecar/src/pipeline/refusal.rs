@@ -1,0 +1,182 @@
+//! Every way the facade refuses a request, and the one place a refusal
+//! becomes a JSON-RPC error (DESIGN §6 codes, `data: {reason, limit?,
+//! observed?, hint}`, a message that tells the model how to recover).
+
+use bytes::Bytes;
+use mcp_warden_policy::Denial;
+use serde_json::json;
+
+use crate::jsonrpc::{self, RequestId};
+
+pub const AUTH_REQUIRED: i64 = -32001;
+pub const PERMISSION_DENIED: i64 = -32003;
+pub const POLICY_BLOCKED: i64 = -32004;
+pub const BUDGET_EXCEEDED: i64 = -32005;
+pub const SANDBOX_VIOLATION: i64 = -32006;
+pub const TIMEOUT: i64 = -32007;
+pub const APPROVAL_REQUIRED: i64 = -32008;
+
+/// Which budget ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    ArgBytes,
+    OutputBytes,
+    CallsPerSession,
+    CallsPerMinute,
+    ConcurrentCalls,
+    ConcurrentCallsTotal,
+    SessionWallTime,
+}
+
+impl Budget {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Budget::ArgBytes => "arg_bytes_exceeded",
+            Budget::OutputBytes => "output_bytes_exceeded",
+            Budget::CallsPerSession => "calls_per_session_exceeded",
+            Budget::CallsPerMinute => "rate_limited",
+            Budget::ConcurrentCalls => "concurrency_exceeded",
+            Budget::ConcurrentCallsTotal => "total_concurrency_exceeded",
+            Budget::SessionWallTime => "session_wall_time_exceeded",
+        }
+    }
+
+    fn hint(self) -> &'static str {
+        match self {
+            Budget::ArgBytes => "Send smaller arguments (split the work into several calls).",
+            Budget::OutputBytes => "Ask for less output (a narrower query, a page, a range).",
+            Budget::CallsPerSession => "This session has used all its calls; finish with what you have or start a new session.",
+            Budget::CallsPerMinute => "Wait a few seconds before calling again.",
+            Budget::ConcurrentCalls | Budget::ConcurrentCallsTotal => "Wait for a running call to finish, then retry.",
+            Budget::SessionWallTime => "This session has reached its time limit; start a new session.",
+        }
+    }
+}
+
+/// A refused request.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Refusal {
+    #[error("Authentication required: {hint}")]
+    Auth { hint: &'static str },
+    #[error("{0}")]
+    Policy(Denial),
+    #[error("Budget exceeded for tool `{tool}`: {} (limit {limit}, observed {observed}). {}", .budget.reason(), .budget.hint())]
+    Budget {
+        tool: String,
+        budget: Budget,
+        limit: u64,
+        observed: u64,
+    },
+    #[error("Tool `{tool}` did not finish within {limit_secs} s and was cancelled. Retry with a smaller task, or check whether it had side effects first.")]
+    Timeout { tool: String, limit_secs: u64 },
+    #[error("A person declined the call to tool `{tool}` (argument `{rule}`). Do not retry the same call; ask the user how to proceed.")]
+    ApprovalDeclined { tool: String, rule: String },
+    #[error("Tool `{tool}` returned structured output that does not match its outputSchema ({detail}). Treat its result as unavailable.")]
+    InvalidOutput { tool: String, detail: String },
+}
+
+impl Refusal {
+    pub fn code(&self) -> i64 {
+        match self {
+            Refusal::Auth { .. } => AUTH_REQUIRED,
+            Refusal::Policy(d) => d.code() as i64,
+            Refusal::Budget { .. } => BUDGET_EXCEEDED,
+            Refusal::Timeout { .. } => TIMEOUT,
+            Refusal::ApprovalDeclined { .. } => POLICY_BLOCKED,
+            Refusal::InvalidOutput { .. } => jsonrpc::codes::INTERNAL_ERROR,
+        }
+    }
+
+    /// Stable snake_case reason: `data.reason`, the audit line and the
+    /// `policy_denials_total{reason}` label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Auth { .. } => "auth_required",
+            Refusal::Policy(d) => d.reason(),
+            Refusal::Budget { budget, .. } => budget.reason(),
+            Refusal::Timeout { .. } => "timeout",
+            Refusal::ApprovalDeclined { .. } => "approval_declined",
+            Refusal::InvalidOutput { .. } => "output_schema_violation",
+        }
+    }
+
+    fn hint(&self) -> &'static str {
+        match self {
+            Refusal::Auth { hint } => hint,
+            Refusal::Policy(d) => d.hint(),
+            Refusal::Budget { budget, .. } => budget.hint(),
+            Refusal::Timeout { .. } => {
+                "Retry with a smaller task, or check whether the call had side effects first."
+            }
+            Refusal::ApprovalDeclined { .. } => "Ask the user how to proceed.",
+            Refusal::InvalidOutput { .. } => "Report the tool as broken to an administrator.",
+        }
+    }
+
+    /// The JSON-RPC error response: the only place refusals become wire bytes.
+    pub fn to_response(&self, id: Option<&RequestId>) -> Bytes {
+        let mut data = json!({ "reason": self.reason(), "hint": self.hint() });
+        match self {
+            Refusal::Budget {
+                limit, observed, ..
+            } => {
+                data["limit"] = json!(limit);
+                data["observed"] = json!(observed);
+            }
+            Refusal::Timeout { limit_secs, .. } => data["limit"] = json!(limit_secs),
+            Refusal::Policy(Denial::InvalidParams { violations, .. }) => {
+                data["violations"] = violations
+                    .iter()
+                    .map(|v| json!({ "path": v.instance_path, "keyword": v.keyword, "message": v.message }))
+                    .collect();
+            }
+            Refusal::Policy(d) => {
+                if let Some(limit) = d.limit() {
+                    data["limit"] = json!(limit);
+                }
+                if let Some(observed) = d.observed() {
+                    data["observed"] = json!(observed);
+                }
+            }
+            _ => {}
+        }
+        jsonrpc::error_response(id, self.code(), &self.to_string(), Some(data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_refusals_carry_limit_and_observed() {
+        let r = Refusal::Budget {
+            tool: "t".into(),
+            budget: Budget::ArgBytes,
+            limit: 10,
+            observed: 12,
+        };
+        let v: serde_json::Value =
+            serde_json::from_slice(&r.to_response(Some(&RequestId::from_raw("1")))).unwrap();
+        assert_eq!(v["error"]["code"], -32005);
+        assert_eq!(v["error"]["data"]["reason"], "arg_bytes_exceeded");
+        assert_eq!(
+            (
+                v["error"]["data"]["limit"].as_u64(),
+                v["error"]["data"]["observed"].as_u64()
+            ),
+            (Some(10), Some(12))
+        );
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("smaller arguments"));
+    }
+
+    #[test]
+    fn policy_denials_keep_their_codes() {
+        let r = Refusal::Policy(Denial::NotAvailable { tool: "x".into() });
+        assert_eq!(r.code(), POLICY_BLOCKED);
+        assert_eq!(r.reason(), "tool_not_available");
+    }
+}

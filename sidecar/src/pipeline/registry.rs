@@ -1,0 +1,169 @@
+//! The upstream tools as the facade has seen them, for the whole life of the
+//! process: definition hash, the hash first seen (drift detection), poisoning
+//! findings and quarantine state. Fed by every upstream tools/list answer;
+//! read by every tools/call; served as JSON on the admin port (`/tools`) so
+//! the operator can publish it in `MCPServer.status.tools`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use mcp_warden_policy::poison;
+use mcp_warden_policy::{Decision, Finding};
+use serde_json::{json, Value};
+
+use super::policy::LivePolicy;
+use crate::metrics::Metrics;
+
+pub use mcp_warden_policy::ObservedTool;
+
+struct Entry {
+    tool: Arc<ObservedTool>,
+    first_seen: String,
+    findings: Vec<Finding>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    tools: RwLock<HashMap<String, Entry>>,
+}
+
+impl Registry {
+    pub fn get(&self, upstream_name: &str) -> Option<Arc<ObservedTool>> {
+        self.tools
+            .read()
+            .unwrap()
+            .get(upstream_name)
+            .map(|e| e.tool.clone())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.read().unwrap().is_empty()
+    }
+
+    /// Record a complete upstream tool list and return it as observed, in
+    /// upstream order, with quarantine decided under `policy`.
+    pub fn observe(
+        &self,
+        definitions: Vec<Value>,
+        policy: &LivePolicy,
+        metrics: &Metrics,
+    ) -> Vec<Arc<ObservedTool>> {
+        let names: Vec<String> = definitions
+            .iter()
+            .filter_map(|d| d.get("name").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut map = self.tools.write().unwrap();
+        let mut out = Vec::with_capacity(definitions.len());
+        for def in definitions {
+            let Some(mut tool) = ObservedTool::new(def) else {
+                continue;
+            };
+            let (first_seen, findings) = match map.get(&tool.name) {
+                Some(e) if e.tool.hash == tool.hash => (e.first_seen.clone(), e.findings.clone()),
+                Some(e) => (e.first_seen.clone(), scan(&tool, &names, policy)),
+                None => (tool.hash.clone(), scan(&tool, &names, policy)),
+            };
+            let before = map.get(&tool.name).and_then(|e| e.tool.quarantine);
+            tool.quarantine = policy.compiled.assess(&tool, Some(&first_seen), &findings);
+            if tool.quarantine.is_some() && before.is_none() {
+                tracing::warn!(tool = %tool.name, hash = %tool.hash, reason = tool.quarantine.map(|q| q.reason()), "tool quarantined");
+            }
+            for f in &findings {
+                if tool.quarantine.is_none() {
+                    tracing::warn!(tool = %tool.name, kind = f.kind.as_str(), location = %f.location, "poisoning scan finding (warn only)");
+                }
+            }
+            let tool = Arc::new(tool);
+            out.push(tool.clone());
+            map.insert(
+                tool.name.clone(),
+                Entry {
+                    tool,
+                    first_seen,
+                    findings,
+                },
+            );
+        }
+        drop(map);
+        self.publish_metrics(policy, metrics);
+        out
+    }
+
+    /// Re-decide quarantine for every known tool (after a policy reload: a
+    /// new pin releases a tool).
+    pub fn reassess(&self, policy: &LivePolicy, metrics: &Metrics) {
+        let mut map = self.tools.write().unwrap();
+        for e in map.values_mut() {
+            let mut tool = (*e.tool).clone();
+            tool.quarantine = policy
+                .compiled
+                .assess(&tool, Some(&e.first_seen), &e.findings);
+            e.tool = Arc::new(tool);
+        }
+        drop(map);
+        self.publish_metrics(policy, metrics);
+    }
+
+    fn publish_metrics(&self, policy: &LivePolicy, metrics: &Metrics) {
+        let (mut exposed, mut hidden, mut quarantined) = (0, 0, 0);
+        for e in self.tools.read().unwrap().values() {
+            if e.tool.quarantine.is_some() {
+                quarantined += 1;
+            } else if policy
+                .compiled
+                .decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin))
+                .is_allow()
+            {
+                exposed += 1;
+            } else {
+                hidden += 1;
+            }
+        }
+        metrics.tools.with_label_values(&["exposed"]).set(exposed);
+        metrics.tools.with_label_values(&["hidden"]).set(hidden);
+        metrics
+            .tools
+            .with_label_values(&["quarantined"])
+            .set(quarantined);
+    }
+
+    /// Every upstream tool with its hash, state and reason, sorted by name.
+    pub fn snapshot(&self, policy: &LivePolicy) -> Value {
+        let map = self.tools.read().unwrap();
+        let mut names: Vec<&String> = map.keys().collect();
+        names.sort();
+        let tools: Vec<Value> = names
+            .into_iter()
+            .map(|name| {
+                let e = &map[name];
+                let (state, reason, exposed_as) = match e.tool.quarantine {
+                    Some(q) => ("quarantined", Some(q.reason()), None),
+                    None => match policy.compiled.decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin)) {
+                        Decision::Allow(g) => ("exposed", None, Some(g.exposed_name.to_string())),
+                        Decision::Deny(d) => ("hidden", Some(d.reason()), None),
+                    },
+                };
+                json!({
+                    "name": name,
+                    "exposedAs": exposed_as,
+                    "hash": e.tool.hash,
+                    "firstSeenHash": e.first_seen,
+                    "state": state,
+                    "reason": reason,
+                    "risk": mcp_warden_policy::risk_name(e.tool.inferred.risk),
+                    "findings": e.findings.iter().map(|f| json!({"kind": f.kind.as_str(), "location": f.location})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({ "tools": tools })
+    }
+}
+
+fn scan(tool: &ObservedTool, names: &[&str], policy: &LivePolicy) -> Vec<Finding> {
+    if policy.doc.poisoning_scan == mcp_warden_crds::ScanAction::Off {
+        return Vec::new();
+    }
+    poison::scan(&tool.definition, names)
+}
