@@ -16,6 +16,8 @@ Fixtures:
            extra_args=()) -> Facade with .url, .admin_url, .proc, .stderr_text()
         runs `$MCP_WARDEN_SIDECAR run ...` (skips the test when the binary does
         not exist) and waits for the admin /readyz to answer 200.
+    start_module_process, module_facade   the same with module lifetime, for
+        servers shared by the tests of one module.
 """
 from __future__ import annotations
 
@@ -203,7 +205,8 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if rep.failed and rep.when in ("setup", "call"):
-        for mp in getattr(item, "_mcp_warden_procs", []):
+        shared = getattr(getattr(item, "module", None), "_mcp_warden_module_procs", [])
+        for mp in [*getattr(item, "_mcp_warden_procs", []), *shared]:
             with contextlib.suppress(Exception):
                 rep.sections.append((f"output of {' '.join(mp.cmd)[:200]}", mp.stderr_text()[-20000:]))
 
@@ -225,6 +228,38 @@ class Facade:
 def facade(start_process, tmp_path):
     """Factory: facade(upstream=[cmd...] | upstream_url=URL | upstream_socket=PATH,
     policy=dict|YAML str|path str, extra_args=[...]) -> Facade (ready)."""
+    return _facade_factory(start_process, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def start_module_process(request):
+    """Like start_process, but the processes live until the end of the test module
+    (servers shared by its tests); their logs are attached to any failing test of it."""
+    started: list[ManagedProcess] = []
+    request.module._mcp_warden_module_procs = started
+
+    def start(cmd: Sequence[str], env: dict | None = None, cwd: str | Path | None = None,
+              stdout: int | IO | None = None) -> ManagedProcess:
+        mp = _spawn(cmd, env, cwd, stdout)
+        started.append(mp)
+        return mp
+
+    yield start
+    for mp in reversed(started):
+        mp.stop()
+    for mp in started:
+        with contextlib.suppress(OSError):
+            mp.log_path.unlink()
+    started.clear()
+
+
+@pytest.fixture(scope="module")
+def module_facade(start_module_process, tmp_path_factory):
+    """The `facade` factory with module lifetime (one facade shared by a module's tests)."""
+    return _facade_factory(start_module_process, tmp_path_factory.mktemp("facade"))
+
+
+def _facade_factory(start_process, tmp_path: Path):
     binary = sidecar_path()
     counter = iter(range(1_000_000))
 
