@@ -1,5 +1,7 @@
 //! The admin port: `/healthz` (the process serves), `/readyz` (the upstream
-//! answered `initialize` and the facade is not draining) and `/metrics`.
+//! answered `initialize` and the facade is not draining), `/metrics`, and
+//! `/tools` (every upstream tool with its definition hash, state and reason,
+//! which the operator publishes in `MCPServer.status.tools`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,6 +30,15 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
                 )
             }
         }
+        "/tools" => {
+            let policy = app.policy.load_full();
+            let body =
+                serde_json::to_vec(&app.registry.snapshot(&policy)).expect("values serialize");
+            let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp
+        }
         "/metrics" => {
             let mut resp =
                 Response::new(Full::new(Bytes::from(app.metrics.render())).boxed_unsync());
@@ -39,7 +50,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
         }
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /healthz, /readyz or /metrics\n",
+            "not found: try /healthz, /readyz, /metrics or /tools\n",
         ),
     }
 }

@@ -2,7 +2,7 @@
 //! bridge). Logs always go to stderr: stdout may carry protocol.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -178,7 +178,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let policy = match &args.policy {
         Some(path) => policy_file::load(path).map_err(anyhow::Error::msg)?,
-        None => LivePolicy::new(FacadePolicy::allow_all()).expect("the allow-all policy compiles"),
+        None => LivePolicy::new(FacadePolicy::allow_all(), Path::new("."))
+            .expect("the allow-all policy compiles"),
     };
     let audit_sink = match args.audit.clone() {
         Some(sink) => sink,

@@ -4,6 +4,7 @@
 //! Module map, in the order a message travels:
 //! - [`downstream`]: client transports (Streamable HTTP on `/mcp`, stdio);
 //! - [`jsonrpc`]: classify messages without copying them;
+//! - [`auth`]: who is calling (tokens, JWTs, service accounts);
 //! - [`session`]: one client session, its streams and its upstream link;
 //! - [`pipeline`]: the policy on tools/list and tools/call, audit;
 //! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
@@ -16,6 +17,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod bridge;
 pub mod cli;
 pub mod downstream;

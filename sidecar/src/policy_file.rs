@@ -1,6 +1,7 @@
 //! Loading the policy file at start and reloading it when it changes.
 //!
-//! The file is polled (its bytes, not its mtime) because Kubernetes updates a
+//! The file and the files it references (JWKS, token lists) are polled
+//! (their bytes, not mtimes) because Kubernetes updates a
 //! mounted ConfigMap by swapping a symlink, which file watchers miss. A new
 //! policy that does not parse or validate is rejected with an error log and
 //! `mcpwarden_policy_reloads_total{result="rejected"}`; the old one stays.
@@ -13,21 +14,32 @@ use std::time::Duration;
 use mcp_warden_crds::FacadePolicy;
 
 use crate::app::App;
-use crate::pipeline::policy::{describe, LivePolicy};
+use crate::pipeline::policy::LivePolicy;
 
 /// Read, parse and compile a policy file (every semantic check included).
 pub fn load(path: &Path) -> Result<Arc<LivePolicy>, String> {
     let policy = FacadePolicy::from_file(path).map_err(|e| e.to_string())?;
-    LivePolicy::new(policy)
-        .map_err(|errors| format!("invalid policy {}:\n{}", path.display(), describe(&errors)))
+    let base = path.parent().unwrap_or(Path::new("."));
+    LivePolicy::new(policy, base)
+        .map_err(|errors| format!("invalid policy {}:\n{errors}", path.display()))
+}
+
+/// The bytes of the policy file and every file it references.
+fn fingerprint(path: &Path, policy: &LivePolicy) -> Option<Vec<u8>> {
+    let mut all = std::fs::read(path).ok()?;
+    for file in &policy.referenced {
+        all.extend_from_slice(b"\0");
+        all.extend(std::fs::read(file).unwrap_or_default());
+    }
+    Some(all)
 }
 
 /// Poll `path` and swap in each valid new version.
 pub async fn watch(app: Arc<App>, path: PathBuf, every: Duration) {
-    let mut last = std::fs::read(&path).ok();
+    let mut last = fingerprint(&path, &app.policy.load());
     loop {
         tokio::time::sleep(every).await;
-        let Ok(now) = std::fs::read(&path) else {
+        let Some(now) = fingerprint(&path, &app.policy.load()) else {
             continue;
         };
         if last.as_ref() == Some(&now) {

@@ -21,13 +21,18 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{
-    HeaderMap, HeaderValue, ACCEPT, ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN,
+    HeaderMap, HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST,
+    ORIGIN, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::app::App;
+use crate::auth::{self, AuthFailure};
 use crate::jsonrpc::{self, codes, split_batch, Kind, Message};
+use crate::pipeline::audit::{self, Record};
+use crate::pipeline::identity::Identity;
+use crate::pipeline::refusal::Refusal;
 use crate::session::stream::Out;
 use crate::session::Session;
 use crate::sse;
@@ -64,10 +69,20 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             .inc();
         return json_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, &reason);
     }
+    // Authenticate every request: a session id is not a credential.
+    let token = auth::bearer(
+        req.headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let caller = match app.policy.load().auth.authenticate(token) {
+        Ok(identity) => Arc::new(identity),
+        Err(failure) => return unauthorized(&app, failure),
+    };
     match *req.method() {
-        Method::POST => post(app, req).await,
-        Method::GET => get(app, req),
-        Method::DELETE => delete(app, req),
+        Method::POST => post(app, req, caller).await,
+        Method::GET => get(app, req, &caller),
+        Method::DELETE => delete(app, req, &caller),
         _ => {
             let mut resp = json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -81,7 +96,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
     }
 }
 
-async fn post(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
+async fn post(
+    app: Arc<App>,
+    req: Request<Incoming>,
+    caller: Arc<Identity>,
+) -> Response<ResponseBody> {
     let (parts, body) = req.into_parts();
     if !accepts(&parts.headers, "application/json") || !accepts(&parts.headers, "text/event-stream")
     {
@@ -108,7 +127,7 @@ async fn post(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
             "Unsupported Media Type: the body must be application/json",
         );
     }
-    let session = match session_of(&app, &parts.headers) {
+    let session = match session_of(&app, &parts.headers, &caller) {
         Ok(session) => session,
         Err(resp) => return resp,
     };
@@ -143,8 +162,8 @@ async fn post(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
     };
     match split_batch(&body) {
         Err(e) => json_error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
-        Ok(Some(elements)) => batch(app, session, elements).await,
-        Ok(None) => single(app, session, body).await,
+        Ok(Some(elements)) => batch(app, session, elements, caller).await,
+        Ok(None) => single(app, session, body, caller).await,
     }
 }
 
@@ -152,9 +171,11 @@ async fn single(
     app: Arc<App>,
     session: Option<Arc<Session>>,
     body: Bytes,
+    caller: Arc<Identity>,
 ) -> Response<ResponseBody> {
     let msg = match Message::parse(body) {
-        Ok(msg) => msg,
+        // `params.auth` is the stdio transport's credential; it never goes upstream.
+        Ok(msg) => auth::strip_params_auth(msg).0,
         Err((e, id)) => {
             app.metrics
                 .http_rejections
@@ -193,7 +214,7 @@ async fn single(
                     "the facade is shutting down; connect again to reach another replica",
                 );
             }
-            match app.sessions.create(&app) {
+            match app.sessions.create(&app, caller.clone()) {
                 Ok(session) => (session, true),
                 Err(e) => {
                     return reject(
@@ -207,14 +228,14 @@ async fn single(
         }
     };
     if msg.kind != Kind::Request {
-        session.client_message(msg, 0).await;
+        session.client_message(msg, 0, &caller).await;
         return empty(StatusCode::ACCEPTED);
     }
     // Tool calls can run long: give 2025-11-25 clients a resumable stream
     // from the start (priming event + retry), as SDK servers do.
     let resumable = msg.method() == "tools/call" && priming_version(&session);
     let (stream, rx) = session.open_stream(1);
-    session.client_message(msg, stream).await;
+    session.client_message(msg, stream, &caller).await;
     let mut resp = answer(rx, stream, &session, resumable).await;
     if new_session {
         if resp.status() != StatusCode::OK || session.protocol_version().is_none() {
@@ -232,6 +253,7 @@ async fn batch(
     app: Arc<App>,
     session: Option<Arc<Session>>,
     elements: Vec<Bytes>,
+    caller: Arc<Identity>,
 ) -> Response<ResponseBody> {
     let version = session.as_ref().and_then(|s| s.protocol_version());
     let Some(session) = session.filter(|_| {
@@ -252,14 +274,14 @@ async fn batch(
         .count();
     if owed == 0 {
         for msg in parsed.into_iter().flatten() {
-            session.client_message(msg, 0).await;
+            session.client_message(msg, 0, &caller).await;
         }
         return empty(StatusCode::ACCEPTED);
     }
     let (stream, rx) = session.open_stream(owed);
     for item in parsed {
         match item {
-            Ok(msg) => session.client_message(msg, stream).await,
+            Ok(msg) => session.client_message(msg, stream, &caller).await,
             Err((e, id)) => session.answer_error(
                 stream,
                 jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
@@ -309,7 +331,7 @@ fn priming_version(session: &Session) -> bool {
         .is_some_and(|v| v.as_str() >= PRIMING_FROM)
 }
 
-fn get(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
+fn get(app: Arc<App>, req: Request<Incoming>, caller: &Identity) -> Response<ResponseBody> {
     let headers = req.headers();
     if !accepts(headers, "text/event-stream") {
         return reject(
@@ -319,7 +341,7 @@ fn get(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
             "Not Acceptable: GET must accept text/event-stream",
         );
     }
-    let session = match session_of(&app, headers) {
+    let session = match session_of(&app, headers, caller) {
         Ok(Some(session)) => session,
         Ok(None) => {
             return reject(
@@ -356,8 +378,8 @@ fn get(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
     }
 }
 
-fn delete(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
-    match session_of(&app, req.headers()) {
+fn delete(app: Arc<App>, req: Request<Incoming>, caller: &Identity) -> Response<ResponseBody> {
+    match session_of(&app, req.headers(), caller) {
         Ok(Some(session)) => {
             app.sessions
                 .remove(&app, &session.id, "the client ended the session");
@@ -378,11 +400,18 @@ fn delete(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
 fn session_of(
     app: &App,
     headers: &HeaderMap,
+    caller: &Identity,
 ) -> Result<Option<Arc<Session>>, Response<ResponseBody>> {
     let Some(value) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
-    match value.to_str().ok().and_then(|id| app.sessions.get(id)) {
+    // Someone else's session id answers exactly like an unknown one.
+    match value
+        .to_str()
+        .ok()
+        .and_then(|id| app.sessions.get(id))
+        .filter(|s| s.owned_by(caller))
+    {
         Some(session) => Ok(Some(session)),
         None => Err(reject(
             app,
@@ -530,6 +559,43 @@ pub fn json_response(status: StatusCode, bytes: Bytes) -> Response<ResponseBody>
 
 pub fn json_error(status: StatusCode, code: i64, message: &str) -> Response<ResponseBody> {
     json_response(status, jsonrpc::error_response(None, code, message, None))
+}
+
+/// 401 with a -32001 body. Why the token failed goes to the audit line
+/// only, so a caller cannot tell an expired token from a forged one.
+fn unauthorized(app: &App, failure: AuthFailure) -> Response<ResponseBody> {
+    app.metrics
+        .http_rejections
+        .with_label_values(&["unauthenticated"])
+        .inc();
+    app.metrics
+        .policy_denials
+        .with_label_values(&["auth_required"])
+        .inc();
+    audit_auth_failure(app, failure);
+    let refusal = Refusal::Auth {
+        hint: "Send a valid bearer token in the Authorization header.",
+    };
+    let mut resp = json_response(StatusCode::UNAUTHORIZED, refusal.to_response(None));
+    resp.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"mcp-warden\""),
+    );
+    resp
+}
+
+/// The audit line of a refused authentication (reason, never the token).
+pub fn audit_auth_failure(app: &App, failure: AuthFailure) {
+    let record = Record {
+        time: audit::now_rfc3339(),
+        event: "auth_failure",
+        decision: "deny",
+        code: Some(crate::pipeline::refusal::AUTH_REQUIRED),
+        reason: Some(failure.reason()),
+        auth: "none",
+        ..Default::default()
+    };
+    app.audit.write(&record, &app.metrics);
 }
 
 fn reject(

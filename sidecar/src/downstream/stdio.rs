@@ -13,11 +13,20 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 use crate::app::App;
 use crate::jsonrpc::{self, Message};
+use crate::pipeline::refusal::Refusal;
 
 /// Serve one client on stdin/stdout until stdin closes and the answers in
 /// flight are written.
 pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
-    let session = app.sessions.create(&app)?;
+    // A desktop client that spawns the facade cannot send headers: requests
+    // carry `params.auth.token` (seed 004), else the token in
+    // MCP_WARDEN_TOKEN, else anonymous if the policy allows it.
+    let env_token = std::env::var("MCP_WARDEN_TOKEN").ok();
+    let owner = match app.policy.load().auth.authenticate(env_token.as_deref()) {
+        Ok(identity) => Arc::new(identity),
+        Err(_) => Arc::new(crate::pipeline::identity::Identity::anonymous()),
+    };
+    let session = app.sessions.create(&app, owner.clone())?;
     // The standalone stream is open-ended: every answer and server message
     // goes to stdout in order.
     let (stream, mut rx) = session
@@ -68,7 +77,26 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
             continue;
         }
         match Message::parse(Bytes::from(line)) {
-            Ok(msg) => session.client_message(msg, stream).await,
+            Ok(msg) => {
+                let (msg, token) = crate::auth::strip_params_auth(msg);
+                let token = token.or_else(|| env_token.clone());
+                match app.policy.load().auth.authenticate(token.as_deref()) {
+                    Ok(caller) => session.client_message(msg, stream, &Arc::new(caller)).await,
+                    Err(failure) => {
+                        crate::downstream::http::audit_auth_failure(&app, failure);
+                        app.metrics
+                            .policy_denials
+                            .with_label_values(&["auth_required"])
+                            .inc();
+                        if msg.kind == crate::jsonrpc::Kind::Request {
+                            let refusal = Refusal::Auth {
+                                hint: "Send a valid token in params.auth.token.",
+                            };
+                            session.answer_error(stream, refusal.to_response(msg.id.as_ref()));
+                        }
+                    }
+                }
+            }
             Err((e, id)) => session.answer_error(
                 stream,
                 jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),

@@ -1,28 +1,61 @@
-//! The live policy: the document as loaded plus its compiled form, swapped
-//! atomically on reload so a message always sees one consistent version.
+//! The live policy: the document as loaded, its compiled form and its
+//! authenticators, swapped atomically on reload so a message always sees one
+//! consistent version.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcp_warden_crds::FacadePolicy;
-use mcp_warden_policy::{CompiledPolicy, ConfigError};
+use mcp_warden_policy::CompiledPolicy;
+
+use crate::auth::Authenticator;
 
 pub struct LivePolicy {
     pub doc: FacadePolicy,
     pub compiled: CompiledPolicy,
+    pub auth: Authenticator,
+    /// Files the policy reads besides itself (JWKS, token lists), watched
+    /// for changes like the policy file.
+    pub referenced: Vec<PathBuf>,
 }
 
 impl LivePolicy {
-    pub fn new(doc: FacadePolicy) -> Result<Arc<LivePolicy>, Vec<ConfigError>> {
-        let compiled = CompiledPolicy::compile(&doc)?;
-        Ok(Arc::new(LivePolicy { doc, compiled }))
+    /// Compile `doc`; files it names are read relative to `base`. The error
+    /// lists every problem, one per line.
+    pub fn new(doc: FacadePolicy, base: &Path) -> Result<Arc<LivePolicy>, String> {
+        let compiled = CompiledPolicy::compile(&doc).map_err(|errors| {
+            errors
+                .iter()
+                .map(|e| format!("  - {e}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })?;
+        let auth = Authenticator::from_config(&doc.auth, doc.server.as_ref(), base)
+            .map_err(|e| format!("  - auth: {e}"))?;
+        let mut referenced: Vec<PathBuf> = doc
+            .auth
+            .jwt
+            .iter()
+            .map(|j| base.join(&j.jwks_file))
+            .collect();
+        referenced.extend(
+            doc.auth
+                .service_account_tokens
+                .iter()
+                .map(|s| base.join(&s.jwks_file)),
+        );
+        referenced.extend(
+            doc.auth
+                .static_tokens
+                .iter()
+                .filter_map(|s| s.file.as_ref())
+                .map(|f| base.join(f)),
+        );
+        Ok(Arc::new(LivePolicy {
+            doc,
+            compiled,
+            auth,
+            referenced,
+        }))
     }
-}
-
-/// One line per configuration error, for logs and startup failures.
-pub fn describe(errors: &[ConfigError]) -> String {
-    errors
-        .iter()
-        .map(|e| format!("  - {e}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

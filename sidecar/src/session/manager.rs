@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::Session;
 use crate::app::App;
+use crate::pipeline::identity::Identity;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -38,13 +39,17 @@ impl Sessions {
     }
 
     /// Start a new session with a fresh, unguessable id.
-    pub fn create(&self, app: &Arc<App>) -> Result<Arc<Session>, CreateError> {
+    pub fn create(
+        &self,
+        app: &Arc<App>,
+        owner: Arc<Identity>,
+    ) -> Result<Arc<Session>, CreateError> {
         let mut map = self.map.write().unwrap();
         if map.len() >= app.limits.max_sessions {
             return Err(CreateError::TooMany(app.limits.max_sessions));
         }
         let id: Arc<str> = new_session_id().into();
-        let session = Session::start(app.clone(), id.clone());
+        let session = Session::start(app.clone(), id.clone(), owner);
         map.insert(id, session.clone());
         app.metrics.sessions_active.set(map.len() as i64);
         Ok(session)

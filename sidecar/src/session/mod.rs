@@ -89,12 +89,13 @@ pub struct Session {
     created: Instant,
     next_internal: AtomicU64,
     pub(crate) budget: SessionBudget,
-    identity: Arc<Identity>,
+    /// Who opened the session; only they may use it.
+    owner: Arc<Identity>,
 }
 
 impl Session {
     /// Create a session and start its upstream link.
-    pub fn start(app: Arc<App>, id: Arc<str>) -> Arc<Session> {
+    pub fn start(app: Arc<App>, id: Arc<str>, owner: Arc<Identity>) -> Arc<Session> {
         let (link, _) = watch::channel(None);
         let session = Arc::new(Session {
             id,
@@ -105,7 +106,7 @@ impl Session {
             created: Instant::now(),
             next_internal: AtomicU64::new(1),
             budget: SessionBudget::default(),
-            identity: Arc::new(Identity::anonymous()),
+            owner,
         });
         tokio::spawn(supervisor::run(session.clone()));
         session
@@ -188,10 +189,15 @@ impl Session {
 
     /// Take one client message. Requests must name the stream their answer
     /// goes on; every request gets exactly one answer on it.
-    pub async fn client_message(self: &Arc<Self>, msg: Message, stream: u64) {
+    pub async fn client_message(
+        self: &Arc<Self>,
+        msg: Message,
+        stream: u64,
+        caller: &Arc<Identity>,
+    ) {
         self.touch();
         match msg.kind {
-            Kind::Request => self.client_request(msg, stream).await,
+            Kind::Request => self.client_request(msg, stream, caller).await,
             Kind::Notification => self.client_notification(msg).await,
             Kind::Response => self.client_response(msg).await,
         }
@@ -215,7 +221,13 @@ impl Session {
         let _ = self.send_upstream(msg).await;
     }
 
-    async fn client_request(self: &Arc<Self>, msg: Message, stream: u64) {
+    /// Whether `caller` is the identity that opened this session (a
+    /// session id is not a credential: another caller gets 404).
+    pub fn owned_by(&self, caller: &Identity) -> bool {
+        self.owner.subject == caller.subject && self.owner.method == caller.method
+    }
+
+    async fn client_request(self: &Arc<Self>, msg: Message, stream: u64, caller: &Arc<Identity>) {
         let id = msg.id.clone().expect("requests have ids");
         if id.is_reserved() {
             let text = format!(
@@ -267,11 +279,11 @@ impl Session {
         // and the transport must be free to stream that question.
         match msg.method() {
             "tools/call" => {
-                tokio::spawn(self.clone().tools_call(msg, stream, self.identity.clone()));
+                tokio::spawn(self.clone().tools_call(msg, stream, caller.clone()));
                 return;
             }
             "tools/list" => {
-                tokio::spawn(self.clone().tools_list(msg, stream, self.identity.clone()));
+                tokio::spawn(self.clone().tools_list(msg, stream, caller.clone()));
                 return;
             }
             _ => {}

@@ -1,0 +1,234 @@
+//! JWT bearer tokens verified offline against a JWKS file: OIDC issuers, and
+//! Kubernetes projected service-account tokens (the same check plus the
+//! `kubernetes.io` claims and an audience bound to this MCPServer).
+//!
+//! Accepted algorithms: RS256, ES256, EdDSA (`none` does not exist in the
+//! library, HMAC is refused: a shared secret is not an identity). `iss`,
+//! `aud`, `exp` and `nbf` are required and checked with bounded clock skew.
+
+use std::path::Path;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use mcp_warden_crds::{JwtIssuer, ServiceAccountTokens};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::pipeline::identity::{AuthMethod, Identity};
+
+const ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
+const DEFAULT_SKEW: u64 = 60;
+const MAX_SKEW: u64 = 300;
+
+pub enum Rejection {
+    /// Not this verifier's issuer.
+    NotMine,
+    /// This verifier's issuer, but invalid (stable reason).
+    Invalid(&'static str),
+}
+
+enum Kind {
+    Oidc { groups_claim: String },
+    ServiceAccount,
+}
+
+pub struct JwtVerifier {
+    issuer: String,
+    keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
+    validation: Validation,
+    kind: Kind,
+}
+
+#[derive(Deserialize)]
+struct Unverified {
+    iss: Option<String>,
+}
+
+impl JwtVerifier {
+    pub fn issuer(cfg: &JwtIssuer, base: &Path) -> Result<JwtVerifier, String> {
+        let kind = Kind::Oidc {
+            groups_claim: cfg.groups_claim.clone().unwrap_or_else(|| "groups".into()),
+        };
+        Self::new(
+            &cfg.issuer,
+            &cfg.audiences,
+            &cfg.jwks_file,
+            cfg.clock_skew_seconds,
+            kind,
+            base,
+        )
+    }
+
+    pub fn service_accounts(
+        cfg: &ServiceAccountTokens,
+        audience: String,
+        base: &Path,
+    ) -> Result<JwtVerifier, String> {
+        Self::new(
+            &cfg.issuer,
+            &[audience],
+            &cfg.jwks_file,
+            None,
+            Kind::ServiceAccount,
+            base,
+        )
+    }
+
+    fn new(
+        issuer: &str,
+        audiences: &[String],
+        jwks_file: &str,
+        skew: Option<u64>,
+        kind: Kind,
+        base: &Path,
+    ) -> Result<JwtVerifier, String> {
+        if audiences.is_empty() {
+            return Err(format!(
+                "JWT issuer {issuer}: at least one audience is required"
+            ));
+        }
+        let path = base.join(jwks_file);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read JWKS {}: {e}", path.display()))?;
+        let set: JwkSet = serde_json::from_str(&text)
+            .map_err(|e| format!("invalid JWKS {}: {e}", path.display()))?;
+        let mut keys = Vec::new();
+        for jwk in &set.keys {
+            let Ok(key) = DecodingKey::from_jwk(jwk) else {
+                continue;
+            };
+            let alg = match jwk
+                .common
+                .key_algorithm
+                .and_then(|a| a.to_string().parse::<Algorithm>().ok())
+            {
+                Some(alg) => alg,
+                None => match &jwk.algorithm {
+                    jsonwebtoken::jwk::AlgorithmParameters::RSA(_) => Algorithm::RS256,
+                    jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(_) => Algorithm::ES256,
+                    jsonwebtoken::jwk::AlgorithmParameters::OctetKeyPair(_) => Algorithm::EdDSA,
+                    _ => continue,
+                },
+            };
+            if ALGORITHMS.contains(&alg) {
+                keys.push((jwk.common.key_id.clone(), alg, key));
+            }
+        }
+        if keys.is_empty() {
+            return Err(format!(
+                "JWKS {} has no usable RS256, ES256 or EdDSA key",
+                path.display()
+            ));
+        }
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.algorithms = ALGORITHMS.to_vec();
+        validation.leeway = skew.unwrap_or(DEFAULT_SKEW).min(MAX_SKEW);
+        validation.validate_nbf = true;
+        validation.set_issuer(&[issuer]);
+        validation.set_audience(audiences);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        Ok(JwtVerifier {
+            issuer: issuer.to_string(),
+            keys,
+            validation,
+            kind,
+        })
+    }
+
+    pub fn verify(&self, token: &str) -> Result<Identity, Rejection> {
+        // Route by the (unverified) issuer first, so another issuer's tokens
+        // are not reported as this issuer's failures.
+        let claims: Option<Unverified> =
+            jsonwebtoken::dangerous::insecure_decode_claims(token).ok();
+        match claims.and_then(|c| c.iss) {
+            Some(iss) if iss == self.issuer => {}
+            Some(_) => return Err(Rejection::NotMine),
+            None => return Err(Rejection::Invalid("malformed_token")),
+        }
+        let header = decode_header(token).map_err(|e| Rejection::Invalid(reason(e.kind())))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(Rejection::Invalid("unsupported_algorithm"));
+        }
+        let candidates = self.keys.iter().filter(|(kid, alg, _)| {
+            *alg == header.alg && (header.kid.is_none() || kid.is_none() || *kid == header.kid)
+        });
+        let mut last = Rejection::Invalid("no_matching_key");
+        for (_, _, key) in candidates {
+            let mut validation = self.validation.clone();
+            validation.algorithms = vec![header.alg];
+            match decode::<Value>(token, key, &validation) {
+                Ok(data) => return self.identity(data.claims),
+                Err(e) if *e.kind() == ErrorKind::InvalidSignature => {
+                    last = Rejection::Invalid("bad_signature")
+                }
+                Err(e) => return Err(Rejection::Invalid(reason(e.kind()))),
+            }
+        }
+        Err(last)
+    }
+
+    fn identity(&self, claims: Value) -> Result<Identity, Rejection> {
+        let sub = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match &self.kind {
+            Kind::Oidc { groups_claim } => {
+                let groups = match claims.get(groups_claim) {
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect(),
+                    Some(Value::String(s)) => vec![s.clone()],
+                    _ => Vec::new(),
+                };
+                Ok(Identity {
+                    subject: Some(sub),
+                    groups,
+                    service_account: None,
+                    method: AuthMethod::Jwt,
+                })
+            }
+            Kind::ServiceAccount => {
+                let k8s = claims
+                    .get("kubernetes.io")
+                    .ok_or(Rejection::Invalid("not_a_service_account_token"))?;
+                let ns = k8s.get("namespace").and_then(Value::as_str);
+                let name = k8s.pointer("/serviceaccount/name").and_then(Value::as_str);
+                let (Some(ns), Some(name)) = (ns, name) else {
+                    return Err(Rejection::Invalid("not_a_service_account_token"));
+                };
+                if sub != format!("system:serviceaccount:{ns}:{name}") {
+                    return Err(Rejection::Invalid("service_account_subject_mismatch"));
+                }
+                Ok(Identity {
+                    subject: Some(sub),
+                    groups: vec![
+                        "system:serviceaccounts".into(),
+                        format!("system:serviceaccounts:{ns}"),
+                    ],
+                    service_account: Some(format!("{ns}/{name}")),
+                    method: AuthMethod::ServiceAccount,
+                })
+            }
+        }
+    }
+}
+
+fn reason(kind: &ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::ExpiredSignature => "token_expired",
+        ErrorKind::ImmatureSignature => "token_not_yet_valid",
+        ErrorKind::InvalidIssuer => "wrong_issuer",
+        ErrorKind::InvalidAudience => "wrong_audience",
+        ErrorKind::InvalidSignature => "bad_signature",
+        ErrorKind::InvalidAlgorithm
+        | ErrorKind::InvalidAlgorithmName
+        | ErrorKind::UnsupportedAlgorithm => "unsupported_algorithm",
+        ErrorKind::MissingRequiredClaim(_) => "missing_claim",
+        _ => "malformed_token",
+    }
+}

@@ -1,0 +1,185 @@
+//! Who is calling: the authenticators a policy chooses, tried in order —
+//! static bearer tokens, JWT issuers, Kubernetes service-account tokens —
+//! first match wins; anonymous only when the policy says so.
+//!
+//! Sits right after the transport parsed a request: HTTP passes the
+//! `Authorization: Bearer` token, stdio passes `params.auth.token` (seed 004),
+//! which [`strip_params_auth`] removes before the message goes upstream.
+//! Failures say why only in the audit line (`reason`); the client just gets
+//! -32001, so a caller cannot tell an expired token from a forged one.
+//! Tokens are never logged, audited, counted or forwarded.
+
+mod jwt;
+mod static_tokens;
+
+use std::path::Path;
+
+use bytes::Bytes;
+use mcp_warden_crds::AuthConfig;
+use mcp_warden_crds::ServerRef;
+
+use crate::jsonrpc::Message;
+use crate::pipeline::identity::Identity;
+use jwt::JwtVerifier;
+use static_tokens::StaticTokens;
+
+/// Why a caller could not be authenticated (stable audit reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No token, and anonymous access is off.
+    Missing,
+    /// A token no authenticator accepts; the reason says what was wrong.
+    Invalid(&'static str),
+}
+
+impl AuthFailure {
+    pub fn reason(self) -> &'static str {
+        match self {
+            AuthFailure::Missing => "token_missing",
+            AuthFailure::Invalid(reason) => reason,
+        }
+    }
+}
+
+/// The authenticators of one policy version.
+pub struct Authenticator {
+    anonymous: bool,
+    static_tokens: StaticTokens,
+    jwt: Vec<JwtVerifier>,
+}
+
+impl Authenticator {
+    /// Build from the policy's `auth` section, reading the token and JWKS
+    /// files it names (relative paths are relative to the policy file).
+    pub fn from_config(
+        cfg: &AuthConfig,
+        server: Option<&ServerRef>,
+        base: &Path,
+    ) -> Result<Authenticator, String> {
+        let static_tokens = StaticTokens::load(cfg.static_tokens.as_ref(), base)?;
+        let mut jwt = Vec::new();
+        for issuer in &cfg.jwt {
+            jwt.push(JwtVerifier::issuer(issuer, base)?);
+        }
+        if let Some(sa) = &cfg.service_account_tokens {
+            let audience = match (&sa.audience, server) {
+                (Some(aud), _) => aud.clone(),
+                (None, Some(s)) => format!("mcpwarden.dev/{}/{}", s.namespace, s.name),
+                (None, None) => {
+                    return Err("auth.serviceAccountTokens needs an audience, or `server` to derive mcpwarden.dev/<namespace>/<name>".into())
+                }
+            };
+            jwt.push(JwtVerifier::service_accounts(sa, audience, base)?);
+        }
+        Ok(Authenticator {
+            anonymous: cfg.anonymous.is_some(),
+            static_tokens,
+            jwt,
+        })
+    }
+
+    /// Whether any authenticator needs a token at all.
+    pub fn requires_token(&self) -> bool {
+        !self.anonymous
+    }
+
+    /// Authenticate a bearer token (or its absence).
+    pub fn authenticate(&self, token: Option<&str>) -> Result<Identity, AuthFailure> {
+        let Some(token) = token.map(str::trim).filter(|t| !t.is_empty()) else {
+            return if self.anonymous {
+                Ok(Identity::anonymous())
+            } else {
+                Err(AuthFailure::Missing)
+            };
+        };
+        if let Some(identity) = self.static_tokens.find(token) {
+            return Ok(identity);
+        }
+        let mut failure = AuthFailure::Invalid("unknown_token");
+        for verifier in &self.jwt {
+            match verifier.verify(token) {
+                Ok(identity) => return Ok(identity),
+                // An issuer that is not this verifier's says nothing; a more
+                // specific reason from the verifier it was meant for wins.
+                Err(jwt::Rejection::NotMine) => {}
+                Err(jwt::Rejection::Invalid(reason)) => failure = AuthFailure::Invalid(reason),
+            }
+        }
+        Err(failure)
+    }
+}
+
+/// The token of an `Authorization: Bearer …` header value.
+pub fn bearer(header: Option<&str>) -> Option<&str> {
+    let value = header?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// Take `params.auth.token` out of a request (seed 004's stdio auth): the
+/// token for the authenticator and the message without `params.auth`.
+pub fn strip_params_auth(msg: Message) -> (Message, Option<String>) {
+    if !msg.mentions(b"\"auth\"") {
+        return (msg, None);
+    }
+    let mut value = msg.to_value();
+    let Some(params) = value
+        .get_mut("params")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return (msg, None);
+    };
+    let Some(auth) = params.remove("auth") else {
+        return (msg, None);
+    };
+    let token = auth
+        .get("token")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string);
+    let bytes = Bytes::from(serde_json::to_vec(&value).expect("values serialize"));
+    match Message::parse(bytes) {
+        Ok(stripped) => (stripped, token),
+        Err(_) => (msg, token),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::identity::AuthMethod;
+
+    #[test]
+    fn bearer_header_parsing() {
+        assert_eq!(bearer(Some("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(Some("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(Some("Basic abc")), None);
+        assert_eq!(bearer(None), None);
+    }
+
+    #[test]
+    fn params_auth_is_removed_before_forwarding() {
+        let msg = Message::parse(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"auth":{"token":"s3cret"},"cursor":"c"}}"#,
+        ))
+        .unwrap();
+        let (stripped, token) = strip_params_auth(msg);
+        assert_eq!(token.as_deref(), Some("s3cret"));
+        assert!(!String::from_utf8_lossy(&stripped.bytes).contains("s3cret"));
+        assert!(String::from_utf8_lossy(&stripped.bytes).contains("\"cursor\""));
+    }
+
+    #[test]
+    fn anonymous_only_when_configured() {
+        let closed =
+            Authenticator::from_config(&AuthConfig::default(), None, Path::new(".")).unwrap();
+        assert_eq!(closed.authenticate(None), Err(AuthFailure::Missing));
+        let open: AuthConfig = serde_yaml_ng::from_str("anonymous: {role: viewer}").unwrap();
+        let open = Authenticator::from_config(&open, None, Path::new(".")).unwrap();
+        assert_eq!(
+            open.authenticate(None).unwrap().method,
+            AuthMethod::Anonymous
+        );
+    }
+}
