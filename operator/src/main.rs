@@ -1,2 +1,211 @@
+//! `mcp-warden-operator`: `run` (the controller), `crdgen` (write or check the
+//! CRD YAML) and `render -f FILE…` (print what would be applied, offline).
 #![forbid(unsafe_code)]
-fn main() {}
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+
+use clap::{Parser, Subcommand};
+use mcp_warden_operator::{
+    config::{self, BuildConfig},
+    crdgen, reconcile, render,
+    runtime::{http, leader, logging, metrics::Metrics},
+};
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-warden-operator",
+    version,
+    about = "Runs MCP servers on Kubernetes behind the mcp-warden tool facade"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller (in a cluster, or against the current kubeconfig).
+    Run(RunArgs),
+    /// Write the CRD YAML files, or check that the committed ones are fresh.
+    Crdgen {
+        /// Directory of the YAML files.
+        #[arg(long, default_value = "crds")]
+        out_dir: PathBuf,
+        /// Do not write; exit non-zero when a file is missing or differs.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Print every object the operator would apply for the CRs in the files.
+    Render {
+        /// YAML files with MCPServers and their profiles.
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        build: BuildArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct BuildArgs {
+    /// Image of the facade sidecar (and the bridge).
+    #[arg(long, env = "MCP_WARDEN_SIDECAR_IMAGE", default_value_t = config::default_sidecar_image())]
+    sidecar_image: String,
+    /// Labels of the namespace allowed to scrape the facades' :9090, `k=v,…`.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_METRICS_NAMESPACE_LABELS",
+        default_value = "kubernetes.io/metadata.name=monitoring"
+    )]
+    metrics_namespace_labels: String,
+    /// `iss` of the cluster's service-account tokens.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_SA_ISSUER",
+        default_value = "https://kubernetes.default.svc.cluster.local"
+    )]
+    service_account_issuer: String,
+    /// The cluster's DNS domain.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_CLUSTER_DOMAIN",
+        default_value = "cluster.local"
+    )]
+    cluster_domain: String,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    build: BuildArgs,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen.
+    #[arg(long, env = "MCP_WARDEN_ADMIN_LISTEN", default_value = "0.0.0.0:8081")]
+    admin_listen: SocketAddr,
+    /// Namespace of the leader-election Lease (the operator's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "mcp-warden-system")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "mcp-warden-operator")]
+    identity: String,
+}
+
+impl BuildArgs {
+    fn config(&self) -> Result<BuildConfig, String> {
+        Ok(BuildConfig {
+            sidecar_image: self.sidecar_image.clone(),
+            metrics_namespace_labels: config::parse_labels(&self.metrics_namespace_labels)?,
+            service_account_issuer: self.service_account_issuer.clone(),
+            cluster_domain: self.cluster_domain.clone(),
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crdgen { out_dir, check } => crdgen::crdgen(&out_dir, check)
+            .map(|paths| {
+                let verb = if check { "fresh" } else { "wrote" };
+                paths
+                    .iter()
+                    .for_each(|p| eprintln!("{verb}: {}", p.display()));
+            })
+            .map_err(|e| e.to_string()),
+        Command::Render { files, build } => build
+            .config()
+            .and_then(|cfg| render::render(&files, &cfg).map_err(|e| e.to_string()))
+            .map(|yaml| print!("{yaml}")),
+        Command::Run(args) => tokio::runtime::Runtime::new()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| rt.block_on(run(args))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The controller process: admin endpoints, leader election, the controller,
+/// graceful shutdown on SIGTERM/SIGINT.
+async fn run(args: RunArgs) -> Result<(), String> {
+    logging::init();
+    let config = args.build.config()?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect to the API server: {e}"))?;
+    let admin = http::Admin {
+        metrics: Metrics::default(),
+        ..http::Admin::default()
+    };
+    tokio::spawn(http::serve(args.admin_listen, admin.clone()));
+    admin
+        .ready
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let lease_cfg = leader::LeaderConfig {
+        namespace: args.lease_namespace,
+        name: "mcp-warden-operator".into(),
+        identity: args.identity.clone(),
+        lease_duration: Duration::from_secs(15),
+        renew_every: Duration::from_secs(5),
+    };
+    let leases = leader::lease_api(client.clone(), &lease_cfg);
+    tokio::select! {
+        _ = leader::acquire(&leases, &lease_cfg) => {}
+        _ = shutdown_signal() => return Ok(()),
+    }
+
+    let reporter = kube::runtime::events::Reporter {
+        controller: "mcp-warden-operator".into(),
+        instance: Some(args.identity),
+    };
+    let ctx = Arc::new(reconcile::Context {
+        client: client.clone(),
+        recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
+        metrics: admin.metrics.clone(),
+        config,
+        failures: Default::default(),
+    });
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
+    let keeper = tokio::spawn({
+        let (leases, cfg) = (leases.clone(), lease_cfg.clone());
+        async move {
+            leader::keep(leases, cfg).await;
+            let _ = lost_tx.send(());
+        }
+    });
+    let lost = async move {
+        let _ = lost_rx.await;
+    };
+    let stop = async move {
+        tokio::select! {
+            _ = shutdown_signal() => tracing::info!("shutting down"),
+            _ = lost => tracing::warn!("lost leadership; stopping"),
+        }
+    };
+    reconcile::controller::run(client, ctx, stop).await;
+    let lost_leadership = keeper.is_finished();
+    keeper.abort();
+    leader::release(&leases, &lease_cfg).await;
+    if lost_leadership {
+        return Err("lost leadership".into());
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

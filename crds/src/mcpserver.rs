@@ -1,0 +1,252 @@
+//! `MCPServer` (short name `mcps`): one MCP server the operator runs behind
+//! the tool facade.
+//!
+//! The operator turns it, with its ToolProfile and SandboxProfile, into a
+//! ServiceAccount, a ConfigMap (the compiled FacadePolicy), a Deployment, a
+//! Service and a NetworkPolicy, and reports in `status` whether that worked
+//! and where agents connect.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// An MCP server run behind the mcp-warden tool facade.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "mcpwarden.dev",
+    version = "v1alpha1",
+    kind = "MCPServer",
+    plural = "mcpservers",
+    namespaced,
+    shortname = "mcps",
+    status = "MCPServerStatus",
+    derive = "PartialEq",
+    validation = kube::core::Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("the name becomes a Service name: at most 63 lowercase letters, digits or '-', starting with a letter"),
+    doc = "MCPServer: an MCP server run in a hardened pod behind the mcp-warden tool facade.",
+    printcolumn(name = "Ready", type_ = "string", description = "The Ready condition", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Endpoint", type_ = "string", description = "Where agents connect", json_path = ".status.endpoint"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::schema::bound_strings)]
+#[x_kube(validation = kube::core::Rule::new("self.transport != 'streamable-http' || has(self.port)").message("port is required when transport is streamable-http").field_path(".port"))]
+#[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || !has(self.port)").message("port is only used with transport streamable-http").field_path(".port"))]
+#[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || size(self.command) > 0").message("command is required when transport is stdio: the bridge has to know what to start").field_path(".command"))]
+pub struct MCPServerSpec {
+    /// Container image of the MCP server, e.g. `ghcr.io/acme/mcp-git:1.2.0`.
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// The server's executable and leading arguments (the container's
+    /// entrypoint). Required for `stdio`, where the bridge starts it once per
+    /// facade session; optional for `streamable-http`.
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    pub command: Vec<String>,
+    /// Further arguments appended to `command`.
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    pub args: Vec<String>,
+    /// Plain environment variables of the `server` container.
+    #[serde(default)]
+    #[schemars(length(max = 128))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub env: Vec<EnvVar>,
+    /// Environment variables taken from Secrets. They reach the `server`
+    /// container only, never the facade, the policy or an agent.
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub secret_env: Vec<SecretEnvVar>,
+    /// How the facade talks to the server: `stdio` (default; through the
+    /// bridge, one process per session) or `streamable-http` (the server
+    /// listens on `port` on loopback).
+    #[serde(default)]
+    pub transport: Transport,
+    /// The loopback port the server listens on; required for
+    /// `streamable-http`. 8080 and 9090 belong to the facade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    #[x_kube(validation = kube::core::Rule::new("self != 8080 && self != 9090").message("8080 and 9090 are the facade's ports"))]
+    pub port: Option<i32>,
+    /// The HTTP path of the server's MCP endpoint for `streamable-http`
+    /// (default `/mcp`).
+    #[serde(default = "default_path")]
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^/[A-Za-z0-9._~/-]*$"))]
+    pub path: String,
+    /// The ToolProfile (same namespace) that says which tools are exposed.
+    pub tool_profile_ref: ProfileRef,
+    /// The SandboxProfile (same namespace); without one, the baseline
+    /// sandbox applies (no egress, read-only workspace, no token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_profile_ref: Option<ProfileRef>,
+    /// Pod replicas: 1 (default) or 0 to pause. More replicas need session
+    /// routing between facades and are not accepted yet.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 0, max = 1))]
+    pub replicas: i32,
+    /// A volume the server works in, mounted at `mountPath`; read-only unless
+    /// the SandboxProfile asks for `readWrite` and an admin approved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
+}
+
+/// How the facade reaches the server.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+pub enum Transport {
+    /// The server speaks MCP on stdin/stdout (the default).
+    #[default]
+    #[serde(rename = "stdio")]
+    Stdio,
+    /// The server speaks MCP Streamable HTTP on `port` (loopback).
+    #[serde(rename = "streamable-http")]
+    StreamableHttp,
+}
+
+/// A reference to an object in the MCPServer's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ProfileRef {
+    /// The object's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// A plain environment variable.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct EnvVar {
+    /// Variable name.
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$")
+    )]
+    pub name: String,
+    /// Value (default empty).
+    #[serde(default)]
+    pub value: String,
+}
+
+/// An environment variable whose value comes from a Secret key.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretEnvVar {
+    /// Variable name.
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$")
+    )]
+    pub name: String,
+    /// The Secret, in the MCPServer's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
+    /// The key in the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// The server's working volume: exactly one of `persistentVolumeClaim` or
+/// `emptyDir`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("has(self.persistentVolumeClaim) != has(self.emptyDir)").message("set exactly one of persistentVolumeClaim or emptyDir"))]
+pub struct Workspace {
+    /// Where the server sees it (default `/workspace`).
+    #[serde(default = "default_mount")]
+    #[schemars(length(min = 2, max = 256), regex(pattern = r"^/[A-Za-z0-9._/-]+$"))]
+    #[x_kube(validation = kube::core::Rule::new("!(self in ['/tmp', '/etc/mcp-warden', '/run/mcp', '/mcp-warden/bin'])").message("this path is used by mcp-warden"))]
+    pub mount_path: String,
+    /// An existing PersistentVolumeClaim in the MCPServer's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<ClaimRef>,
+    /// A scratch volume that lives as long as the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<EmptyDirWorkspace>,
+}
+
+/// A PersistentVolumeClaim by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRef {
+    /// The claim's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub claim_name: String,
+}
+
+/// A scratch workspace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyDirWorkspace {
+    /// Size limit (default `1Gi`).
+    #[serde(default = "default_workspace_size")]
+    pub size_limit: k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+}
+
+/// What the operator observed and did. Written only by the operator.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MCPServerStatus {
+    /// `Ready`, `PolicyCompiled`, `Degraded` (and, with approvals,
+    /// `CapabilitiesApproved`), each with a reason and a message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` these conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The in-cluster URL agents connect to, e.g.
+    /// `http://git.team-a.svc.cluster.local:8080/mcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+fn default_path() -> String {
+    "/mcp".into()
+}
+fn default_replicas() -> i32 {
+    1
+}
+fn default_mount() -> String {
+    "/workspace".into()
+}
+fn default_workspace_size() -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
+    k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn crd_names_and_subresources() {
+        let crd = MCPServer::crd();
+        assert_eq!(crd.spec.group, "mcpwarden.dev");
+        assert_eq!(crd.spec.names.short_names, Some(vec!["mcps".to_string()]));
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1alpha1");
+        assert!(version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some());
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["Ready", "Endpoint", "Age"]);
+    }
+
+    #[test]
+    fn minimal_spec_gets_safe_defaults() {
+        let spec: MCPServerSpec = serde_json::from_value(serde_json::json!({
+            "image": "x", "command": ["srv"], "toolProfileRef": {"name": "p"}
+        }))
+        .unwrap();
+        assert_eq!(spec.transport, Transport::Stdio);
+        assert_eq!(spec.replicas, 1);
+        assert_eq!(spec.path, "/mcp");
+        assert!(spec.workspace.is_none() && spec.sandbox_profile_ref.is_none());
+    }
+}

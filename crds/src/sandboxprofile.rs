@@ -1,0 +1,194 @@
+//! `SandboxProfile` (short name `sbp`): the box an MCP server runs in — user,
+//! resources, `/tmp` size, root filesystem, network egress, workspace access
+//! and service-account token.
+//!
+//! Every default is the baseline of DESIGN.md §5 (no egress, read-only
+//! workspace, no token). Anything above the baseline is a capability that
+//! needs a cluster admin's approval (the capability issue); until then the
+//! operator records the request and applies the baseline.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// The sandbox an MCP server's pod runs in. Referenced by
+/// `MCPServer.spec.sandboxProfileRef`; without one, the defaults apply.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "mcpwarden.dev",
+    version = "v1alpha1",
+    kind = "SandboxProfile",
+    namespaced,
+    shortname = "sbp",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "SandboxProfile: the user, resources, filesystem, network egress and workspace access of an MCP server's pod.",
+    printcolumn(name = "User", type_ = "integer", json_path = ".spec.runAsUser"),
+    printcolumn(
+        name = "Workspace",
+        type_ = "string",
+        json_path = ".spec.workspaceAccess"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::schema::bound_strings)]
+pub struct SandboxProfileSpec {
+    /// The non-root user id every container runs as (default 65532). Also the
+    /// group and the fsGroup.
+    #[serde(default = "default_user")]
+    #[schemars(range(min = 1, max = 2147483647))]
+    pub run_as_user: i64,
+    /// CPU and memory of the `server` container. Defaults: requests 50m CPU /
+    /// 64Mi memory, limits 1 CPU / 512Mi memory.
+    #[serde(default)]
+    pub resources: SandboxResources,
+    /// Size limit of the writable `/tmp` emptyDir (default `64Mi`).
+    #[serde(default = "default_tmp")]
+    pub tmp_size_limit: Quantity,
+    /// Mount the root filesystem read-only (default true). Turn off only for
+    /// servers that cannot live with a writable `/tmp` alone.
+    #[serde(default = "default_true")]
+    pub read_only_root_filesystem: bool,
+    /// Network access of the pod. Default: no egress at all.
+    #[serde(default)]
+    pub network: SandboxNetwork,
+    /// Access to the MCPServer's workspace: `readOnly` (default) or
+    /// `readWrite` (a capability that needs approval).
+    #[serde(default)]
+    pub workspace_access: WorkspaceAccess,
+    /// Mount a service-account token into the server (default false; a
+    /// capability that needs approval).
+    #[serde(default)]
+    pub automount_service_account_token: bool,
+}
+
+impl Default for SandboxProfileSpec {
+    /// The same as an empty spec: the baseline.
+    fn default() -> Self {
+        SandboxProfileSpec {
+            run_as_user: default_user(),
+            resources: SandboxResources::default(),
+            tmp_size_limit: default_tmp(),
+            read_only_root_filesystem: true,
+            network: SandboxNetwork::default(),
+            workspace_access: WorkspaceAccess::ReadOnly,
+            automount_service_account_token: false,
+        }
+    }
+}
+
+/// Requests and limits of the `server` container, by resource name (`cpu`,
+/// `memory`, `ephemeral-storage`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxResources {
+    /// What the scheduler reserves (default `cpu: 50m`, `memory: 64Mi`).
+    #[serde(default = "default_requests")]
+    pub requests: BTreeMap<String, Quantity>,
+    /// The most the container may use (default `cpu: "1"`, `memory: 512Mi`).
+    #[serde(default = "default_limits")]
+    #[x_kube(validation = kube::core::Rule::new("'memory' in self").message("a memory limit is required"))]
+    pub limits: BTreeMap<String, Quantity>,
+}
+
+impl Default for SandboxResources {
+    fn default() -> Self {
+        SandboxResources {
+            requests: default_requests(),
+            limits: default_limits(),
+        }
+    }
+}
+
+/// Network access.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxNetwork {
+    /// Outbound traffic the server asks for. Empty (the default) means none;
+    /// each entry is a capability that needs approval.
+    #[serde(default)]
+    pub egress: SandboxEgress,
+}
+
+/// Outbound traffic the server asks for.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxEgress {
+    /// Destinations, as CIDR blocks and ports.
+    #[serde(default)]
+    #[schemars(length(max = 32))]
+    pub rules: Vec<EgressRule>,
+    /// Allow DNS lookups (UDP and TCP 53) to the cluster DNS (default false).
+    #[serde(default)]
+    pub dns: bool,
+}
+
+/// One allowed destination.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressRule {
+    /// Destination block, e.g. `10.0.0.0/8` or `203.0.113.7/32`.
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = kube::core::Rule::new("isCIDR(self)").message("must be a CIDR block such as 10.0.0.0/8"))]
+    pub cidr: String,
+    /// TCP ports; at least one.
+    #[schemars(length(min = 1, max = 16))]
+    #[schemars(inner(range(min = 1, max = 65535)))]
+    pub ports: Vec<i32>,
+}
+
+/// Workspace access.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum WorkspaceAccess {
+    /// Mounted read-only (the default).
+    #[default]
+    ReadOnly,
+    /// Mounted writable; needs approval.
+    ReadWrite,
+}
+
+fn default_user() -> i64 {
+    65532
+}
+fn default_true() -> bool {
+    true
+}
+fn default_tmp() -> Quantity {
+    Quantity("64Mi".into())
+}
+fn default_requests() -> BTreeMap<String, Quantity> {
+    BTreeMap::from([
+        ("cpu".into(), Quantity("50m".into())),
+        ("memory".into(), Quantity("64Mi".into())),
+    ])
+}
+fn default_limits() -> BTreeMap<String, Quantity> {
+    BTreeMap::from([
+        ("cpu".into(), Quantity("1".into())),
+        ("memory".into(), Quantity("512Mi".into())),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_spec_is_the_baseline() {
+        let spec: SandboxProfileSpec = serde_json::from_str("{}").unwrap();
+        assert_eq!(spec, SandboxProfileSpec::default());
+        assert!(spec.network.egress.rules.is_empty());
+        assert!(!spec.automount_service_account_token);
+        assert_eq!(spec.workspace_access, WorkspaceAccess::ReadOnly);
+    }
+}

@@ -1,0 +1,335 @@
+//! The Deployment: one pod with the MCP server and the facade in front.
+//!
+//! ```text
+//! pod (restricted: non-root, seccomp RuntimeDefault, no privilege escalation, drop ALL)
+//! ├─ init  install-bridge  (stdio only) copies the static bridge into /mcp-warden/bin
+//! ├─ server               the MCP server; for stdio wrapped by the bridge on /run/mcp/server.sock,
+//! │                        for streamable-http listening on 127.0.0.1:<port>
+//! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz
+//! volumes: tmp (server /tmp, size-limited), policy (ConfigMap, facade), run-mcp + bridge-bin
+//!          (stdio), workspace (read-only unless approved)
+//! ```
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, DeploymentSpec},
+        core::v1::{
+            Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+            EnvVar, EnvVarSource, HTTPGetAction, PersistentVolumeClaimVolumeSource,
+            PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+            SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+        },
+    },
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{LabelSelector, ObjectMeta},
+        util::intstr::IntOrString,
+    },
+};
+use mcp_warden_crds::mcpserver::Transport;
+
+use super::BuildInput;
+use crate::names::{
+    self, ADMIN_PORT, BRIDGE_DIR, FACADE_PORT, POLICY_DIR, POLICY_KEY, SIDECAR_BIN, SOCKET_DIR,
+    SOCKET_PATH,
+};
+
+/// The Deployment running the server and the facade.
+pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
+    let server = input.server;
+    let stdio = server.spec.transport == Transport::Stdio;
+    let mut template_labels = names::labels(server);
+    template_labels.extend(names::selector(server));
+    Deployment {
+        metadata: names::metadata(server, names::object_name(server)),
+        spec: Some(DeploymentSpec {
+            replicas: Some(server.spec.replicas),
+            selector: LabelSelector {
+                match_labels: Some(names::selector(server)),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(template_labels),
+                    annotations: Some(BTreeMap::from([(
+                        "kubectl.kubernetes.io/default-container".to_string(),
+                        "facade".to_string(),
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(names::object_name(server)),
+                    automount_service_account_token: Some(false),
+                    enable_service_links: Some(false),
+                    security_context: Some(pod_security_context(input)),
+                    init_containers: stdio.then(|| vec![install_bridge_container(input)]),
+                    containers: vec![server_container(input), facade_container(input)],
+                    volumes: Some(volumes(input)),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+fn pod_security_context(input: BuildInput<'_>) -> PodSecurityContext {
+    let uid = input.sandbox.run_as_user;
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: Some(uid),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// The restricted container security context every container gets.
+fn container_security_context(read_only_root: bool) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        privileged: Some(false),
+        read_only_root_filesystem: Some(read_only_root),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..SeccompProfile::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequirements {
+    let list = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect::<BTreeMap<_, _>>()
+    };
+    ResourceRequirements {
+        requests: Some(list(requests)),
+        limits: Some(list(limits)),
+        ..Default::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// Copies the static bridge binary out of the sidecar image (stdio only).
+fn install_bridge_container(input: BuildInput<'_>) -> Container {
+    Container {
+        name: "install-bridge".into(),
+        image: Some(input.config.sidecar_image.clone()),
+        command: Some(vec![
+            SIDECAR_BIN.into(),
+            "install-bridge".into(),
+            format!("{BRIDGE_DIR}/mcp-warden-sidecar"),
+        ]),
+        security_context: Some(container_security_context(true)),
+        resources: Some(resources(
+            &[("cpu", "10m"), ("memory", "16Mi")],
+            &[("cpu", "100m"), ("memory", "32Mi")],
+        )),
+        volume_mounts: Some(vec![mount("bridge-bin", BRIDGE_DIR, false)]),
+        ..Container::default()
+    }
+}
+
+/// The MCP server itself, with its env, Secrets, sandbox resources and workspace.
+fn server_container(input: BuildInput<'_>) -> Container {
+    let spec = &input.server.spec;
+    let (command, args) = match spec.transport {
+        Transport::Stdio => {
+            let mut argv = vec![
+                "bridge".to_string(),
+                "--socket".into(),
+                SOCKET_PATH.into(),
+                "--".into(),
+            ];
+            argv.extend(spec.command.iter().cloned());
+            argv.extend(spec.args.iter().cloned());
+            (
+                Some(vec![format!("{BRIDGE_DIR}/mcp-warden-sidecar")]),
+                Some(argv),
+            )
+        }
+        Transport::StreamableHttp => (
+            (!spec.command.is_empty()).then(|| spec.command.clone()),
+            (!spec.args.is_empty()).then(|| spec.args.clone()),
+        ),
+    };
+    let mut env: Vec<EnvVar> = spec
+        .env
+        .iter()
+        .map(|e| EnvVar {
+            name: e.name.clone(),
+            value: Some(e.value.clone()),
+            value_from: None,
+        })
+        .collect();
+    env.extend(spec.secret_env.iter().map(|e| EnvVar {
+        name: e.name.clone(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: e.secret_name.clone(),
+                key: e.key.clone(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+    }));
+    let mut mounts = vec![mount("tmp", "/tmp", false)];
+    if spec.transport == Transport::Stdio {
+        mounts.push(mount("bridge-bin", BRIDGE_DIR, true));
+        mounts.push(mount("run-mcp", SOCKET_DIR, false));
+    }
+    if let Some(ws) = &spec.workspace {
+        // Read-only until a `workspace.write` approval exists (capability issue).
+        mounts.push(mount("workspace", &ws.mount_path, true));
+    }
+    Container {
+        name: "server".into(),
+        image: Some(spec.image.clone()),
+        command,
+        args,
+        env: (!env.is_empty()).then_some(env),
+        security_context: Some(container_security_context(
+            input.sandbox.read_only_root_filesystem,
+        )),
+        resources: Some(ResourceRequirements {
+            requests: Some(input.sandbox.resources.requests.clone()),
+            limits: Some(input.sandbox.resources.limits.clone()),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    }
+}
+
+/// The facade: the only way in.
+fn facade_container(input: BuildInput<'_>) -> Container {
+    let spec = &input.server.spec;
+    let mut args = vec![
+        "run".to_string(),
+        "--policy".into(),
+        format!("{POLICY_DIR}/{POLICY_KEY}"),
+        "--listen".into(),
+        format!("0.0.0.0:{FACADE_PORT}"),
+        "--admin-listen".into(),
+        format!("0.0.0.0:{ADMIN_PORT}"),
+        "--allowed-host".into(),
+        names::allowed_hosts(input.server, input.config).join(","),
+    ];
+    let mut mounts = vec![mount("policy", POLICY_DIR, true)];
+    match spec.transport {
+        Transport::Stdio => {
+            args.extend(["--upstream-socket".into(), SOCKET_PATH.into()]);
+            mounts.push(mount("run-mcp", SOCKET_DIR, false));
+        }
+        Transport::StreamableHttp => {
+            let port = spec.port.unwrap_or_default();
+            args.extend([
+                "--upstream-url".into(),
+                format!("http://127.0.0.1:{port}{}", spec.path),
+            ]);
+        }
+    }
+    let probe = |path: &str| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String("admin".into()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(10),
+        ..Probe::default()
+    };
+    let port = |name: &str, port: i32| ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    };
+    Container {
+        name: "facade".into(),
+        image: Some(input.config.sidecar_image.clone()),
+        args: Some(args),
+        ports: Some(vec![port("http", FACADE_PORT), port("admin", ADMIN_PORT)]),
+        liveness_probe: Some(probe("/healthz")),
+        readiness_probe: Some(probe("/readyz")),
+        security_context: Some(container_security_context(true)),
+        resources: Some(resources(
+            &[("cpu", "50m"), ("memory", "64Mi")],
+            &[("cpu", "1"), ("memory", "256Mi")],
+        )),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    }
+}
+
+fn empty_dir(name: &str, size: &str) -> Volume {
+    Volume {
+        name: name.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(Quantity(size.into())),
+            medium: None,
+        }),
+        ..Volume::default()
+    }
+}
+
+fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
+    let spec = &input.server.spec;
+    let mut volumes = vec![
+        empty_dir("tmp", &input.sandbox.tmp_size_limit.0),
+        Volume {
+            name: "policy".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: names::policy_config_map(input.server),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    ];
+    if spec.transport == Transport::Stdio {
+        volumes.push(empty_dir("bridge-bin", "64Mi"));
+        volumes.push(empty_dir("run-mcp", "1Mi"));
+    }
+    if let Some(ws) = &spec.workspace {
+        let mut volume = Volume {
+            name: "workspace".into(),
+            ..Volume::default()
+        };
+        if let Some(claim) = &ws.persistent_volume_claim {
+            volume.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.claim_name.clone(),
+                read_only: Some(true),
+            });
+        } else if let Some(dir) = &ws.empty_dir {
+            volume.empty_dir = Some(EmptyDirVolumeSource {
+                size_limit: Some(dir.size_limit.clone()),
+                medium: None,
+            });
+        }
+        volumes.push(volume);
+    }
+    volumes
+}

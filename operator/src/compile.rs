@@ -1,0 +1,167 @@
+//! The FacadePolicy compiler: MCPServer + ToolProfile + SandboxProfile (+ the
+//! approved capabilities) → the document the sidecar loads. Pure and
+//! deterministic: the same inputs give the same bytes, so an unchanged spec
+//! never rewrites the ConfigMap.
+//!
+//! Baseline (DESIGN.md §5): tools up to risk `medium`, no write-capable
+//! sandbox. [`Approved`] is where admin approvals (the capability issue) raise
+//! it; today nothing is ever approved.
+
+use std::collections::BTreeSet;
+
+use mcp_warden_crds::{
+    sandboxprofile::WorkspaceAccess, AuthConfig, FacadePolicy, MCPServer, RiskLevel, SandboxGrant,
+    SandboxProfileSpec, ServerRef, ServiceAccountTokens, ToolProfileSpec,
+};
+
+use crate::{config::BuildConfig, names};
+
+/// Capabilities above the baseline that a cluster admin approved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Approved {
+    /// Upstream names of `high`/`critical` tools that may be exposed.
+    pub tools: BTreeSet<String>,
+    /// The workspace may be written (`workspace.write`).
+    pub workspace_write: bool,
+}
+
+/// Compile the policy for one MCPServer.
+pub fn compile_policy(
+    server: &MCPServer,
+    tools: &ToolProfileSpec,
+    sandbox: &SandboxProfileSpec,
+    approved: &Approved,
+    cfg: &BuildConfig,
+) -> FacadePolicy {
+    let write_allowed =
+        approved.workspace_write && sandbox.workspace_access == WorkspaceAccess::ReadWrite;
+    FacadePolicy {
+        server: Some(ServerRef {
+            namespace: names::namespace(server),
+            name: names::object_name(server),
+        }),
+        default_action: tools.default_action,
+        tools: tools.tools.clone(),
+        limits: tools.limits.clone(),
+        redaction: tools.redaction.clone(),
+        risk_prefix: tools.risk_prefix,
+        quarantine_on_drift: tools.quarantine_on_drift,
+        poisoning_scan: tools.poisoning_scan,
+        risk_ceiling: RiskLevel::Medium,
+        approved_tools: approved.tools.iter().cloned().collect(),
+        roles: tools.roles.clone(),
+        auth: AuthConfig {
+            service_account_tokens: Some(ServiceAccountTokens {
+                issuer: cfg.service_account_issuer.clone(),
+                jwks_file: names::JWKS_FILE.into(),
+                audience: Some(names::token_audience(server)),
+            }),
+            ..AuthConfig::default()
+        },
+        sandbox: SandboxGrant { write_allowed },
+        ..FacadePolicy::default()
+    }
+}
+
+/// The policy as the YAML the ConfigMap carries.
+pub fn policy_yaml(policy: &FacadePolicy) -> String {
+    serde_yaml_ng::to_string(policy).expect("FacadePolicy always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_warden_crds::{DefaultAction, RoleBinding, ToolRule};
+
+    fn server() -> MCPServer {
+        serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: team-a}\n\
+             spec: {image: img, command: [srv], toolProfileRef: {name: tp}}\n",
+        )
+        .unwrap()
+    }
+
+    fn profile() -> ToolProfileSpec {
+        ToolProfileSpec {
+            default_action: DefaultAction::Deny,
+            tools: vec![ToolRule {
+                name: "git_log".into(),
+                alias: Some("log".into()),
+                ..ToolRule::default()
+            }],
+            roles: vec![RoleBinding {
+                service_accounts: vec!["team-a/agent".into()],
+                ..RoleBinding::default()
+            }],
+            ..ToolProfileSpec::default()
+        }
+    }
+
+    #[test]
+    fn compiles_profile_server_and_audience() {
+        let p = compile_policy(
+            &server(),
+            &profile(),
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &BuildConfig::default(),
+        );
+        assert_eq!(
+            p.server,
+            Some(ServerRef {
+                namespace: "team-a".into(),
+                name: "git".into()
+            })
+        );
+        assert_eq!(p.tools, profile().tools);
+        assert_eq!(p.roles, profile().roles);
+        assert_eq!(p.risk_ceiling, RiskLevel::Medium);
+        assert!(p.approved_tools.is_empty());
+        let sa = p.auth.service_account_tokens.unwrap();
+        assert_eq!(sa.audience.as_deref(), Some("mcpwarden.dev/team-a/git"));
+        assert!(p.auth.anonymous.is_none(), "nobody is anonymous");
+    }
+
+    #[test]
+    fn read_write_workspace_is_not_writable_until_approved() {
+        let sandbox = SandboxProfileSpec {
+            workspace_access: WorkspaceAccess::ReadWrite,
+            ..Default::default()
+        };
+        let cfg = BuildConfig::default();
+        let unapproved =
+            compile_policy(&server(), &profile(), &sandbox, &Approved::default(), &cfg);
+        assert!(!unapproved.sandbox.write_allowed);
+        let approved = Approved {
+            workspace_write: true,
+            ..Default::default()
+        };
+        assert!(
+            compile_policy(&server(), &profile(), &sandbox, &approved, &cfg)
+                .sandbox
+                .write_allowed
+        );
+    }
+
+    #[test]
+    fn output_is_deterministic_and_loadable() {
+        let cfg = BuildConfig::default();
+        let a = policy_yaml(&compile_policy(
+            &server(),
+            &profile(),
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &cfg,
+        ));
+        let b = policy_yaml(&compile_policy(
+            &server(),
+            &profile(),
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &cfg,
+        ));
+        assert_eq!(a, b);
+        let loaded = FacadePolicy::from_yaml_str(&a, "compiled").unwrap();
+        assert_eq!(loaded.tools[0].alias.as_deref(), Some("log"));
+    }
+}

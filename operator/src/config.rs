@@ -1,0 +1,67 @@
+//! Operator-wide settings the builders need (from flags/env in `run`, from
+//! defaults in `render` and tests).
+
+use std::collections::BTreeMap;
+
+/// The field manager of every server-side apply (one for all objects).
+pub const FIELD_MANAGER: &str = "mcp-warden-operator";
+
+/// Settings that shape the objects the operator builds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildConfig {
+    /// Image of the facade sidecar (and of the bridge it ships).
+    pub sidecar_image: String,
+    /// Labels of the namespace allowed to scrape `:9090` (NetworkPolicy).
+    pub metrics_namespace_labels: BTreeMap<String, String>,
+    /// `iss` of the cluster's service-account tokens, for the facade's auth.
+    pub service_account_issuer: String,
+    /// The cluster DNS domain, for `status.endpoint` and `--allowed-host`.
+    pub cluster_domain: String,
+}
+
+impl Default for BuildConfig {
+    fn default() -> Self {
+        BuildConfig {
+            sidecar_image: default_sidecar_image(),
+            metrics_namespace_labels: BTreeMap::from([(
+                "kubernetes.io/metadata.name".to_string(),
+                "monitoring".to_string(),
+            )]),
+            service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
+            cluster_domain: "cluster.local".into(),
+        }
+    }
+}
+
+/// `ghcr.io/mcp-warden/sidecar:<this operator's version>`.
+pub fn default_sidecar_image() -> String {
+    format!("ghcr.io/mcp-warden/sidecar:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Parse `k=v,k2=v2` into labels (for `--metrics-namespace-labels`).
+pub fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("expected key=value, found {pair:?}")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_label_pairs() {
+        let labels = parse_labels("a=b, c=d").unwrap();
+        assert_eq!(
+            labels,
+            BTreeMap::from([("a".into(), "b".into()), ("c".into(), "d".into())])
+        );
+        assert!(parse_labels("oops").is_err());
+    }
+}

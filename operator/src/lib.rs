@@ -1,0 +1,29 @@
+//! mcp-warden-operator: turns an MCPServer (+ ToolProfile + SandboxProfile)
+//! into a hardened pod with the tool facade in front.
+//!
+//! ```text
+//!            pure                                   touches the API
+//!  ┌──────────────────────────────────┐   ┌─────────────────────────────────┐
+//!  resolve ─▶ validate ─▶ compile ─▶ build ─▶ apply (SSA) ─▶ status + Events
+//!  (reconcile::resolve) (validate) (compile) (build::*) (reconcile::apply) (reconcile::status)
+//! ```
+//! - [`validate`], [`compile`], [`build`]: pure; `render` and the controller
+//!   both go through [`plan`], so what `render` prints is what `run` applies.
+//! - [`reconcile`]: the controller (watches, the pipeline, error policy).
+//! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
+//!   metrics, logging.
+//! - [`crdgen`], [`render`]: the offline subcommands; [`pss`] checks pods
+//!   against Pod Security "restricted".
+#![forbid(unsafe_code)]
+
+pub mod build;
+pub mod compile;
+pub mod config;
+pub mod crdgen;
+pub mod names;
+pub mod plan;
+pub mod pss;
+pub mod reconcile;
+pub mod render;
+pub mod runtime;
+pub mod validate;

@@ -1,0 +1,109 @@
+//! Names, labels, paths and ports shared by the builders: the one place that
+//! says what an MCPServer's objects are called and where things are mounted.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+use mcp_warden_crds::MCPServer;
+
+use crate::config::BuildConfig;
+
+/// The facade's MCP port (contract: `http://X.ns.svc:8080/mcp`).
+pub const FACADE_PORT: i32 = 8080;
+/// The facade's admin port: `/metrics`, `/healthz`, `/readyz`.
+pub const ADMIN_PORT: i32 = 9090;
+/// Where the policy ConfigMap is mounted in the facade.
+pub const POLICY_DIR: &str = "/etc/mcp-warden";
+/// The policy file's key in the ConfigMap.
+pub const POLICY_KEY: &str = "policy.yaml";
+/// The unix socket the stdio bridge serves.
+pub const SOCKET_DIR: &str = "/run/mcp";
+/// The bridge's socket path.
+pub const SOCKET_PATH: &str = "/run/mcp/server.sock";
+/// Where the init container drops the static bridge binary.
+pub const BRIDGE_DIR: &str = "/mcp-warden/bin";
+/// The sidecar binary inside its image.
+pub const SIDECAR_BIN: &str = "/usr/local/bin/mcp-warden-sidecar";
+/// Where the facade reads the cluster's service-account JWKS (published by the
+/// operator with the capability issue).
+pub const JWKS_FILE: &str = "/etc/mcp-warden/jwks/jwks.json";
+
+/// Label every object carries; also the pod selector.
+pub const SERVER_LABEL: &str = "mcpwarden.dev/server";
+
+/// The MCPServer's namespace (`default` when a file omits it).
+pub fn namespace(server: &MCPServer) -> String {
+    server.namespace().unwrap_or_else(|| "default".into())
+}
+
+/// Name of the ServiceAccount, Deployment, Service and NetworkPolicy.
+pub fn object_name(server: &MCPServer) -> String {
+    server.name_any()
+}
+
+/// Name of the policy ConfigMap.
+pub fn policy_config_map(server: &MCPServer) -> String {
+    format!("{}-policy", server.name_any())
+}
+
+/// Labels on every object and pod.
+pub fn labels(server: &MCPServer) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".into(), "mcp-server".into()),
+        ("app.kubernetes.io/instance".into(), server.name_any()),
+        (
+            "app.kubernetes.io/managed-by".into(),
+            "mcp-warden-operator".into(),
+        ),
+        (SERVER_LABEL.into(), server.name_any()),
+    ])
+}
+
+/// The pod selector (a stable subset of [`labels`]).
+pub fn selector(server: &MCPServer) -> BTreeMap<String, String> {
+    BTreeMap::from([(SERVER_LABEL.into(), server.name_any())])
+}
+
+/// Metadata of an owned object: name, namespace, labels and, when the server
+/// has a uid (it came from the API server), the controller owner reference.
+pub fn metadata(server: &MCPServer, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: Some(namespace(server)),
+        labels: Some(labels(server)),
+        owner_references: owner_reference(server).map(|r| vec![r]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The controller owner reference, if the server has a uid.
+pub fn owner_reference(server: &MCPServer) -> Option<OwnerReference> {
+    server.controller_owner_ref(&())
+}
+
+/// Host names agents may use (the facade's `--allowed-host`, against DNS rebinding).
+pub fn allowed_hosts(server: &MCPServer, cfg: &BuildConfig) -> Vec<String> {
+    let (svc, ns) = (object_name(server), namespace(server));
+    vec![
+        svc.clone(),
+        format!("{svc}.{ns}"),
+        format!("{svc}.{ns}.svc"),
+        format!("{svc}.{ns}.svc.{}", cfg.cluster_domain),
+    ]
+}
+
+/// The URL agents connect to (`status.endpoint`).
+pub fn endpoint(server: &MCPServer, cfg: &BuildConfig) -> String {
+    format!(
+        "http://{}.{}.svc.{}:{FACADE_PORT}/mcp",
+        object_name(server),
+        namespace(server),
+        cfg.cluster_domain
+    )
+}
+
+/// The audience a caller's projected service-account token must carry.
+pub fn token_audience(server: &MCPServer) -> String {
+    format!("mcpwarden.dev/{}/{}", namespace(server), server.name_any())
+}

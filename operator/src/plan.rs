@@ -1,0 +1,86 @@
+//! The pure middle of the pipeline, shared by `render` and the controller:
+//! resolved inputs → validate → compile → build. Whatever `render` prints is
+//! exactly what `run` applies.
+
+use mcp_warden_crds::{FacadePolicy, MCPServer, SandboxProfileSpec, ToolProfileSpec};
+
+use crate::{
+    build::{desired_objects, BuildInput, DesiredObjects},
+    compile::{compile_policy, policy_yaml, Approved},
+    config::BuildConfig,
+    validate::{validate, ValidateError},
+};
+
+/// What the resolve step found for one MCPServer.
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    /// The server.
+    pub server: &'a MCPServer,
+    /// The referenced ToolProfile's spec, if it exists.
+    pub tool_profile: Option<&'a ToolProfileSpec>,
+    /// The referenced SandboxProfile's spec, if one is referenced and exists.
+    pub sandbox_profile: Option<&'a SandboxProfileSpec>,
+}
+
+/// Why no objects can be built; the server waits for a change.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    /// `spec.toolProfileRef` names no ToolProfile in the namespace.
+    #[error("ToolProfile {0:?} not found in the MCPServer's namespace")]
+    ToolProfileNotFound(String),
+    /// `spec.sandboxProfileRef` names no SandboxProfile in the namespace.
+    #[error("SandboxProfile {0:?} not found in the MCPServer's namespace")]
+    SandboxProfileNotFound(String),
+    /// The spec or the profile breaks a rule.
+    #[error(transparent)]
+    Invalid(#[from] ValidateError),
+}
+
+impl PlanError {
+    /// The `PolicyCompiled=False` reason (contract for `ToolProfileNotFound`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PlanError::ToolProfileNotFound(_) => "ToolProfileNotFound",
+            PlanError::SandboxProfileNotFound(_) => "SandboxProfileNotFound",
+            PlanError::Invalid(e) => e.reason(),
+        }
+    }
+}
+
+/// The compiled policy and the objects to apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The policy the ConfigMap carries.
+    pub policy: FacadePolicy,
+    /// The sandbox in force (the profile's, or the defaults).
+    pub sandbox: SandboxProfileSpec,
+    /// Every object, in apply order.
+    pub objects: DesiredObjects,
+}
+
+/// Validate, compile and build.
+pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError> {
+    let spec = &inputs.server.spec;
+    let tools = inputs
+        .tool_profile
+        .ok_or_else(|| PlanError::ToolProfileNotFound(spec.tool_profile_ref.name.clone()))?;
+    let sandbox = match (&spec.sandbox_profile_ref, inputs.sandbox_profile) {
+        (None, _) => SandboxProfileSpec::default(),
+        (Some(_), Some(found)) => found.clone(),
+        (Some(r), None) => return Err(PlanError::SandboxProfileNotFound(r.name.clone())),
+    };
+    validate(inputs.server, tools)?;
+    let policy = compile_policy(inputs.server, tools, &sandbox, &Approved::default(), config);
+    let yaml = policy_yaml(&policy);
+    let objects = desired_objects(BuildInput {
+        server: inputs.server,
+        sandbox: &sandbox,
+        policy_yaml: &yaml,
+        config,
+    });
+    Ok(Plan {
+        policy,
+        sandbox,
+        objects,
+    })
+}

@@ -1,0 +1,156 @@
+//! Wiring: what triggers a reconcile.
+//!
+//! ```text
+//! MCPServer ───────────────────────────────▶ reconcile(server)
+//! owned Deployment/ConfigMap/Service/SA/NetworkPolicy ─(owner ref)─▶ reconcile(owner)
+//! ToolProfile / SandboxProfile ─(servers_referencing)─▶ reconcile(each referencing server)
+//! ```
+
+use std::{future::Future, sync::Arc};
+
+use futures::StreamExt;
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Service, ServiceAccount},
+    networking::v1::NetworkPolicy,
+};
+use kube::{
+    runtime::{reflector::ObjectRef, watcher, Controller},
+    Api, Client, ResourceExt,
+};
+use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
+use tracing::{debug, warn};
+
+use super::{error_policy, reconcile, Context};
+
+/// Which profile reference to follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileKind {
+    /// `spec.toolProfileRef`.
+    Tool,
+    /// `spec.sandboxProfileRef`.
+    Sandbox,
+}
+
+/// The servers in `namespace` whose `kind` reference names `name`.
+pub fn servers_referencing<'a>(
+    servers: impl IntoIterator<Item = &'a MCPServer>,
+    kind: ProfileKind,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<MCPServer>> {
+    servers
+        .into_iter()
+        .filter(|s| s.namespace().as_deref() == Some(namespace))
+        .filter(|s| match kind {
+            ProfileKind::Tool => s.spec.tool_profile_ref.name == name,
+            ProfileKind::Sandbox => s
+                .spec
+                .sandbox_profile_ref
+                .as_ref()
+                .is_some_and(|r| r.name == name),
+        })
+        .map(ObjectRef::from_obj)
+        .collect()
+}
+
+/// Run the controller until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let owned =
+        || watcher::Config::default().labels("app.kubernetes.io/managed-by=mcp-warden-operator");
+    let controller = Controller::new(
+        Api::<MCPServer>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let (tool_store, sandbox_store) = (store.clone(), store);
+    controller
+        .owns(Api::<Deployment>::all(client.clone()), owned())
+        .owns(Api::<ConfigMap>::all(client.clone()), owned())
+        .owns(Api::<Service>::all(client.clone()), owned())
+        .owns(Api::<ServiceAccount>::all(client.clone()), owned())
+        .owns(Api::<NetworkPolicy>::all(client.clone()), owned())
+        .watches(
+            Api::<ToolProfile>::all(client.clone()),
+            watcher::Config::default(),
+            move |p| {
+                let servers = tool_store.state();
+                let ns = p.namespace().unwrap_or_default();
+                servers_referencing(
+                    servers.iter().map(|s| s.as_ref()),
+                    ProfileKind::Tool,
+                    &ns,
+                    &p.name_any(),
+                )
+            },
+        )
+        .watches(
+            Api::<SandboxProfile>::all(client),
+            watcher::Config::default(),
+            move |p| {
+                let servers = sandbox_store.state();
+                let ns = p.namespace().unwrap_or_default();
+                servers_referencing(
+                    servers.iter().map(|s| s.as_ref()),
+                    ProfileKind::Sandbox,
+                    &ns,
+                    &p.name_any(),
+                )
+            },
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((obj, action)) => debug!(object = %obj, ?action, "reconciled"),
+                Err(e) => warn!(error = %e, "reconcile error"),
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(ns: &str, name: &str, tool: &str, sandbox: Option<&str>) -> MCPServer {
+        let sandbox = sandbox
+            .map(|s| format!(", sandboxProfileRef: {{name: {s}}}"))
+            .unwrap_or_default();
+        serde_yaml_ng::from_str(&format!(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             spec: {{image: i, command: [x], toolProfileRef: {{name: {tool}}}{sandbox}}}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_profile_maps_to_the_servers_that_reference_it() {
+        let servers = [
+            server("a", "one", "tp", Some("sb")),
+            server("a", "two", "tp", None),
+            server("a", "three", "other", Some("sb")),
+            server("b", "four", "tp", Some("sb")),
+        ];
+        let names =
+            |refs: Vec<ObjectRef<MCPServer>>| refs.into_iter().map(|r| r.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(servers_referencing(&servers, ProfileKind::Tool, "a", "tp")),
+            ["one", "two"]
+        );
+        assert_eq!(
+            names(servers_referencing(
+                &servers,
+                ProfileKind::Sandbox,
+                "a",
+                "sb"
+            )),
+            ["one", "three"]
+        );
+        assert!(servers_referencing(&servers, ProfileKind::Tool, "c", "tp").is_empty());
+    }
+}

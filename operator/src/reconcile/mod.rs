@@ -1,0 +1,179 @@
+//! The controller's reconcile: the named pipeline for one MCPServer.
+//!
+//! ```text
+//! resolve (resolve.rs, reads) → plan (crate::plan, pure: validate, compile, build)
+//!   ├─ invalid / missing profile → status PolicyCompiled=False + Event → wait for a change
+//!   └─ ok → apply (apply.rs, SSA, skips matching objects) → status (status.rs) → requeue later
+//! ```
+//! Transient API errors back off per object ([`error_policy`]); invalid specs
+//! do not retry. Watches and wiring live in [`controller`].
+
+pub mod apply;
+pub mod controller;
+pub mod resolve;
+pub mod status;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::{
+    runtime::{controller::Action, events::Recorder},
+    Api, Client, ResourceExt,
+};
+use mcp_warden_crds::MCPServer;
+use tracing::{info, warn};
+
+use crate::{config::BuildConfig, names, plan, runtime::metrics::Metrics};
+
+/// Everything `reconcile` needs, shared across reconciles.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// Publishes Events.
+    pub recorder: Recorder,
+    /// Operator metrics.
+    pub metrics: Metrics,
+    /// Build settings.
+    pub config: BuildConfig,
+    /// Consecutive failures per `namespace/name`, for the backoff.
+    pub failures: Mutex<BTreeMap<String, u32>>,
+}
+
+/// A reconcile failed; every variant is transient and retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading a referenced object failed.
+    #[error(transparent)]
+    Resolve(#[from] resolve::ResolveError),
+    /// Applying an object failed.
+    #[error(transparent)]
+    Apply(#[from] apply::ApplyError),
+    /// Writing the status or an Event failed.
+    #[error(transparent)]
+    Status(#[from] status::StatusError),
+}
+
+impl Error {
+    /// The `result` label of `mcpwarden_reconcile_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Resolve(_) => "resolve_error",
+            Error::Apply(_) => "apply_error",
+            Error::Status(_) => "status_error",
+        }
+    }
+}
+
+/// How long a healthy server waits before it is looked at again (drift check).
+pub const RESYNC: Duration = Duration::from_secs(600);
+/// How long a server with a missing Secret waits (Secrets are not watched).
+pub const SECRET_RECHECK: Duration = Duration::from_secs(60);
+
+/// Reconcile one MCPServer, recording metrics.
+pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = pipeline(&server, &ctx).await;
+    let label = match &result {
+        Ok(Outcome::Applied { .. }) => "applied",
+        Ok(Outcome::Waiting) => "waiting",
+        Err(e) => e.metric_label(),
+    };
+    ctx.metrics.observe(label, started.elapsed());
+    let key = format!("{}/{}", names::namespace(&server), server.name_any());
+    match result {
+        Ok(outcome) => {
+            ctx.failures.lock().expect("failures lock").remove(&key);
+            Ok(match outcome {
+                Outcome::Waiting => Action::await_change(),
+                Outcome::Applied {
+                    secrets_missing: true,
+                } => Action::requeue(SECRET_RECHECK),
+                Outcome::Applied {
+                    secrets_missing: false,
+                } => Action::requeue(RESYNC),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+enum Outcome {
+    Applied { secrets_missing: bool },
+    Waiting,
+}
+
+async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
+    let ns = names::namespace(server);
+    let api: Api<MCPServer> = Api::namespaced(ctx.client.clone(), &ns);
+    let now = Time(Timestamp::now());
+
+    // 1. resolve (reads)
+    let resolved = resolve::resolve(&ctx.client, server).await?;
+    let inputs = plan::Inputs {
+        server,
+        tool_profile: resolved.tool_profile.as_ref().map(|p| &p.spec),
+        sandbox_profile: resolved.sandbox_profile.as_ref().map(|p| &p.spec),
+    };
+    // 2.–4. validate, compile, build (pure)
+    let plan = match plan::plan(&inputs, &ctx.config) {
+        Ok(plan) => plan,
+        Err(invalid) => {
+            info!(reason = invalid.reason(), error = %invalid, "spec cannot be built; waiting for a change");
+            let desired = status::desired_status(server, status::Outcome::Waiting(&invalid), &now);
+            status::publish(&api, &ctx.recorder, server, desired, &[]).await?;
+            return Ok(Outcome::Waiting);
+        }
+    };
+    // 5. apply (writes only what differs)
+    let applied = apply::apply_all(&ctx.client, &ns, &plan.objects).await?;
+    if !applied.written.is_empty() {
+        info!(written = ?applied.written, "applied");
+    }
+    // 6. status + Events
+    let endpoint = names::endpoint(server, &ctx.config);
+    let outcome = status::Outcome::Applied {
+        deployment: applied.deployment.as_ref(),
+        missing_secrets: &resolved.missing_secrets,
+        sandbox: &plan.sandbox,
+        endpoint: &endpoint,
+    };
+    let desired = status::desired_status(server, outcome, &now);
+    status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;
+    Ok(Outcome::Applied {
+        secrets_missing: !resolved.missing_secrets.is_empty(),
+    })
+}
+
+/// After a transient error: back off exponentially per object (5s … 5min).
+pub fn error_policy(server: Arc<MCPServer>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = format!("{}/{}", names::namespace(&server), server.name_any());
+    let mut failures = ctx.failures.lock().expect("failures lock");
+    let n = failures.entry(key).or_insert(0);
+    *n = n.saturating_add(1);
+    let delay = backoff(*n);
+    warn!(error = %error, attempt = *n, retry_in_s = delay.as_secs(), "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// 5s, 10s, 20s … capped at 300s.
+pub fn backoff(attempt: u32) -> Duration {
+    let secs = 5u64.saturating_mul(1u64 << attempt.saturating_sub(1).min(6));
+    Duration::from_secs(secs.min(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff(1), Duration::from_secs(5));
+        assert_eq!(backoff(2), Duration::from_secs(10));
+        assert_eq!(backoff(4), Duration::from_secs(40));
+        assert_eq!(backoff(30), Duration::from_secs(300));
+    }
+}

@@ -1,0 +1,257 @@
+//! Status: compute the MCPServer's conditions (pure, [`desired_status`]),
+//! then write them and publish Events only when something changed. A
+//! condition keeps its `lastTransitionTime` while its status stays the same,
+//! so an unchanged state compares equal and causes no write.
+//!
+//! Conditions: `PolicyCompiled` (the profiles resolved, validated and
+//! compiled), `Ready` (the Deployment has its replicas available),
+//! `Degraded` (running, but worse than asked: a missing Secret, a stuck
+//! rollout, or capabilities that wait for approval).
+
+use k8s_openapi::{
+    api::apps::v1::Deployment,
+    apimachinery::pkg::apis::meta::v1::{Condition, Time},
+};
+use kube::{
+    api::{Patch, PatchParams},
+    runtime::events::{Event, EventType, Recorder},
+    Api, Resource, ResourceExt,
+};
+use mcp_warden_crds::{
+    sandboxprofile::WorkspaceAccess, MCPServer, MCPServerStatus, SandboxProfileSpec,
+};
+
+use crate::{config::FIELD_MANAGER, names, plan::PlanError};
+
+/// What the pipeline reached.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome<'a> {
+    /// Nothing could be built; the server waits for a change.
+    Waiting(&'a PlanError),
+    /// The objects are applied.
+    Applied {
+        /// The live Deployment (before this apply), if any.
+        deployment: Option<&'a Deployment>,
+        /// `secretEnv` Secrets that do not exist.
+        missing_secrets: &'a [String],
+        /// The sandbox in force.
+        sandbox: &'a SandboxProfileSpec,
+        /// The URL agents connect to.
+        endpoint: &'a str,
+    },
+}
+
+/// Writing the status or an Event failed (transient).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot update status of {name}: {source}")]
+pub struct StatusError {
+    /// The MCPServer.
+    pub name: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// The status the server should have. `now` stamps conditions that change.
+pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> MCPServerStatus {
+    let old = server.status.clone().unwrap_or_default();
+    let generation = server.metadata.generation;
+    let (compiled, ready, degraded, endpoint) = match outcome {
+        Outcome::Waiting(e) => (
+            ("False", e.reason(), e.to_string()),
+            (
+                "False",
+                e.reason(),
+                format!("waiting for a valid spec: {e}"),
+            ),
+            (
+                "False",
+                "NotApplied",
+                "nothing is applied while the spec is invalid".to_string(),
+            ),
+            old.endpoint.clone(),
+        ),
+        Outcome::Applied {
+            deployment,
+            missing_secrets,
+            sandbox,
+            endpoint,
+        } => (
+            (
+                "True",
+                "Compiled",
+                format!(
+                    "policy compiled into ConfigMap {}",
+                    names::policy_config_map(server)
+                ),
+            ),
+            ready_condition(server, deployment),
+            degraded_condition(deployment, missing_secrets, sandbox),
+            Some(endpoint.to_string()),
+        ),
+    };
+    let condition = |type_: &str, (status, reason, message): (&str, &str, String)| {
+        let previous = old.conditions.iter().find(|c| c.type_ == type_);
+        let last_transition_time = match previous {
+            Some(p) if p.status == status => p.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            observed_generation: generation,
+            last_transition_time,
+        }
+    };
+    MCPServerStatus {
+        conditions: vec![
+            condition("Ready", ready),
+            condition("PolicyCompiled", compiled),
+            condition("Degraded", degraded),
+        ],
+        observed_generation: generation,
+        endpoint,
+    }
+}
+
+fn ready_condition(
+    server: &MCPServer,
+    deployment: Option<&Deployment>,
+) -> (&'static str, &'static str, String) {
+    let want = server.spec.replicas;
+    if want == 0 {
+        return ("False", "ScaledToZero", "spec.replicas is 0".into());
+    }
+    let status = deployment
+        .and_then(|d| d.status.clone())
+        .unwrap_or_default();
+    let available = status.available_replicas.unwrap_or(0);
+    if available >= want {
+        (
+            "True",
+            "Available",
+            format!("{available}/{want} replicas available"),
+        )
+    } else {
+        (
+            "False",
+            "Progressing",
+            format!("{available}/{want} replicas available"),
+        )
+    }
+}
+
+fn degraded_condition(
+    deployment: Option<&Deployment>,
+    missing_secrets: &[String],
+    sandbox: &SandboxProfileSpec,
+) -> (&'static str, &'static str, String) {
+    if !missing_secrets.is_empty() {
+        return (
+            "True",
+            "SecretNotFound",
+            format!("Secrets not found: {}", missing_secrets.join(", ")),
+        );
+    }
+    let stuck = deployment
+        .and_then(|d| d.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+        });
+    if stuck {
+        return (
+            "True",
+            "ProgressDeadlineExceeded",
+            "the rollout is stuck; see the Deployment's pods".into(),
+        );
+    }
+    let mut pending = Vec::new();
+    if !sandbox.network.egress.rules.is_empty() || sandbox.network.egress.dns {
+        pending.push("network egress");
+    }
+    if sandbox.workspace_access == WorkspaceAccess::ReadWrite {
+        pending.push("workspace write");
+    }
+    if sandbox.automount_service_account_token {
+        pending.push("service-account token");
+    }
+    if !pending.is_empty() {
+        let message = format!(
+            "running with the baseline sandbox; not applied until approved: {}",
+            pending.join(", ")
+        );
+        return ("True", "CapabilitiesNotApplied", message);
+    }
+    ("False", "AsExpected", "running as specified".into())
+}
+
+/// Write the status if it changed, and publish an Event per changed condition.
+pub async fn publish(
+    api: &Api<MCPServer>,
+    recorder: &Recorder,
+    server: &MCPServer,
+    desired: MCPServerStatus,
+    written: &[String],
+) -> Result<(), StatusError> {
+    let name = server.name_any();
+    let err = |source| StatusError {
+        name: name.clone(),
+        source,
+    };
+    let old = server.status.clone().unwrap_or_default();
+    let reference = server.object_ref(&());
+    if !written.is_empty() {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Applied".into(),
+            note: Some(format!("applied {}", written.join(", "))),
+            action: "Apply".into(),
+            secondary: None,
+        };
+        recorder.publish(&event, &reference).await.map_err(err)?;
+    }
+    if old == desired {
+        return Ok(());
+    }
+    for c in &desired.conditions {
+        let before = old.conditions.iter().find(|o| o.type_ == c.type_);
+        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
+            continue;
+        }
+        let warn = (c.type_ == "PolicyCompiled" && c.status == "False")
+            || (c.type_ == "Degraded" && c.status == "True");
+        if before.is_none() && !warn {
+            continue; // a first, healthy condition is not news
+        }
+        let event = Event {
+            type_: if warn {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: c.reason.clone(),
+            note: Some(c.message.chars().take(1000).collect()),
+            action: format!(
+                "{}{}",
+                c.type_,
+                if c.status == "True" { "" } else { "False" }
+            ),
+            secondary: None,
+        };
+        recorder.publish(&event, &reference).await.map_err(err)?;
+    }
+    let patch = serde_json::json!({
+        "apiVersion": MCPServer::api_version(&()),
+        "kind": MCPServer::kind(&()),
+        "status": desired,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(&name, &params, &Patch::Apply(&patch))
+        .await
+        .map_err(err)?;
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! `render -f FILE…`: without a cluster, print every object the operator
+//! would apply for the MCPServers in the files, as one multi-document YAML
+//! stream. Profiles are looked up among the same files (same namespace).
+//! Output order: servers by namespace/name, then each server's objects in
+//! apply order — deterministic, so it can be snapshot-tested and diffed.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
+use serde::Deserialize;
+
+use crate::{config::BuildConfig, plan};
+
+/// Why render failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A document is not valid YAML or not a valid resource of its kind.
+    #[error("{path}, document {index}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based document index.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An MCPServer cannot be built.
+    #[error("MCPServer {namespace}/{name}: {source}")]
+    Plan {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        source: plan::PlanError,
+    },
+    /// The files hold no MCPServer.
+    #[error("no MCPServer in the given files")]
+    NoServers,
+}
+
+type Key = (String, String);
+
+#[derive(Default)]
+struct Catalog {
+    servers: BTreeMap<Key, MCPServer>,
+    tool_profiles: BTreeMap<Key, ToolProfile>,
+    sandbox_profiles: BTreeMap<Key, SandboxProfile>,
+}
+
+/// Render the files into a YAML stream.
+pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderError> {
+    let mut catalog = Catalog::default();
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|source| RenderError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        load(&mut catalog, path, &text)?;
+    }
+    if catalog.servers.is_empty() {
+        return Err(RenderError::NoServers);
+    }
+    let mut out = String::new();
+    for ((ns, name), server) in &catalog.servers {
+        let tool_key = (ns.clone(), server.spec.tool_profile_ref.name.clone());
+        let sandbox_key = server
+            .spec
+            .sandbox_profile_ref
+            .as_ref()
+            .map(|r| (ns.clone(), r.name.clone()));
+        let inputs = plan::Inputs {
+            server,
+            tool_profile: catalog.tool_profiles.get(&tool_key).map(|p| &p.spec),
+            sandbox_profile: sandbox_key
+                .and_then(|k| catalog.sandbox_profiles.get(&k))
+                .map(|p| &p.spec),
+        };
+        let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
+            namespace: ns.clone(),
+            name: name.clone(),
+            source,
+        })?;
+        for value in plan.objects.to_values() {
+            out.push_str(&format!("---\n# MCPServer {ns}/{name}\n"));
+            out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
+        }
+    }
+    Ok(out)
+}
+
+fn load(catalog: &mut Catalog, path: &std::path::Path, text: &str) -> Result<(), RenderError> {
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let parse = |message: String| RenderError::Parse {
+            path: path.to_path_buf(),
+            index: i + 1,
+            message,
+        };
+        let value = serde_json::Value::deserialize(doc).map_err(|e| parse(e.to_string()))?;
+        if value.is_null() {
+            continue;
+        }
+        let kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let key = |v: &serde_json::Value| -> Key {
+            let meta = &v["metadata"];
+            (
+                meta["namespace"].as_str().unwrap_or("default").to_string(),
+                meta["name"].as_str().unwrap_or_default().to_string(),
+            )
+        };
+        let k = key(&value);
+        match kind.as_str() {
+            "MCPServer" => {
+                let mut server: MCPServer =
+                    serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
+                server.metadata.namespace = Some(k.0.clone());
+                catalog.servers.insert(k, server);
+            }
+            "ToolProfile" => {
+                let p = serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
+                catalog.tool_profiles.insert(k, p);
+            }
+            "SandboxProfile" => {
+                let p = serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
+                catalog.sandbox_profiles.insert(k, p);
+            }
+            // Other objects (Secrets, PVCs…) may sit in the same file; they are not ours.
+            _ => {}
+        }
+    }
+    Ok(())
+}
