@@ -255,6 +255,11 @@ impl Tokenizer {
                         self.dollar(next)?;
                     }
                 }
+                // Unquoted glob and brace characters expand at run time.
+                '*' | '?' | '[' | '{' => {
+                    self.opaque = true;
+                    self.push(c);
+                }
                 _ => self.push(c),
             }
             i += 1;
@@ -299,7 +304,7 @@ pub(crate) fn compile_pattern(p: &str) -> Result<Vec<String>, String> {
     }
     let words = cmds.pop().unwrap_or_default();
     if words.iter().any(|w| w.opaque) {
-        return Err("must not contain $ expansions".into());
+        return Err("must not contain $ expansions, globs or braces".into());
     }
     Ok(words.into_iter().map(|w| w.text).collect())
 }
@@ -632,6 +637,9 @@ mod tests {
         assert_eq!(o("echo rm").action, ArgumentOutcome::Pass);
         assert_eq!(o("$CMD x"), Outcome::deny("dynamic_command"));
         assert_eq!(o("sudo $CMD x"), Outcome::deny("dynamic_command"));
+        assert_eq!(o("{rm,-rf,/}"), Outcome::deny("dynamic_command"));
+        assert_eq!(o("/bin/r? -rf /"), Outcome::deny("dynamic_command"));
+        assert_eq!(o("ls *.txt").action, ArgumentOutcome::Pass);
     }
 
     #[test]

@@ -38,19 +38,23 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
         Cow::Owned(decoded.nfkc().collect())
     };
     check_chars(&folded)?;
-    let mut out: Vec<String> = Vec::with_capacity(3);
-    for reading in [raw, &decoded, &folded] {
-        let p = normalize(reading, root)?;
-        if !out.contains(&p) {
-            out.push(p);
+    // Most values read the same every way: normalize each distinct reading once.
+    let mut out: Vec<String> = Vec::with_capacity(1);
+    out.push(normalize(raw, root)?);
+    for reading in [&*decoded, &*folded] {
+        if reading != raw {
+            let p = normalize(reading, root)?;
+            if !out.contains(&p) {
+                out.push(p);
+            }
         }
     }
     Ok(out)
 }
 
 /// Percent-decode until the value stops changing.
-fn decode(raw: &str) -> Result<String, Refusal> {
-    let mut cur = raw.to_string();
+fn decode(raw: &str) -> Result<Cow<'_, str>, Refusal> {
+    let mut cur = Cow::Borrowed(raw);
     for _ in 0..MAX_DECODE_ROUNDS {
         if !cur.contains('%') {
             return Ok(cur);
@@ -61,7 +65,7 @@ fn decode(raw: &str) -> Result<String, Refusal> {
         if next == cur {
             return Ok(cur);
         }
-        cur = next.into_owned();
+        cur = Cow::Owned(next.into_owned());
     }
     if percent_decode_str(&cur)
         .decode_utf8()
@@ -96,7 +100,11 @@ pub(crate) fn is_invisible(c: char) -> bool {
 
 /// Lexically normalize one reading: separators, `.`, `..`, root.
 fn normalize(s: &str, root: Option<&str>) -> Result<String, Refusal> {
-    let s = s.replace('\\', "/");
+    let s: Cow<'_, str> = if s.contains('\\') {
+        Cow::Owned(s.replace('\\', "/"))
+    } else {
+        Cow::Borrowed(s)
+    };
     if s.starts_with('~') {
         return Err("home_relative");
     }

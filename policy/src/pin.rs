@@ -33,27 +33,29 @@ const PINNED_FIELDS: [&str; 5] = [
 
 /// `sha256:<64 lowercase hex>` over the canonical JSON of the pinned fields.
 pub fn definition_hash(tool: &Value) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(b"{");
+    // Canonical bytes go to one buffer, hashed once: many tiny hasher
+    // updates cost more than the copy.
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    buf.push(b'{');
     let mut first = true;
     for key in PINNED_FIELDS {
         match tool.get(key) {
             None | Some(Value::Null) => continue,
             Some(v) => {
                 if !first {
-                    hasher.update(b",");
+                    buf.push(b',');
                 }
                 first = false;
-                write_str(&mut hasher, key);
-                hasher.update(b":");
-                write_value(&mut hasher, v);
+                write_str(&mut buf, key);
+                buf.push(b':');
+                write_value(&mut buf, v);
             }
         }
     }
-    hasher.update(b"}");
+    buf.push(b'}');
     let mut out = String::with_capacity(PIN_PREFIX.len() + 64);
     out.push_str(PIN_PREFIX);
-    out.push_str(&hex::encode(hasher.finalize()));
+    out.push_str(&hex::encode(Sha256::digest(&buf)));
     out
 }
 
@@ -71,18 +73,13 @@ pub fn is_pin(s: &str) -> bool {
         .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
-/// Somewhere canonical bytes go: a buffer or straight into the hasher.
+/// Where canonical bytes go.
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }
 impl Sink for Vec<u8> {
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
-    }
-}
-impl Sink for Sha256 {
-    fn put(&mut self, bytes: &[u8]) {
-        self.update(bytes);
     }
 }
 
@@ -105,7 +102,13 @@ fn write_value(out: &mut impl Sink, v: &Value) {
         }
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            keys.sort_by(|a, b| {
+                if a.is_ascii() && b.is_ascii() {
+                    a.cmp(b)
+                } else {
+                    a.encode_utf16().cmp(b.encode_utf16())
+                }
+            });
             out.put(b"{");
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
