@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -37,6 +38,14 @@ def everything_stdio() -> list[str]:
 
 def fixture_stdio() -> list[str]:
     return [sys.executable, str(STDIO_FIXTURE)]
+
+
+def fixture_module():
+    """tests/fixtures/stdio_fixture.py as a module (for its cursor format)."""
+    spec = importlib.util.spec_from_file_location("stdio_fixture", STDIO_FIXTURE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def time_server() -> list[str]:

@@ -14,8 +14,10 @@ import pytest
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
-from helpers import (everything_stdio, fixture_stdio, metric, run_async, start_bridge,
-                     start_everything_http, time_server)
+from helpers import (everything_stdio, fixture_module, fixture_stdio, metric, run_async,
+                     start_bridge, start_everything_http, time_server)
+
+fixture = fixture_module()
 
 READ_TIMEOUT = 20
 # logging/setLevel and resources/subscribe are deprecated in 2026-07-28, not in the
@@ -255,6 +257,34 @@ def test_sampling_elicitation_and_roots(everything):
     run_async(body)
 
 
+def test_cancellation_reaches_the_server(facade):
+    """The client's notifications/cancelled reaches the server for the right request
+    (the fixture stops the matching `sleep` and lists the ids it saw cancelled)."""
+    fa = facade(upstream=fixture_stdio())
+
+    async def body():
+        async with Client(fa.url, read_timeout_seconds=READ_TIMEOUT) as c:
+            async def state():
+                return json.loads(text_of(await c.call_tool("whoami", {})))
+
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(c.call_tool, "sleep", {"seconds": 30})
+                    while (await state())["sleeping"] != 1:
+                        await anyio.sleep(0.05)
+                    scope.cancel()
+            for _ in range(100):  # the server stops the cancelled sleep
+                if (await state())["sleeping"] == 0:
+                    break
+                await anyio.sleep(0.05)
+            assert (await state())["sleeping"] == 0, "the cancelled call kept running upstream"
+            cancelled = json.loads(text_of(await c.call_tool("cancelled", {})))
+            assert len(cancelled) == 1, cancelled
+            assert (await c.call_tool("echo", {"text": "next"})).content[0].text == "next"
+    run_async(body)
+    assert metric(fa.admin_url, "mcpwarden_requests_total", method="tools/call", outcome="cancelled") == 1
+
+
 # ---------------------------------------------------------------------------
 # Python mcp-server-time over stdio
 # ---------------------------------------------------------------------------
@@ -282,11 +312,15 @@ def test_mcp_server_time_stdio(facade):
 # Pagination (the stdio fixture paginates tools, resources and prompts)
 # ---------------------------------------------------------------------------
 def test_pagination_follows_cursors(facade):
+    """tools/list: the facade follows the upstream cursors itself and answers with
+    one complete page (DESIGN §6), each upstream page fetched with the exact
+    opaque cursor the server issued. resources/list and prompts/list: the pages
+    and cursors pass through to the client, which follows them."""
     fa = facade(upstream=fixture_stdio())
 
     async def body():
         async with Client(fa.url, read_timeout_seconds=READ_TIMEOUT) as c:
-            async def all_pages(fetch, key):
+            async def all_pages(fetch):
                 pages, cursor, seen = [], None, []
                 while True:
                     res = await fetch(cursor=cursor)
@@ -297,19 +331,24 @@ def test_pagination_follows_cursors(facade):
                         return pages, seen
                     assert len(pages) < 10, "pagination does not end"
 
-            tool_pages, cursors = await all_pages(c.list_tools, "tools")
-            assert [len(p.tools) for p in tool_pages] == [2, 2, 2, 1]
-            assert [t.name for p in tool_pages for t in p.tools] == [
+            tool_pages, _ = await all_pages(c.list_tools)
+            tools = [t for p in tool_pages for t in p.tools]
+            assert [t.name for t in tools] == [
                 "echo", "whoami", "sleep", "cancelled", "progress", "crash", "crash_forever"]
-            # The server saw exactly the opaque cursor it handed out ('/', '+', '=' intact).
-            for page, cursor in zip(tool_pages, cursors):
-                for t in page.tools:
-                    assert t.description.endswith(f"(page cursor: {cursor})"), (t.description, cursor)
-            assert any(ch in "".join(cursors[1:]) for ch in "/+=")
+            assert len(tool_pages) == 1, "tools/list: the facade serves one complete page"
+            # Each tool names the cursor its upstream page was fetched with:
+            # exactly the opaque ones the server issued ('/', '+', '=' intact).
+            expected = [None, None] + [fixture.make_cursor(o) for o in (2, 2, 4, 4, 6)]
+            assert [t.description.rsplit("(page cursor: ", 1)[1][:-1] for t in tools] == \
+                [str(e) for e in expected]
+            assert any(ch in "".join(expected[2:]) for ch in "/+=")
 
-            res_pages, _ = await all_pages(c.list_resources, "resources")
+            res_pages, cursors = await all_pages(c.list_resources)
+            assert [len(p.resources) for p in res_pages] == [2, 2, 1]
+            assert cursors == [None, fixture.make_cursor(2), fixture.make_cursor(4)]
             assert [str(r.uri) for p in res_pages for r in p.resources] == [f"fixture://item/{i}" for i in range(5)]
-            prompt_pages, _ = await all_pages(c.list_prompts, "prompts")
+            prompt_pages, _ = await all_pages(c.list_prompts)
+            assert [len(p.prompts) for p in prompt_pages] == [2, 1]
             assert [p.name for pg in prompt_pages for p in pg.prompts] == ["prompt-0", "prompt-1", "prompt-2"]
 
             read = await c.read_resource("fixture://item/3")
@@ -317,7 +356,8 @@ def test_pagination_follows_cursors(facade):
             got = await c.get_prompt("prompt-2")
             assert got.messages[0].content.text == "this is prompt-2"
 
+            # A cursor the server never issued reaches it and gets its error back.
             with pytest.raises(MCPError) as e:
-                await c.list_tools(cursor="bm90LWEtY3Vyc29y")
+                await c.list_resources(cursor="bm90LWEtY3Vyc29y")
             assert e.value.code == -32602 and "unknown cursor" in str(e.value)
     run_async(body)
