@@ -1,0 +1,99 @@
+//! Every pod template the builders can produce passes Pod Security
+//! "restricted": a matrix over transport, workspace, sandbox user, root
+//! filesystem, resources, egress, env and secrets.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use mcp_warden_crds::{MCPServer, SandboxProfileSpec, ToolProfileSpec};
+use mcp_warden_operator::{config::BuildConfig, plan, pss};
+
+fn server(transport: &str, workspace: &str, extra: &str) -> MCPServer {
+    let transport = match transport {
+        "stdio" => "transport: stdio, command: [srv, --flag]".to_string(),
+        _ => "transport: streamable-http, port: 3000".to_string(),
+    };
+    let workspace = match workspace {
+        "none" => String::new(),
+        "pvc" => ", workspace: {persistentVolumeClaim: {claimName: data}}".into(),
+        _ => ", workspace: {mountPath: /data, emptyDir: {sizeLimit: 2Gi}}".into(),
+    };
+    serde_yaml_ng::from_str(&format!(
+        "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {{name: s, namespace: n, uid: u-1}}\n\
+         spec: {{image: img, {transport}, toolProfileRef: {{name: tp}}, sandboxProfileRef: {{name: sb}}{workspace}{extra}}}\n"
+    ))
+    .unwrap()
+}
+
+fn sandboxes() -> Vec<SandboxProfileSpec> {
+    let parse = |yaml: &str| serde_yaml_ng::from_str::<SandboxProfileSpec>(yaml).unwrap();
+    vec![
+        SandboxProfileSpec::default(),
+        parse("{runAsUser: 1, readOnlyRootFilesystem: false, tmpSizeLimit: 1Gi}"),
+        parse("{workspaceAccess: readWrite, automountServiceAccountToken: true}"),
+        parse("{network: {egress: {dns: true, rules: [{cidr: 10.0.0.0/8, ports: [443, 80]}]}}}"),
+        parse("{resources: {requests: {cpu: 10m}, limits: {memory: 2Gi, ephemeral-storage: 1Gi}}}"),
+    ]
+}
+
+#[test]
+fn every_buildable_pod_is_restricted() {
+    let extras = [
+        "",
+        ", env: [{name: A, value: b}], secretEnv: [{name: T, secretName: s, key: k}]",
+        ", replicas: 0",
+    ];
+    let tools = ToolProfileSpec::default();
+    let config = BuildConfig::default();
+    let mut checked = 0;
+    for transport in ["stdio", "streamable-http"] {
+        for workspace in ["none", "pvc", "emptyDir"] {
+            for extra in extras {
+                for sandbox in sandboxes() {
+                    let server = server(transport, workspace, extra);
+                    let inputs = plan::Inputs {
+                        server: &server,
+                        tool_profile: Some(&tools),
+                        sandbox_profile: Some(&sandbox),
+                    };
+                    let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
+                    let template: PodTemplateSpec = plan.objects.deployment.spec.unwrap().template;
+                    let annotations = template
+                        .metadata
+                        .and_then(|m| m.annotations)
+                        .unwrap_or_default();
+                    let violations = pss::check_restricted(&template.spec.unwrap(), &annotations);
+                    assert_eq!(
+                        violations,
+                        vec![],
+                        "{transport} {workspace} {extra:?} {sandbox:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 3 * 3 * 5);
+}
+
+#[test]
+fn the_matrix_would_catch_a_broken_builder() {
+    // Guard against a vacuous pass: the same check flags a pod with one field broken.
+    let server = server("stdio", "none", "");
+    let tools = ToolProfileSpec::default();
+    let sandbox = SandboxProfileSpec::default();
+    let inputs = plan::Inputs {
+        server: &server,
+        tool_profile: Some(&tools),
+        sandbox_profile: Some(&sandbox),
+    };
+    let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
+    let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
+    pod.containers[0]
+        .security_context
+        .as_mut()
+        .unwrap()
+        .allow_privilege_escalation = Some(true);
+    let violations = pss::check_restricted(&pod, &Default::default());
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].rule, pss::Rule::PrivilegeEscalation);
+    assert_eq!(violations[0].at, "container server");
+}

@@ -1,0 +1,94 @@
+//! `render` of every example, compared with the committed snapshot in
+//! `tests/snapshots/` (whole objects, byte for byte). After an intended
+//! change: `UPDATE_SNAPSHOTS=1 cargo test -p mcp-warden-operator --test
+//! render_snapshots`, then review the diff.
+
+use std::{path::PathBuf, process::Command};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn render(files: &[PathBuf]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .arg("render")
+        .arg("-f")
+        .args(files)
+        // A fixed image, so snapshots do not change with the crate version.
+        .env(
+            "MCP_WARDEN_SIDECAR_IMAGE",
+            "ghcr.io/mcp-warden/sidecar:test",
+        )
+        .output()
+        .expect("the operator binary runs")
+}
+
+const EXAMPLES: &[&str] = &[
+    "stdio-server",
+    "http-server",
+    "with-secrets",
+    "with-workspace",
+    "with-egress",
+];
+
+#[test]
+fn render_matches_snapshots() {
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    let mut stale = Vec::new();
+    for name in EXAMPLES {
+        let out = render(&[root().join(format!("examples/{name}.yaml"))]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = String::from_utf8(out.stdout).unwrap();
+        let path =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/{name}.yaml"));
+        if update {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(got.as_str()) {
+            stale.push(format!(
+                "{name}: snapshot {} differs from render output:\n{got}",
+                path.display()
+            ));
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n"));
+}
+
+#[test]
+fn render_is_deterministic_across_file_order() {
+    let files: Vec<PathBuf> = EXAMPLES
+        .iter()
+        .map(|n| root().join(format!("examples/{n}.yaml")))
+        .collect();
+    let forward = render(&files);
+    let reversed: Vec<PathBuf> = files.iter().rev().cloned().collect();
+    let backward = render(&reversed);
+    assert!(forward.status.success());
+    assert_eq!(forward.stdout, backward.stdout);
+    let text = String::from_utf8(forward.stdout).unwrap();
+    assert_eq!(text.matches("\nkind: Deployment\n").count(), EXAMPLES.len());
+}
+
+#[test]
+fn render_fails_clearly_on_a_missing_profile() {
+    let dir = std::env::temp_dir().join(format!("render-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("server.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\n\
+         spec: {image: i, command: [x], toolProfileRef: {name: nope}}\n",
+    )
+    .unwrap();
+    let out = render(&[file]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("MCPServer n/s") && err.contains("ToolProfile \"nope\" not found"),
+        "{err}"
+    );
+}
