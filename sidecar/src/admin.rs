@@ -40,6 +40,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             resp
         }
         "/metrics" => {
+            app.metrics
+                .calls_in_flight
+                .set(app.global_calls.current() as i64);
             let mut resp =
                 Response::new(Full::new(Bytes::from(app.metrics.render())).boxed_unsync());
             resp.headers_mut().insert(

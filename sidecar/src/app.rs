@@ -13,6 +13,7 @@ use crate::pipeline::audit::Audit;
 use crate::pipeline::budget::GlobalCalls;
 use crate::pipeline::policy::LivePolicy;
 use crate::pipeline::registry::Registry;
+use crate::session::ids::SessionIds;
 use crate::session::manager::Sessions;
 use crate::upstream::spares::Spares;
 use crate::upstream::{LinkLimits, UpstreamTarget};
@@ -79,6 +80,8 @@ pub struct App {
     pub audit: Audit,
     pub global_calls: Arc<GlobalCalls>,
     pub sessions: Sessions,
+    /// Mints session ids and tells which replica owns one.
+    pub session_ids: SessionIds,
     pub metrics: Metrics,
     /// Set once the upstream answered `initialize` (the readiness probe).
     pub ready: AtomicBool,
@@ -93,6 +96,7 @@ impl App {
         hosts: HostPolicy,
         policy: Arc<LivePolicy>,
         audit: Audit,
+        session_ids: SessionIds,
     ) -> Arc<App> {
         let link_limits = LinkLimits {
             queue_depth: limits.stream_queue_depth,
@@ -110,6 +114,7 @@ impl App {
             audit,
             global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
+            session_ids,
             metrics: Metrics::new(),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::{App, HostPolicy, Limits};
 use crate::pipeline::audit::{Audit, AuditSink};
 use crate::pipeline::policy::LivePolicy;
+use crate::session::ids::SessionIds;
 use crate::upstream::UpstreamTarget;
 use crate::{admin, bridge, downstream, policy_file, probe, server};
 
@@ -101,6 +102,13 @@ struct RunArgs {
     /// upstreams), so a new session does not wait for one to boot.
     #[arg(long, default_value_t = Limits::default().spares)]
     spares: usize,
+    /// File holding the key shared by all replicas (at least 32 bytes): makes
+    /// session ids routable between replicas and unforgeable.
+    #[arg(long, env = "MCP_WARDEN_PEER_KEY_FILE", requires = "advertise_addr")]
+    peer_key_file: Option<PathBuf>,
+    /// How other replicas reach this one (`POD_IP:8080` in a pod).
+    #[arg(long, env = "MCP_WARDEN_ADVERTISE_ADDR")]
+    advertise_addr: Option<String>,
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]
     drain_timeout_secs: u64,
@@ -207,7 +215,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         origins: args.allowed_origin.clone(),
     };
-    let app = App::new(target, limits, hosts, policy, audit);
+    let session_ids = match (&args.peer_key_file, &args.advertise_addr) {
+        (Some(path), Some(me)) => {
+            let key = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("cannot read the peer key {}: {e}", path.display()))?;
+            anyhow::ensure!(
+                key.len() >= 32,
+                "the peer key {} must hold at least 32 bytes",
+                path.display()
+            );
+            SessionIds::routed(key, me.clone())
+        }
+        _ => SessionIds::local(),
+    };
+    let app = App::new(target, limits, hosts, policy, audit, session_ids);
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),

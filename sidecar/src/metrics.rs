@@ -62,6 +62,8 @@ pub struct Metrics {
     pub redactions: IntCounterVec,
     pub audit_dropped: IntCounter,
     pub calls_in_flight: IntGauge,
+    /// Requests relayed to the replica that owns their session.
+    pub forwarded: IntCounter,
 }
 
 impl Metrics {
@@ -188,8 +190,14 @@ impl Metrics {
             "Tool calls currently running",
         )
         .expect("valid metric");
+        let forwarded = IntCounter::new(
+            "mcpwarden_forwarded_requests_total",
+            "Requests relayed to the replica that owns their session",
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(tool_calls.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(forwarded.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
             Box::new(tool_output_bytes.clone()),
             Box::new(policy_denials.clone()),
@@ -232,6 +240,7 @@ impl Metrics {
             redactions,
             audit_dropped,
             calls_in_flight,
+            forwarded,
         }
     }
 

@@ -27,12 +27,14 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
+use super::forward;
 use crate::app::App;
 use crate::auth::{self, AuthFailure};
 use crate::jsonrpc::{self, codes, split_batch, Kind, Message};
 use crate::pipeline::audit::{self, Record};
 use crate::pipeline::identity::Identity;
 use crate::pipeline::refusal::Refusal;
+use crate::session::ids::Owner;
 use crate::session::stream::Out;
 use crate::session::Session;
 use crate::sse;
@@ -79,6 +81,24 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
         Ok(identity) => Arc::new(identity),
         Err(failure) => return unauthorized(&app, failure),
     };
+    // Another replica's session: relay it there (forged ids answer 404).
+    let owner = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|id| app.session_ids.owner(id));
+    match owner {
+        Some(Owner::Peer(peer)) => return forward::to_peer(&app, &peer, req).await,
+        Some(Owner::Forged) => {
+            return reject(
+                &app,
+                "forged_session",
+                StatusCode::NOT_FOUND,
+                "Not Found: the session does not exist or has ended; initialize a new one",
+            )
+        }
+        _ => {}
+    }
     match *req.method() {
         Method::POST => post(app, req, caller).await,
         Method::GET => get(app, req, &caller),

@@ -15,6 +15,13 @@ use super::refusal::{Budget, Refusal};
 #[derive(Default)]
 pub struct GlobalCalls(AtomicU64);
 
+impl GlobalCalls {
+    /// Calls running now (the `mcpwarden_tool_calls_in_flight` gauge).
+    pub fn current(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// One session's budget state.
 pub struct SessionBudget {
     started: Instant,

@@ -48,7 +48,7 @@ impl Sessions {
         if map.len() >= app.limits.max_sessions {
             return Err(CreateError::TooMany(app.limits.max_sessions));
         }
-        let id: Arc<str> = new_session_id().into();
+        let id: Arc<str> = app.session_ids.mint().into();
         let session = Session::start(app.clone(), id.clone(), owner);
         map.insert(id, session.clone());
         app.metrics.sessions_active.set(map.len() as i64);
@@ -115,11 +115,4 @@ impl Sessions {
             }
         }
     }
-}
-
-/// 128 random bits, hex: unguessable, safe in a header.
-fn new_session_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    hex::encode(bytes)
 }

@@ -14,6 +14,7 @@
 //! or the session ends. Only a request the client itself cancelled gets none,
 //! as the MCP cancellation rules require.
 
+pub mod ids;
 pub mod manager;
 mod route;
 pub mod stream;

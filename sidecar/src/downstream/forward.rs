@@ -1,0 +1,115 @@
+//! Forwarding a request to the replica that owns its session.
+//!
+//! A Service spreads a client's requests over the replicas; a request for a
+//! session owned by another replica is relayed to it over the pod network,
+//! streams (GET, SSE answers) included, byte for byte. A relayed request is
+//! marked so it is never relayed twice. If the owner is gone the client gets
+//! 404, as the transport spec says, and re-initializes.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+
+use super::http::{json_error, ResponseBody};
+use crate::app::App;
+
+/// Marks a relayed request.
+pub const FORWARDED_HEADER: &str = "x-mcp-warden-forwarded";
+
+fn client() -> &'static Client<HttpConnector, Full<Bytes>> {
+    static CLIENT: OnceLock<Client<HttpConnector, Full<Bytes>>> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(3)));
+        Client::builder(TokioExecutor::new()).build(connector)
+    })
+}
+
+fn gone(app: &App) -> Response<ResponseBody> {
+    app.metrics
+        .http_rejections
+        .with_label_values(&["owner_gone"])
+        .inc();
+    json_error(
+        StatusCode::NOT_FOUND,
+        -32000,
+        "Not Found: the replica that held this session is gone; initialize a new session",
+    )
+}
+
+/// Relay `req` to the replica at `peer` and stream its answer back.
+pub async fn to_peer(app: &App, peer: &str, req: Request<Incoming>) -> Response<ResponseBody> {
+    if req.headers().contains_key(FORWARDED_HEADER) {
+        return gone(app); // relayed once already: the owner does not have it
+    }
+    let (mut parts, body) = req.into_parts();
+    let body = match Limited::new(body, app.limits.max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                "the message is larger than the body limit",
+            )
+        }
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/mcp");
+    let Ok(uri) = format!("http://{peer}{path}").parse() else {
+        return gone(app);
+    };
+    parts.uri = uri;
+    parts.headers.insert(
+        FORWARDED_HEADER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    parts.version = hyper::Version::HTTP_11;
+    let req = Request::from_parts(parts, Full::new(body));
+    match client().request(req).await {
+        Ok(resp) => {
+            app.metrics.forwarded.inc();
+            let (parts, body) = resp.into_parts();
+            Response::from_parts(parts, EndOnError(body).boxed_unsync())
+        }
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "session owner unreachable");
+            gone(app)
+        }
+    }
+}
+
+/// A peer's body, ended cleanly if the peer connection breaks (the client
+/// sees the stream end and can resume or re-initialize).
+struct EndOnError(Incoming);
+
+impl Body for EndOnError {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match Pin::new(&mut self.0).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Some(Err(_))) | Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
