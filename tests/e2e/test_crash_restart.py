@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from helpers import RawMcp, fixture_stdio, metric, parse_body, text_of
+from helpers import RawMcp, fixture_stdio, metric, parse_body, start_bridge, text_of
 
 IN_FLIGHT = 4
 
@@ -46,9 +46,19 @@ def wait_for(pred, timeout: float = 10, what: str = "condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])  # JSON and SSE answers
-def test_crash_fails_in_flight_calls_once_and_session_continues(facade, version):
-    fa = facade(upstream=fixture_stdio(), extra_args=["--max-restarts", "5"])
+@pytest.mark.parametrize("version,upstream", [
+    ("2025-06-18", "stdio"),   # JSON answers
+    ("2025-11-25", "stdio"),   # SSE answers (resumable tools/call streams)
+    ("2025-06-18", "bridge"),  # the server behind the bridge's unix socket
+])
+def test_crash_fails_in_flight_calls_once_and_session_continues(facade, start_process, tmp_path,
+                                                                  version, upstream):
+    if upstream == "bridge":
+        sock = tmp_path / "fixture.sock"
+        start_bridge(start_process, sock, fixture_stdio())
+        fa = facade(upstream_socket=str(sock), extra_args=["--max-restarts", "5"])
+    else:
+        fa = facade(upstream=fixture_stdio(), extra_args=["--max-restarts", "5"])
     s = RawMcp(fa.url, version=version, timeout=20)
     pool = ThreadPoolExecutor(IN_FLIGHT + 1)
     try:
@@ -65,8 +75,9 @@ def test_crash_fails_in_flight_calls_once_and_session_continues(facade, version)
 
         answers = [f.result(timeout=15) for f in [*sleepers, crasher]]
         assert time.monotonic() - started < 10, "in-flight calls waited instead of failing fast"
+        what = "exited" if upstream == "stdio" else "closed the connection"
         for a in answers:
-            msg = assert_upstream_failed(a, "exited")
+            msg = assert_upstream_failed(a, what)
             assert "restart" in msg, msg
         assert len({a["id"] for a in answers}) == IN_FLIGHT + 1
 
