@@ -1,0 +1,625 @@
+"""The policy pipeline (issue 3) with real servers and the official Python SDK client.
+
+Upstreams: `@modelcontextprotocol/server-filesystem` over a temporary tree,
+`server-everything` (stdio), Python `mcp-server-git` over a temporary repo,
+and tests/fixtures/policy_fixture.py for what real servers do not do on demand
+(drifting and poisoned definitions, a log of cancellations).
+
+One facade per real server is shared by the module's tests (module_facade);
+tests that change state (drift, reload) start their own.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+
+import anyio
+import pytest
+import yaml
+from mcp import types
+
+from helpers import everything_stdio, metric, run_async
+from warden_helpers import (AuthedMcp, filesystem_stdio, git_stdio, policy_doc, policy_fixture_stdio,
+                            rpc_error, sdk_client, sdk_error, text_of_result, token_entry, tools_admin,
+                            wait_for)
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+ALICE = "alice-" + secrets.token_hex(16)   # viewer
+BOB = "bob-" + secrets.token_hex(16)       # user
+FAKE_GITHUB = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"   # 36 chars after ghp_
+FAKE_AWS = "AKIA" + "Q7XK2M4PZ9RT5WVY"                          # AKIA + 16
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """root/ws/{notes.txt, big.txt, secret/key.txt, sub/}, root/outside.txt: the
+    filesystem server may read all of root; the policy allows only ws/ minus secret/."""
+    root = tmp_path_factory.mktemp("fsroot").resolve()
+    ws = root / "ws"
+    (ws / "secret").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    (ws / "notes.txt").write_text("hello from the workspace\n")
+    (ws / "big.txt").write_text("".join(f"line {i:05d} of a long file\n" for i in range(2000)))
+    (ws / "secret" / "key.txt").write_text("the secret key file\n")
+    (root / "outside.txt").write_text("outside the workspace\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def fs(module_facade, tree):
+    ws = tree / "ws"
+    policy = policy_doc(
+        server={"namespace": "team-a", "name": "files"},
+        auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob", ["devs"])]}},
+        roles=[{"role": "viewer", "subjects": ["alice"]}, {"role": "user", "groups": ["devs"]}],
+        defaultAction="deny",
+        tools=[
+            {"name": "read_text_file", "alias": "read_text", "requiredRole": "viewer",
+             "arguments": [{"name": "path", "kind": "path", "allow": [f"{ws}/**"], "deny": [f"{ws}/secret/**"]}],
+             "limits": {"maxOutputBytes": 2000}},
+            {"name": "list_directory", "requiredRole": "viewer",
+             "arguments": [{"name": "path", "kind": "path", "allow": [str(ws), f"{ws}/**"]}]},
+            {"name": "get_file_info", "requiredRole": "user"},
+            {"name": "write_file", "requiredRole": "user", "writes": True},
+        ],
+    )
+    return module_facade(upstream=filesystem_stdio(tree), policy=policy)
+
+
+EVERYTHING_POLICY = policy_doc(
+    server={"namespace": "team-a", "name": "everything"},
+    auth={"anonymous": {"role": "user"}},
+    defaultAction="deny",
+    tools=[
+        {"name": "echo",
+         "arguments": [{"name": "message", "kind": "command", "allow": ["git status", "ls"],
+                        "check": ["git commit"], "deny": ["rm"]}],
+         "limits": {"maxArgBytes": 512}},
+        {"name": "get-sum", "alias": "add_numbers", "description": "Adds two numbers (through the facade)."},
+        {"name": "get-env"},
+        {"name": "trigger-long-running-operation", "alias": "long_operation", "limits": {"callTimeoutSeconds": 1}},
+    ],
+)
+
+
+@pytest.fixture(scope="module")
+def ev(module_facade):
+    return module_facade(upstream=everything_stdio(), policy=EVERYTHING_POLICY,
+                         env={"WARDEN_E2E_AWS_KEY": FAKE_AWS})
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("gitrepo").resolve()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.test", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e.test", "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    for cmd in (["git", "init", "-q", "-b", "main", "."], ["git", "commit", "-q", "--allow-empty", "-m", "initial"]):
+        subprocess.run(cmd, cwd=repo, env=env, check=True, timeout=20)
+    (repo / "change.txt").write_text("uncommitted\n")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def git(module_facade, repo):
+    policy = policy_doc(
+        auth={"anonymous": {"role": "user"}},
+        tools=[
+            {"name": "git_status",
+             "arguments": [{"name": "repo_path", "kind": "path", "allow": [str(repo), f"{repo}/**"]}]},
+            {"name": "git_log",
+             "arguments": [{"name": "repo_path", "kind": "path", "allow": [str(repo), f"{repo}/**"]}]},
+            {"name": "git_commit"},  # write-capable (readOnlyHint false), no sandbox grant
+        ],
+    )
+    return module_facade(upstream=git_stdio(repo), policy=policy)
+
+
+def fixture_facade(facade, tmp_path, policy: dict, **kw):
+    """A facade in front of the policy fixture, with its drift state file and raw log."""
+    state, log = tmp_path / "drift.state", tmp_path / "upstream.log"
+    fa = facade(upstream=policy_fixture_stdio(), policy=policy,
+                env={"FIXTURE_STATE": str(state), "FIXTURE_LOG": str(log)}, **kw)
+    fa.state, fa.log = state, log
+    return fa
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+async def listed(client) -> dict[str, types.Tool]:
+    return {t.name: t for t in (await client.list_tools()).tools}
+
+
+def same_denial(a, b, name_a: str, name_b: str) -> None:
+    """Two -32004 errors that differ only in the tool name the caller used."""
+    assert a.code == b.code == -32004, (a.error, b.error)
+    assert a.message.replace(name_a, "<tool>") == b.message.replace(name_b, "<tool>"), (a.message, b.message)
+    assert a.data == b.data, (a.data, b.data)
+
+
+class Elicitor:
+    def __init__(self, approve: bool):
+        self.approve = approve
+        self.asked: list[types.ElicitRequestParams] = []
+
+    async def __call__(self, context, params):
+        self.asked.append(params)
+        if self.approve:
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="decline")
+
+
+# ---------------------------------------------------------------------------
+# tools/list virtualization
+# ---------------------------------------------------------------------------
+def test_hidden_tool_is_absent_and_answers_like_a_nonexistent_tool(fs, ev):
+    async def body():
+        async with sdk_client(fs.url, BOB) as c:
+            names = set(await listed(c))
+            # exactly the allowed tools the role may call; write_file needs a sandbox grant
+            assert names == {"read_text", "list_directory", "get_file_info"}, names
+            hidden = await sdk_error(c.call_tool("read_multiple_files", {"paths": ["/etc/hostname"]}))
+            missing = await sdk_error(c.call_tool("no_such_tool_xyz", {"paths": ["/etc/hostname"]}))
+            same_denial(hidden, missing, "read_multiple_files", "no_such_tool_xyz")
+            assert hidden.data["reason"] == "tool_not_available" and hidden.data.get("hint")
+        async with sdk_client(ev.url) as c:
+            names = set(await listed(c))
+            assert names == {"echo", "add_numbers", "get-env", "long_operation"}, names
+            hidden = await sdk_error(c.call_tool("get-tiny-image", {}))
+            missing = await sdk_error(c.call_tool("get-tiny-imagf", {}))
+            same_denial(hidden, missing, "get-tiny-image", "get-tiny-imagf")
+
+    run_async(body, timeout=60)
+
+
+def test_alias_description_override_and_routing(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            tools = await listed(c)
+            assert "get-sum" not in tools and "add_numbers" in tools
+            assert tools["add_numbers"].description == "Adds two numbers (through the facade)."
+            assert set(tools["add_numbers"].input_schema["properties"]) == {"a", "b"}
+            r = await c.call_tool("add_numbers", {"a": 19, "b": 23})
+            assert not r.is_error and "42" in text_of_result(r)
+            # the upstream name is not callable under its own name
+            e = await sdk_error(c.call_tool("get-sum", {"a": 1, "b": 2}))
+            assert e.code == -32004 and e.data["reason"] == "tool_not_available"
+
+    run_async(body)
+
+
+def test_role_cannot_see_or_call_a_tool(fs, tree):
+    async def body():
+        async with sdk_client(fs.url, ALICE) as viewer, sdk_client(fs.url, BOB) as user:
+            v, u = set(await listed(viewer)), set(await listed(user))
+            assert "get_file_info" in u and "get_file_info" not in v, (u, v)
+            assert {"read_text", "list_directory"} <= v
+            e = await sdk_error(viewer.call_tool("get_file_info", {"path": str(tree / "ws" / "notes.txt")}))
+            assert e.code == -32003, e.error
+            assert e.data["reason"] == "role_too_low"
+            assert (e.data["limit"], e.data["observed"]) == ("user", "viewer")
+            # the viewer's own tool works
+            r = await viewer.call_tool("read_text", {"path": str(tree / "ws" / "notes.txt")})
+            assert "hello from the workspace" in text_of_result(r)
+            r = await user.call_tool("get_file_info", {"path": str(tree / "ws" / "notes.txt")})
+            assert not r.is_error and "size" in text_of_result(r).lower()
+
+    run_async(body)
+
+
+# ---------------------------------------------------------------------------
+# Every error code from a real call
+# ---------------------------------------------------------------------------
+def test_code_32001_without_a_token(fs):
+    raw = AuthedMcp(fs.url)  # no token
+    try:
+        r = raw.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+            session=False)
+        assert r.status_code == 401, (r.status_code, r.text)
+        assert r.json()["error"]["code"] == -32001
+        assert r.headers.get("www-authenticate", "").lower().startswith("bearer")
+    finally:
+        raw.close()
+
+    async def body():
+        async with sdk_client(fs.url, "not-a-valid-token") as c:
+            await c.list_tools()
+
+    with pytest.raises(BaseException) as info:  # the SDK fails the handshake on 401
+        run_async(body, timeout=30)
+    assert "401" in repr(info.value) or "Unauthorized" in repr(info.value) or "-32001" in repr(info.value) \
+        or "Authentication" in repr(info.value), repr(info.value)
+
+
+def test_code_32004_argument_rule_and_32006_sandbox(fs, git, tree, repo):
+    async def body():
+        async with sdk_client(fs.url, BOB) as c:
+            target = tree / "ws" / "created-by-test.txt"
+            e = await sdk_error(c.call_tool("write_file", {"path": str(target), "content": "x"}))
+            assert e.code == -32006 and e.data["reason"] == "write_without_sandbox", e.error
+            assert not target.exists()
+            e = await sdk_error(c.call_tool("read_text", {"path": str(tree / "ws" / "secret" / "key.txt")}))
+            assert e.code == -32004 and e.data["reason"] == "path_denied", e.error
+            assert "the secret key file" not in str(e.error)
+        async with sdk_client(git.url) as c:
+            e = await sdk_error(c.call_tool("git_commit", {"repo_path": str(repo), "message": "sneaky"}))
+            assert e.code == -32006, e.error
+
+    run_async(body)
+    log = subprocess.run(["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, timeout=10).stdout
+    assert "sneaky" not in log
+
+
+def test_code_32005_argument_bytes(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            e = await sdk_error(c.call_tool("echo", {"message": "ls " + "a" * 1000}))
+            assert e.code == -32005, e.error
+            assert e.data["reason"] == "arg_bytes_exceeded"
+            assert e.data["limit"] == 512 and e.data["observed"] > 1000
+            r = await c.call_tool("echo", {"message": "ls small"})  # under the limit: fine
+            assert text_of_result(r) == "Echo: ls small"
+
+    run_async(body)
+
+
+def test_code_32005_calls_per_session(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}}, tools=[{"name": "echo"}], limits={"maxCallsPerSession": 3}))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            for i in range(3):
+                assert text_of_result(await c.call_tool("echo", {"text": f"call {i}"})) == f"call {i}"
+            e = await sdk_error(c.call_tool("echo", {"text": "one too many"}))
+            assert e.code == -32005 and e.data["reason"] == "calls_per_session_exceeded", e.error
+            assert (e.data["limit"], e.data["observed"]) in ((3, 4), (3, 3)), e.data
+
+    run_async(body)
+
+
+def test_code_32007_timeout(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            t0 = time.monotonic()
+            e = await sdk_error(c.call_tool("long_operation", {"duration": 8, "steps": 4}))
+            took = time.monotonic() - t0
+            assert e.code == -32007 and e.data["reason"] == "timeout" and e.data["limit"] == 1, e.error
+            assert took < 5, f"timeout took {took:.1f}s"
+            # the session is still usable afterwards
+            assert text_of_result(await c.call_tool("echo", {"message": "ls after"})) == "Echo: ls after"
+
+    run_async(body)
+
+
+def test_code_32008_check_rule_without_elicitation(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:  # no elicitation callback: no capability
+            e = await sdk_error(c.call_tool("echo", {"message": "git commit -m wip"}))
+            assert e.code == -32008, e.error
+            assert e.data["reason"].endswith("needs_approval") and e.data.get("hint")
+
+    run_async(body)
+
+
+def test_code_32602_input_schema_lists_every_violation(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            e = await sdk_error(c.call_tool("add_numbers", {"a": "1", "b": "two"}))
+            assert e.code == -32602, e.error
+            paths = sorted(v["path"] for v in e.data["violations"])
+            assert paths == ["/a", "/b"], e.data  # no coercion of "1", both listed
+            e = await sdk_error(c.call_tool("add_numbers", {"a": 1}))
+            assert e.code == -32602 and any(v["keyword"] == "required" for v in e.data["violations"]), e.data
+
+    run_async(body)
+
+
+# ---------------------------------------------------------------------------
+# Argument rules
+# ---------------------------------------------------------------------------
+TRAVERSALS = [
+    "{ws}/../outside.txt",
+    "{ws}/sub/../../outside.txt",
+    "{ws}/%2e%2e/outside.txt",
+    "{ws}/%2E%2E%2Foutside.txt",
+    "{ws}//secret/key.txt",
+    "{ws}/./secret/../secret//key.txt",
+    "{ws}/sub/%2e%2e/secret/key.txt",
+    "{ws}/notes.txt\u0000/../../outside.txt",
+    "{root}/outside.txt",
+]
+
+
+def test_path_traversal_denied(fs, tree):
+    ws = tree / "ws"
+
+    async def body():
+        async with sdk_client(fs.url, BOB) as c:
+            r = await c.call_tool("read_text", {"path": f"{ws}/sub/../notes.txt"})  # stays inside: allowed
+            assert "hello from the workspace" in text_of_result(r)
+            for pattern in TRAVERSALS:
+                path = pattern.format(ws=ws, root=tree)
+                e = await sdk_error(c.call_tool("read_text", {"path": path}))
+                assert e.code == -32004, (path, e.error)
+                assert e.data["reason"] in ("path_denied", "path_not_allowed", "nul_byte"), (path, e.data)
+                assert "outside the workspace" not in str(e.error) and "secret key" not in str(e.error)
+
+    run_async(body)
+
+
+CHAINED = [
+    "git status; rm -rf /",
+    "git status && rm -rf /",
+    "git status || rm -rf /",
+    "git status | sh",
+    "ls `rm -rf /`",
+    "ls $(rm -rf /)",
+    "git status\nrm -rf /",
+    "ls > /etc/passwd",
+    "FOO=1 rm -rf /",
+    "rm -rf /",
+]
+
+
+def test_chained_command_denied(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            assert text_of_result(await c.call_tool("echo", {"message": "git status"})) == "Echo: git status"
+            for cmd in CHAINED:
+                e = await sdk_error(c.call_tool("echo", {"message": cmd}))
+                assert e.code == -32004, (cmd, e.error)
+                assert e.data["reason"] and e.data.get("hint"), (cmd, e.data)
+
+    run_async(body)
+
+
+def test_check_rule_is_answered_by_elicitation(ev):
+    approve, decline = Elicitor(True), Elicitor(False)
+
+    async def body():
+        async with sdk_client(ev.url, elicitation_callback=approve) as c:
+            r = await c.call_tool("echo", {"message": "git commit -m approved"})
+            assert text_of_result(r) == "Echo: git commit -m approved"
+        async with sdk_client(ev.url, elicitation_callback=decline) as c:
+            e = await sdk_error(c.call_tool("echo", {"message": "git commit -m declined"}))
+            assert e.code == -32004 and e.data["reason"] == "approval_declined", e.error
+            # a passing command asks nobody
+            assert text_of_result(await c.call_tool("echo", {"message": "ls"})) == "Echo: ls"
+
+    run_async(body)
+    assert len(approve.asked) == 1 and len(decline.asked) == 1
+    assert "echo" in approve.asked[0].message
+    assert "git commit" in approve.asked[0].message  # the person sees what is being approved
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+def test_output_truncated_with_a_marker(fs, tree):
+    raw = AuthedMcp(fs.url, BOB)
+    try:
+        raw.initialize()
+        r = raw.call_tool("read_text", {"path": str(tree / "ws" / "big.txt")})
+        text = "".join(c.get("text", "") for c in r["result"]["content"])
+        assert "output truncated" in text, text[-300:]
+        assert "line 00000" in text and "line 01999" not in text
+        assert len(json.dumps(r)) < 2000 + 200, len(json.dumps(r))
+        r = raw.call_tool("read_text", {"path": str(tree / "ws" / "notes.txt")})
+        assert "truncated" not in json.dumps(r) and "hello from the workspace" in json.dumps(r)
+    finally:
+        raw.close()
+
+
+@pytest.mark.xfail(strict=True, reason="facade bug: truncation drops structuredContent of a tool that declares "
+                   "an outputSchema (filesystem read_text_file), so the result violates the MCP spec and the "
+                   "official Python SDK client rejects it ('has an output schema but did not return structured "
+                   "content')")
+def test_truncated_result_still_honours_the_output_schema(fs, tree):
+    async def body():
+        async with sdk_client(fs.url, BOB) as c:
+            r = await c.call_tool("read_text", {"path": str(tree / "ws" / "big.txt")})
+            assert "output truncated" in text_of_result(r)
+
+    run_async(body)
+
+
+def test_secrets_redacted(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            r = await c.call_tool("echo", {"message": f"ls {FAKE_GITHUB}"})
+            text = text_of_result(r)
+            assert FAKE_GITHUB not in text and "[REDACTED:github_token]" in text, text
+            r = await c.call_tool("get-env", {})
+            text = text_of_result(r)
+            assert "WARDEN_E2E_AWS_KEY" in text, "the upstream did not get the facade's environment"
+            assert FAKE_AWS not in text and "[REDACTED:aws_access_key_id]" in text
+
+    run_async(body)
+    assert metric(ev.admin_url, "mcpwarden_redactions_total", kind="github_token") >= 1
+    assert metric(ev.admin_url, "mcpwarden_redactions_total", kind="aws_access_key_id") >= 1
+
+
+def test_structured_content_redacted(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}},
+                                                     tools=[{"name": "secret"}]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            r = await c.call_tool("secret", {})
+            dumped = json.dumps(r.model_dump(by_alias=True))
+            assert "ghp_Z9y8" not in dumped and "[REDACTED:github_token]" in text_of_result(r)
+            assert r.structured_content and "[REDACTED:github_token]" in json.dumps(r.structured_content)
+
+    run_async(body)
+
+
+# ---------------------------------------------------------------------------
+# Timeout that cancels upstream
+# ---------------------------------------------------------------------------
+def test_timeout_cancels_upstream(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}},
+        tools=[{"name": "sleep", "limits": {"callTimeoutSeconds": 1}}, {"name": "cancelled"}]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            t0 = time.monotonic()
+            e = await sdk_error(c.call_tool("sleep", {"seconds": 15}))
+            assert e.code == -32007 and time.monotonic() - t0 < 5, e.error
+            ids: list = []
+            with anyio.move_on_after(5):
+                while not ids:
+                    ids = json.loads(text_of_result(await c.call_tool("cancelled", {})))
+                    await anyio.sleep(0.1)
+            assert len(ids) == 1, f"upstream got no notifications/cancelled: {ids}"
+
+    run_async(body)
+    # the raw upstream traffic: one cancellation naming the sleep request's upstream id
+    msgs = [json.loads(line) for line in fa.log.read_text().splitlines() if line.strip()]
+    sleep_ids = [m["id"] for m in msgs if m.get("method") == "tools/call" and m["params"]["name"] == "sleep"]
+    cancels = [m for m in msgs if m.get("method") == "notifications/cancelled"]
+    assert len(sleep_ids) == 1 and [m["params"]["requestId"] for m in cancels] == sleep_ids, msgs
+
+
+# ---------------------------------------------------------------------------
+# Pinning, drift, poisoning
+# ---------------------------------------------------------------------------
+def test_drifted_definition_is_quarantined(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}}, tools=[{"name": "mutable"}, {"name": "drift"}, {"name": "echo"}]))
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async def body():
+        async with sdk_client(fa.url, message_handler=on_message) as c:
+            assert {"mutable", "drift", "echo"} == set(await listed(c))
+            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
+            assert text_of_result(await c.call_tool("drift", {})) == "drifted"
+            with anyio.fail_after(10):
+                await changed.wait()  # forwarded after the facade re-read the list
+            assert set(await listed(c)) == {"drift", "echo"}
+            e = await sdk_error(c.call_tool("mutable", {}))
+            assert e.code == -32004 and e.data["reason"] == "definition_drift", e.error
+            assert text_of_result(await c.call_tool("echo", {"text": "still fine"})) == "still fine"
+
+    run_async(body)
+    t = tools_admin(fa.admin_url)["mutable"]
+    assert t["state"] == "quarantined" and t["reason"] == "definition_drift", t
+    assert t["hash"] != t["firstSeenHash"]
+    assert tools_admin(fa.admin_url)["echo"]["state"] == "exposed"
+    assert metric(fa.admin_url, "mcpwarden_tools", state="quarantined") >= 1
+
+
+def test_poisoned_description_is_quarantined(facade, tmp_path):
+    tools = [{"name": "poisoned"}, {"name": "invisible"}, {"name": "echo"}]
+    fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}}, tools=tools))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            assert set(await listed(c)) == {"echo"}
+            for name in ("poisoned", "invisible"):
+                e = await sdk_error(c.call_tool(name, {"a": 1, "b": 2} if name == "poisoned" else {}))
+                assert e.code == -32004 and e.data["reason"] == "poisoned_definition", (name, e.error)
+
+    run_async(body)
+    admin = tools_admin(fa.admin_url)
+    for name in ("poisoned", "invisible"):
+        assert admin[name]["state"] == "quarantined" and admin[name]["reason"] == "poisoned_definition", admin[name]
+        assert admin[name]["findings"], admin[name]
+    assert admin["echo"]["state"] == "exposed" and not admin["echo"]["findings"]
+
+
+def test_poisoning_scan_warn_exposes_and_logs(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}}, poisoningScan="warn",
+        tools=[{"name": "poisoned"}, {"name": "echo"}]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            assert set(await listed(c)) == {"poisoned", "echo"}
+            assert text_of_result(await c.call_tool("poisoned", {"a": 2, "b": 3})) in ("5", "5.0")
+
+    run_async(body)
+    assert tools_admin(fa.admin_url)["poisoned"]["state"] == "exposed"
+    wait_for(lambda: "poisoning scan finding" in fa.stderr_text(), 5, "a warning log line")
+
+
+# ---------------------------------------------------------------------------
+# Hot reload
+# ---------------------------------------------------------------------------
+def test_hot_reload_keeps_sessions_and_rejects_a_broken_policy(facade, tmp_path):
+    base = policy_doc(auth={"anonymous": {"role": "user"}}, tools=[{"name": "echo"}, {"name": "poisoned"}])
+    fa = fixture_facade(facade, tmp_path, base, extra_args=["--policy-poll-secs", "1"])
+    path = fa.policy_path
+
+    def write(doc_or_text):
+        text = doc_or_text if isinstance(doc_or_text, str) else yaml.safe_dump(doc_or_text, sort_keys=False)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            assert set(await listed(c)) == {"echo"}  # poisoned is quarantined
+            pin = tools_admin(fa.admin_url)["poisoned"]["hash"]
+            assert pin.startswith("sha256:")
+            applied = metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied")
+            # An admin pins the reviewed definition and allows one more tool.
+            write(policy_doc(auth={"anonymous": {"role": "user"}},
+                             tools=[{"name": "echo"}, {"name": "poisoned", "pin": pin}, {"name": "mutable"}]))
+            await anyio.to_thread.run_sync(lambda: wait_for(
+                lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied") > applied,
+                10, "the reload"))
+            assert set(await listed(c)) == {"echo", "poisoned", "mutable"}  # same session
+            assert text_of_result(await c.call_tool("poisoned", {"a": 1, "b": 1})) in ("2", "2.0")
+            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
+
+            # A broken policy: rejected, counted, logged; the previous one stays.
+            rejected = metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="rejected")
+            write(yaml.safe_dump(policy_doc(tools=[{"name": "echo", "aliass": "oops"}])))
+            await anyio.to_thread.run_sync(lambda: wait_for(
+                lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="rejected") > rejected,
+                10, "the rejection"))
+            assert set(await listed(c)) == {"echo", "poisoned", "mutable"}
+            assert text_of_result(await c.call_tool("echo", {"text": "kept"})) == "kept"
+            # A semantically invalid one (alias collision) is rejected too.
+            rejected += 1
+            write(policy_doc(auth={"anonymous": {"role": "user"}},
+                             tools=[{"name": "echo", "alias": "same_name"}, {"name": "mutable", "alias": "same_name"}]))
+            await anyio.to_thread.run_sync(lambda: wait_for(
+                lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="rejected") > rejected,
+                10, "the second rejection"))
+            assert text_of_result(await c.call_tool("echo", {"text": "still kept"})) == "still kept"
+
+    run_async(body, timeout=60)
+    assert "rejected" in fa.stderr_text()
+    assert metric(fa.admin_url, "mcpwarden_sessions_active") >= 0
+
+
+# ---------------------------------------------------------------------------
+# mcp-server-git
+# ---------------------------------------------------------------------------
+def test_git_server_path_rule(git, repo):
+    async def body():
+        async with sdk_client(git.url) as c:
+            assert set(await listed(c)) == {"git_status", "git_log"}
+            r = await c.call_tool("git_status", {"repo_path": str(repo)})
+            assert "change.txt" in text_of_result(r)
+            for bad in (f"{repo}/..", f"{repo}/../../etc", f"{repo}/%2e%2e", "/etc", f"{repo}//..//"):
+                e = await sdk_error(c.call_tool("git_status", {"repo_path": bad}))
+                assert e.code == -32004, (bad, e.error)
+            e = await sdk_error(c.call_tool("git_reset", {"repo_path": str(repo)}))
+            assert e.code == -32004 and e.data["reason"] == "tool_not_available"
+
+    run_async(body)

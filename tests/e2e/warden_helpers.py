@@ -1,0 +1,245 @@
+"""Helpers for the policy, audit/metrics and auth end-to-end tests
+(import: ``from warden_helpers import ...``).
+
+    filesystem_stdio(root), git_stdio(repo), policy_fixture_stdio()   upstream commands
+    policy_doc(**fields) -> dict            a FacadePolicy document (apiVersion/kind set)
+    token_entry(token, subject, groups)     a staticTokens entry (sha256 of the token)
+    AuthedMcp(url, token)                   RawMcp that sends `Authorization: Bearer`
+    rpc_error(response) -> dict             the `error` of a JSON-RPC response (asserted)
+    sdk_client(url, token=None, **kw)       the official SDK client, with a bearer token
+    sdk_error(coro) -> MCPError             await a call that must fail with an MCPError
+    Audit(path)                             the facade's audit file: .lines(), .wait(pred)
+    Keys                                    RS256 / ES256 / EdDSA key pairs, a JWKS, JWT minting
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from conftest import NODE_MODULES, TESTS_DIR, system_node
+from helpers import RawMcp
+
+FILESYSTEM_JS = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+POLICY_FIXTURE = TESTS_DIR / "fixtures" / "policy_fixture.py"
+API = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "FacadePolicy"}
+READ_TIMEOUT = 20
+
+
+def filesystem_stdio(root: Path | str) -> list[str]:
+    return [system_node(), str(FILESYSTEM_JS), str(root)]
+
+
+def git_stdio(repo: Path | str) -> list[str]:
+    exe = Path(sys.executable).parent / "mcp-server-git"
+    return [str(exe), "--repository", str(repo)]
+
+
+def policy_fixture_stdio() -> list[str]:
+    return [sys.executable, str(POLICY_FIXTURE)]
+
+
+def policy_doc(**fields: Any) -> dict:
+    return {**API, **fields}
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def token_entry(token: str, subject: str, groups: list[str] | None = None) -> dict:
+    entry = {"sha256": sha256_hex(token), "subject": subject}
+    if groups:
+        entry["groups"] = groups
+    return entry
+
+
+class AuthedMcp(RawMcp):
+    """RawMcp whose every request carries `Authorization: Bearer <token>` (if given)."""
+
+    def __init__(self, url: str, token: str | None = None, **kw):
+        super().__init__(url, **kw)
+        if token is not None:
+            self.http.headers["Authorization"] = f"Bearer {token}"
+
+
+def rpc_error(response: dict) -> dict:
+    assert "error" in response, f"expected a JSON-RPC error, got {response}"
+    return response["error"]
+
+
+# ---------------------------------------------------------------------------
+# The official SDK client
+# ---------------------------------------------------------------------------
+def sdk_client(url: str, token: str | None = None, **kw):
+    """`mcp.Client` over Streamable HTTP, sending a bearer token when given.
+
+    The SDK takes headers through a pre-configured httpx2 client."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    kw.setdefault("read_timeout_seconds", READ_TIMEOUT)
+    kw.setdefault("mode", "legacy")
+    return Client(transport, **kw)
+
+
+async def sdk_error(awaitable):
+    """Await a client call that must fail with a JSON-RPC error; return the MCPError."""
+    from mcp.shared.exceptions import MCPError
+    try:
+        result = await awaitable
+    except MCPError as e:
+        return e
+    raise AssertionError(f"expected a JSON-RPC error, got {result!r}")
+
+
+def text_of_result(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+# ---------------------------------------------------------------------------
+# Audit
+# ---------------------------------------------------------------------------
+class Audit:
+    def __init__(self, path: Path):
+        self.path = path
+
+    @property
+    def arg(self) -> str:
+        return f"file:{self.path}"
+
+    def text(self) -> str:
+        return self.path.read_text() if self.path.exists() else ""
+
+    def lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.text().splitlines() if line.strip()]
+
+    def wait(self, pred: Callable[[dict], bool], timeout: float = 5, what: str = "audit line") -> dict:
+        """The first audit line matching pred, waiting up to `timeout` for it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.lines():
+                if pred(line):
+                    return line
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} after {timeout}s in:\n{self.text()[-6000:]}")
+            time.sleep(0.05)
+
+    def wait_count(self, pred: Callable[[dict], bool], n: int, timeout: float = 5) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            got = [line for line in self.lines() if pred(line)]
+            if len(got) >= n or time.monotonic() > deadline:
+                return got
+            time.sleep(0.05)
+
+
+def tools_admin(admin_url: str) -> dict[str, dict]:
+    """The facade's /tools admin view, by upstream name."""
+    r = httpx.get(f"{admin_url}/tools", timeout=5)
+    assert r.status_code == 200, r.text
+    return {t["name"]: t for t in r.json()["tools"]}
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 10, what: str = "condition", step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+# ---------------------------------------------------------------------------
+# JWT: test key pairs, JWKS, minting
+# ---------------------------------------------------------------------------
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class Keys:
+    """An RS256, an ES256 and an EdDSA key pair (kids rsa-1, ec-1, ed-1)."""
+
+    def __init__(self):
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+        self.private = {
+            "RS256": rsa.generate_private_key(public_exponent=65537, key_size=2048),
+            "ES256": ec.generate_private_key(ec.SECP256R1()),
+            "EdDSA": ed25519.Ed25519PrivateKey.generate(),
+        }
+        self.kid = {"RS256": "rsa-1", "ES256": "ec-1", "EdDSA": "ed-1"}
+
+    def jwks(self) -> dict:
+        from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+        to_jwk = {"RS256": RSAAlgorithm.to_jwk, "ES256": ECAlgorithm.to_jwk, "EdDSA": OKPAlgorithm.to_jwk}
+        keys = []
+        for alg, key in self.private.items():
+            jwk = json.loads(to_jwk[alg](key.public_key()))
+            jwk.update({"kid": self.kid[alg], "alg": alg, "use": "sig"})
+            keys.append(jwk)
+        return {"keys": keys}
+
+    def write_jwks(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.jwks()))
+        return path
+
+    def mint(self, claims: dict, alg: str = "RS256", kid: str | None = None) -> str:
+        import jwt
+        return jwt.encode(claims, self.private[alg], algorithm=alg,
+                          headers={"kid": kid or self.kid[alg], "typ": "JWT"})
+
+
+def oidc_claims(issuer: str, audience: str, sub: str, groups: list[str] | None = None,
+                lifetime: int = 600, **extra) -> dict:
+    now = int(time.time())
+    claims = {"iss": issuer, "aud": audience, "sub": sub, "iat": now, "nbf": now - 5, "exp": now + lifetime}
+    if groups is not None:
+        claims["groups"] = groups
+    claims.update(extra)
+    return claims
+
+
+def kubelet_sa_claims(issuer: str, namespace: str, name: str, audience: str, lifetime: int = 3600) -> dict:
+    """Claims as the kubelet's projected service-account token volume mints them."""
+    now = int(time.time())
+    return {
+        "aud": [audience],
+        "exp": now + lifetime,
+        "iat": now,
+        "iss": issuer,
+        "jti": "5f0c6e5e-8c0a-4a0e-9d0b-7a1f7b8f1c11",
+        "kubernetes.io": {
+            "namespace": namespace,
+            "node": {"name": "kind-worker", "uid": "0b8a3d12-0f5c-4d11-9b7e-7d5d1d0f6a01"},
+            "pod": {"name": f"{name}-7d4b9c6f5-x2x9q", "uid": "8a6c0d9e-3b1f-4f77-a1c2-5e4d3c2b1a00"},
+            "serviceaccount": {"name": name, "uid": "c1b7e0a2-6f3d-4e8b-9a51-2d7f0e4c3b22"},
+            "warnafter": now + lifetime - 600,
+        },
+        "nbf": now,
+        "sub": f"system:serviceaccount:{namespace}:{name}",
+    }
+
+
+def unsigned_jwt(claims: dict) -> str:
+    """An `alg: none` token (header.payload. with an empty signature)."""
+    header = b64url(json.dumps({"alg": "none", "typ": "JWT"}).encode())
+    return f"{header}.{b64url(json.dumps(claims).encode())}."
+
+
+def tamper(token: str) -> str:
+    """The same header and signature over a changed payload (sub → mallory)."""
+    header, payload, sig = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["sub"] = "mallory"
+    return f"{header}.{b64url(json.dumps(claims).encode())}.{sig}"
