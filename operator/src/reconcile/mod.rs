@@ -73,7 +73,9 @@ pub const RESYNC: Duration = Duration::from_secs(600);
 /// How long a server with a missing Secret waits (Secrets are not watched).
 pub const SECRET_RECHECK: Duration = Duration::from_secs(60);
 
-/// Reconcile one MCPServer, recording metrics.
+/// Reconcile one MCPServer, recording metrics. Logs inside carry the
+/// server's namespace and name (the span's fields).
+#[tracing::instrument(skip_all, fields(namespace = %names::namespace(&server), name = %server.name_any()))]
 pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let result = pipeline(&server, &ctx).await;

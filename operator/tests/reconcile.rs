@@ -1,0 +1,379 @@
+//! Reconcile against a mock API server (tower-test), in the style of kube-rs
+//! controller-rs: a [`Fixture`] builds the cluster state (`with_*`), a fake
+//! API loop answers GET/PATCH/POST from that state and records every call,
+//! and each scenario asserts the calls in order.
+//!
+//! Scenarios: create → every object applied with an owner reference; steady
+//! state → zero writes; profile change → only the ConfigMap is rewritten (no
+//! pod restart) and the server is found by the profile watch's mapper;
+//! missing profile → `PolicyCompiled=False`/`ToolProfileNotFound` + a Warning
+//! Event, then waiting without retries.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use http::{Request, Response, StatusCode};
+use kube::{
+    client::Body,
+    runtime::{controller::Action, events::Recorder},
+    Client,
+};
+use mcp_warden_crds::MCPServer;
+use mcp_warden_operator::{
+    config::BuildConfig,
+    reconcile::{self, controller, Context, RESYNC},
+    runtime::metrics::Metrics,
+};
+use serde_json::{json, Value};
+
+const NS: &str = "team-a";
+const TP_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/toolprofiles/git-readonly";
+
+/// One recorded API call.
+#[derive(Clone, Debug)]
+struct Call {
+    method: String,
+    path: String,
+    body: Value,
+}
+
+impl Call {
+    fn is_write(&self) -> bool {
+        self.method != "GET"
+    }
+    fn short(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// Cluster state by object path (no query string).
+#[derive(Clone, Default)]
+struct Fixture {
+    objects: BTreeMap<String, Value>,
+    server: Option<MCPServer>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Fixture::default()
+    }
+
+    fn with_server(mut self) -> Self {
+        self.server = Some(
+            serde_json::from_value(json!({
+                "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+                "metadata": {"name": "git", "namespace": NS, "uid": "uid-git", "generation": 1},
+                "spec": {"image": "img", "command": ["mcp-server-git"], "toolProfileRef": {"name": "git-readonly"}}
+            }))
+            .unwrap(),
+        );
+        self
+    }
+
+    fn with_tool_profile(mut self, tools: Value) -> Self {
+        self.objects.insert(
+            TP_PATH.into(),
+            json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile",
+                   "metadata": {"name": "git-readonly", "namespace": NS, "uid": "uid-tp"},
+                   "spec": {"tools": tools}}),
+        );
+        self
+    }
+
+    fn server(&self) -> MCPServer {
+        self.server.clone().expect("with_server()")
+    }
+
+    /// Run one reconcile against the fake API; returns the action, the calls
+    /// in order, and the state afterwards (the server with its new status).
+    async fn reconcile(self) -> (Action, Vec<Call>, Fixture) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, NS);
+        let state = Arc::new(Mutex::new(self.clone()));
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let api = tokio::spawn({
+            let (state, calls) = (state.clone(), calls.clone());
+            async move {
+                while let Some((request, send)) = handle.next_request().await {
+                    let (status, body) = answer(request, &state, &calls).await;
+                    let response = Response::builder()
+                        .status(status)
+                        .body(Body::from(body))
+                        .unwrap();
+                    send.send_response(response);
+                }
+            }
+        });
+        let ctx = Arc::new(Context {
+            client: client.clone(),
+            recorder: Recorder::new(client, "mcp-warden-operator".into()),
+            metrics: Metrics::default(),
+            config: BuildConfig::default(),
+            failures: Default::default(),
+        });
+        let action = reconcile::reconcile(Arc::new(self.server()), ctx)
+            .await
+            .expect("reconcile succeeds");
+        api.abort();
+        let calls = calls.lock().unwrap().clone();
+        let after = state.lock().unwrap().clone();
+        (action, calls, after)
+    }
+}
+
+/// The fake API server: GET from state (404 when absent), PATCH stores the
+/// applied object with the fields a real API server adds, POST records.
+async fn answer(
+    request: Request<Body>,
+    state: &Mutex<Fixture>,
+    calls: &Mutex<Vec<Call>>,
+) -> (StatusCode, Vec<u8>) {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let bytes = request.into_body().collect_bytes().await.unwrap();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    calls.lock().unwrap().push(Call {
+        method: method.clone(),
+        path: path.clone(),
+        body: body.clone(),
+    });
+    let mut state = state.lock().unwrap();
+    let server_path = format!("/apis/mcpwarden.dev/v1alpha1/namespaces/{NS}/mcpservers/git");
+    match method.as_str() {
+        "GET" => match state.objects.get(&path) {
+            Some(obj) if path.contains("/secrets/") => (StatusCode::OK, metadata_only(obj)),
+            Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
+            None => (StatusCode::NOT_FOUND, not_found(&path)),
+        },
+        "PATCH" if path == format!("{server_path}/status") => {
+            let mut server = state.server.clone().unwrap();
+            server.status = Some(serde_json::from_value(body["status"].clone()).unwrap());
+            state.server = Some(server.clone());
+            (StatusCode::OK, serde_json::to_vec(&server).unwrap())
+        }
+        "PATCH" => {
+            let stored = with_server_defaults(body);
+            state.objects.insert(path, stored.clone());
+            (StatusCode::OK, serde_json::to_vec(&stored).unwrap())
+        }
+        "POST" => (StatusCode::CREATED, serde_json::to_vec(&body).unwrap()),
+        _ => (StatusCode::METHOD_NOT_ALLOWED, not_found(&path)),
+    }
+}
+
+/// What the API server adds on write: uid, resourceVersion, timestamps and
+/// defaults. None of it may count as drift.
+fn with_server_defaults(mut obj: Value) -> Value {
+    obj["metadata"]["uid"] = json!("uid-child");
+    obj["metadata"]["resourceVersion"] = json!("42");
+    obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    match obj["kind"].as_str() {
+        Some("Service") => obj["spec"]["clusterIP"] = json!("10.96.0.12"),
+        Some("Deployment") => {
+            obj["spec"]["progressDeadlineSeconds"] = json!(600);
+            obj["spec"]["template"]["spec"]["dnsPolicy"] = json!("ClusterFirst");
+            obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+                json!("IfNotPresent");
+            obj["status"] = json!({"availableReplicas": 1, "replicas": 1});
+        }
+        Some("NetworkPolicy") => {
+            // Go drops the empty egress list.
+            obj["spec"].as_object_mut().unwrap().remove("egress");
+        }
+        _ => {}
+    }
+    obj
+}
+
+fn metadata_only(obj: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]}))
+        .unwrap()
+}
+
+fn not_found(path: &str) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{path} not found"), "reason": "NotFound", "code": 404}),
+    )
+    .unwrap()
+}
+
+fn condition<'a>(
+    server: &'a MCPServer,
+    type_: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    let status = server.status.as_ref().expect("status written");
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition"))
+}
+
+fn tools_v1() -> Value {
+    json!([{"name": "git_log", "alias": "log"}])
+}
+
+#[tokio::test]
+async fn create_applies_every_object_with_owner_references() {
+    let (action, calls, after) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .reconcile()
+        .await;
+    let sequence: Vec<String> = calls.iter().map(Call::short).collect();
+    let expected = [
+        format!("GET {TP_PATH}"),
+        "GET /api/v1/namespaces/team-a/serviceaccounts/git".into(),
+        "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
+        "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
+        "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
+        "GET /apis/apps/v1/namespaces/team-a/deployments/git".into(),
+        "PATCH /apis/apps/v1/namespaces/team-a/deployments/git".into(),
+        "GET /api/v1/namespaces/team-a/services/git".into(),
+        "PATCH /api/v1/namespaces/team-a/services/git".into(),
+        "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
+        "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
+        "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
+        "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
+    ];
+    assert_eq!(sequence, expected);
+    for call in calls
+        .iter()
+        .filter(|c| c.method == "PATCH" && !c.path.ends_with("/status"))
+    {
+        let owners = &call.body["metadata"]["ownerReferences"];
+        assert_eq!(owners[0]["uid"], "uid-git", "{}: {owners}", call.path);
+        assert_eq!(owners[0]["kind"], "MCPServer");
+        assert_eq!(owners[0]["controller"], true);
+    }
+    let event = &calls[11].body;
+    assert_eq!(event["reason"], "Applied");
+    assert_eq!(event["type"], "Normal");
+    let server = after.server();
+    assert_eq!(condition(&server, "PolicyCompiled").status, "True");
+    assert_eq!(
+        condition(&server, "Ready").status,
+        "False",
+        "no Deployment existed before this apply"
+    );
+    let status = server.status.as_ref().unwrap();
+    assert_eq!(
+        status.endpoint.as_deref(),
+        Some("http://git.team-a.svc.cluster.local:8080/mcp")
+    );
+    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(action, Action::requeue(RESYNC));
+}
+
+#[tokio::test]
+async fn steady_state_makes_no_writes() {
+    let (_, _, created) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .reconcile()
+        .await;
+    // Second pass: the Deployment now reports available → Ready flips once.
+    let (_, calls, settled) = created.reconcile().await;
+    let writes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.is_write())
+        .map(Call::short)
+        .collect();
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.ends_with("/status") || w.contains("/events")),
+        "{writes:?}"
+    );
+    assert_eq!(condition(&settled.server(), "Ready").status, "True");
+    // Third pass: nothing changed anywhere → reads only.
+    let (action, calls, _) = settled.reconcile().await;
+    let writes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.is_write())
+        .map(Call::short)
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+    assert!(calls.len() >= 6, "it still looked: {calls:?}");
+    assert_eq!(action, Action::requeue(RESYNC));
+}
+
+#[tokio::test]
+async fn profile_change_rewrites_only_the_policy() {
+    let (_, _, created) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .reconcile()
+        .await;
+    let (_, _, settled) = created.reconcile().await;
+    // The profile watch maps the changed ToolProfile to this server…
+    let server = settled.server();
+    let refs = controller::servers_referencing(
+        [&server],
+        controller::ProfileKind::Tool,
+        NS,
+        "git-readonly",
+    );
+    assert_eq!(refs.len(), 1);
+    // …whose reconcile rewrites the ConfigMap and nothing else (no pod restart).
+    let changed = settled
+        .with_tool_profile(json!([{"name": "git_log", "alias": "log"}, {"name": "git_diff"}]));
+    let (_, calls, after) = changed.reconcile().await;
+    let writes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.is_write())
+        .map(Call::short)
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "PATCH /api/v1/namespaces/team-a/configmaps/git-policy",
+            "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
+        ]
+    );
+    let policy = after.objects["/api/v1/namespaces/team-a/configmaps/git-policy"]["data"]
+        ["policy.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(policy.contains("git_diff"), "{policy}");
+}
+
+#[tokio::test]
+async fn missing_profile_sets_condition_and_event_then_waits() {
+    let (action, calls, after) = Fixture::new().with_server().reconcile().await;
+    let sequence: Vec<String> = calls.iter().map(Call::short).collect();
+    assert_eq!(
+        sequence,
+        [
+            format!("GET {TP_PATH}"),
+            "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
+            "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
+        ]
+    );
+    let event = &calls[1].body;
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["reason"], "ToolProfileNotFound");
+    let server = after.server();
+    let compiled = condition(&server, "PolicyCompiled");
+    assert_eq!(
+        (compiled.status.as_str(), compiled.reason.as_str()),
+        ("False", "ToolProfileNotFound")
+    );
+    assert_eq!(
+        action,
+        Action::await_change(),
+        "no retry: wait for the profile to appear"
+    );
+    // Reconciling again (e.g. after the status write) publishes nothing new: no event storm.
+    let (action, calls, _) = after.reconcile().await;
+    assert_eq!(
+        calls.iter().filter(|c| c.is_write()).count(),
+        0,
+        "{calls:?}"
+    );
+    assert_eq!(action, Action::await_change());
+}
