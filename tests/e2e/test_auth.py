@@ -1,0 +1,471 @@
+"""Who is calling (issue 4): static bearer tokens, JWTs (RS256, ES256, EdDSA)
+against a JWKS file, kubelet-style projected service-account tokens, role
+mapping, session ownership, and token hygiene, with real clients.
+
+The upstream is tests/fixtures/policy_fixture.py, which logs every raw line
+it receives (stdio) or every request with its headers (`--http`), so the
+tests can check that neither the Authorization header nor `params.auth` ever
+reaches the server.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from conftest import free_port, wait_port
+from helpers import ACCEPT_BOTH, metrics_text, run_async
+from warden_helpers import (Audit, AuthedMcp, Keys, b64url, kubelet_sa_claims, oidc_claims, policy_doc,
+                            policy_fixture_stdio, rpc_error, sdk_client, sdk_error, sha256_hex, tamper,
+                            text_of_result, token_entry, unsigned_jwt)
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+ISSUER = "https://issuer.test"
+AUDIENCE = "mcp"
+SA_ISSUER = "https://kubernetes.default.svc"
+SA_AUDIENCE = "mcpwarden.dev/team-a/files"
+
+# Static tokens (from a token file next to the policy).
+VIC = "vic-" + secrets.token_hex(20)       # viewer
+UMA = "uma-" + secrets.token_hex(20)       # user (group devs)
+ROOT = "root-" + secrets.token_hex(20)     # admin
+NOBODY = "nobody-" + secrets.token_hex(20)  # authenticated, no role
+
+INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "auth-e2e", "version": "0"}}
+
+
+class Ids:
+    """Key pairs, JWKS files, a policy directory and every token the tests use."""
+
+    def __init__(self, d: Path):
+        self.dir = d
+        self.oidc, self.sa = Keys(), Keys()
+        self.oidc.write_jwks(d / "jwks.json")
+        self.sa.write_jwks(d / "sa-jwks.json")
+        (d / "tokens.yaml").write_text(yaml.safe_dump([
+            token_entry(VIC, "vic"), token_entry(UMA, "uma", ["devs"]), token_entry(ROOT, "root"),
+            token_entry(NOBODY, "nobody")]))
+        claims = lambda sub, **kw: oidc_claims(ISSUER, AUDIENCE, sub, **kw)  # noqa: E731
+        self.good = {
+            "static": UMA,
+            "jwt_rs256": self.oidc.mint(claims("rita", groups=["devs"]), "RS256"),
+            "jwt_es256": self.oidc.mint(claims("eric", groups=["devs"]), "ES256"),
+            "jwt_eddsa": self.oidc.mint(claims("edna", groups=["devs"]), "EdDSA"),
+            "sa": self.sa.mint(kubelet_sa_claims(SA_ISSUER, "team-a", "agent", SA_AUDIENCE), "RS256"),
+        }
+        self.subject = {"static": "uma", "jwt_rs256": "rita", "jwt_es256": "eric", "jwt_eddsa": "edna",
+                        "sa": "system:serviceaccount:team-a:agent"}
+        self.method = {"static": "static_token", "jwt_rs256": "jwt", "jwt_es256": "jwt", "jwt_eddsa": "jwt",
+                       "sa": "service_account"}
+        now = int(time.time())
+        self.bad = {
+            "expired": self.oidc.mint({**claims("rita", groups=["devs"]), "iat": now - 3600,
+                                       "nbf": now - 3600, "exp": now - 300}),
+            "wrong_audience": self.oidc.mint(oidc_claims(ISSUER, "someone-else", "rita", groups=["devs"])),
+            "wrong_issuer": self.oidc.mint(oidc_claims("https://evil.test", AUDIENCE, "rita", groups=["devs"])),
+            "tampered": tamper(self.oidc.mint(claims("rita", groups=["devs"]))),
+            "alg_none": unsigned_jwt(claims("rita", groups=["devs"])),
+        }
+        # More ways to get it wrong (rejected; their reasons need not be distinct).
+        rsa_pub_pem = self.oidc.private["RS256"].public_key().public_bytes(
+            encoding=__import__("cryptography.hazmat.primitives.serialization", fromlist=["x"]).Encoding.PEM,
+            format=__import__("cryptography.hazmat.primitives.serialization", fromlist=["x"])
+            .PublicFormat.SubjectPublicKeyInfo)
+        self.more_bad = {
+            "hs256_with_public_key": hs256(claims("rita", groups=["devs"]), rsa_pub_pem, "rsa-1"),
+            "not_yet_valid": self.oidc.mint({**claims("rita"), "nbf": now + 3600, "exp": now + 7200}),
+            "foreign_key": Keys().mint(claims("rita", groups=["devs"])),
+            "no_exp": self.oidc.mint({k: v for k, v in claims("rita").items() if k != "exp"}),
+            "sa_kube_api_audience": self.sa.mint(kubelet_sa_claims(SA_ISSUER, "team-a", "agent",
+                                                                   "https://kubernetes.default.svc")),
+            "sa_other_server": self.sa.mint(kubelet_sa_claims(SA_ISSUER, "team-a", "agent",
+                                                              "mcpwarden.dev/team-a/other")),
+            "sa_expired": self.sa.mint(kubelet_sa_claims(SA_ISSUER, "team-a", "agent", SA_AUDIENCE,
+                                                         lifetime=-600)),
+            "oidc_key_for_sa_issuer": self.oidc.mint(kubelet_sa_claims(SA_ISSUER, "team-a", "agent",
+                                                                       SA_AUDIENCE)),
+            "garbage": "not.a.jwt",
+        }
+        self.jwt_nobody = self.oidc.mint(claims("stranger"))  # valid, but no role binding
+
+    def all_tokens(self) -> list[str]:
+        return [VIC, UMA, ROOT, NOBODY, *self.good.values(), *self.bad.values(), *self.more_bad.values(),
+                self.jwt_nobody]
+
+    def write_policy(self, name: str = "policy.yaml") -> Path:
+        path = self.dir / name
+        path.write_text(yaml.safe_dump(policy_doc(
+            server={"namespace": "team-a", "name": "files"},
+            auth={"staticTokens": {"file": "tokens.yaml"},
+                  "jwt": [{"issuer": ISSUER, "audiences": [AUDIENCE], "jwksFile": "jwks.json",
+                           "clockSkewSeconds": 30}],
+                  "serviceAccountTokens": {"issuer": SA_ISSUER, "jwksFile": "sa-jwks.json"}},
+            roles=[{"role": "viewer", "subjects": ["vic"]},
+                   {"role": "user", "groups": ["devs"], "serviceAccounts": ["team-a/agent"]},
+                   {"role": "admin", "subjects": ["root"]}],
+            tools=[{"name": "echo", "requiredRole": "viewer"},
+                   {"name": "secret", "requiredRole": "user"},
+                   {"name": "cancelled", "requiredRole": "admin"}],
+        ), sort_keys=False))
+        return path
+
+
+def hs256(claims: dict, secret: bytes, kid: str) -> str:
+    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT", "kid": kid}).encode())
+    payload = b64url(json.dumps(claims).encode())
+    sig = hmac.new(secret, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return f"{header}.{payload}.{b64url(sig)}"
+
+
+@pytest.fixture(scope="module")
+def ids(tmp_path_factory):
+    return Ids(tmp_path_factory.mktemp("auth"))
+
+
+@pytest.fixture(scope="module")
+def fa(module_facade, ids):
+    """The facade with every authenticator, in front of the stdio fixture (raw log on)."""
+    audit = Audit(ids.dir / "audit.jsonl")
+    f = module_facade(upstream=policy_fixture_stdio(), policy=str(ids.write_policy()),
+                      extra_args=["--audit", audit.arg], env={"FIXTURE_LOG": str(ids.dir / "upstream.log")})
+    f.audit = audit
+    return f
+
+
+def post(url: str, body: dict, token: str | None = None, headers: dict | None = None) -> httpx.Response:
+    h = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json", **(headers or {})}
+    if token is not None:
+        h["Authorization"] = f"Bearer {token}"
+    return httpx.post(url, json=body, headers=h, timeout=10)
+
+
+def new_audit_line(audit: Audit, before: int, timeout: float = 5) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = audit.lines()
+        if len(lines) > before:
+            return lines[before]
+        time.sleep(0.02)
+    raise AssertionError(f"no new audit line after {timeout}s:\n{audit.text()[-3000:]}")
+
+
+# ---------------------------------------------------------------------------
+# No token
+# ---------------------------------------------------------------------------
+def test_no_token_is_401_on_every_method(fa):
+    for method, params in [("initialize", INIT), ("tools/list", {}), ("tools/call", {"name": "echo"}),
+                           ("ping", None), ("resources/list", {})]:
+        body = {"jsonrpc": "2.0", "id": 7, "method": method, **({"params": params} if params else {})}
+        r = post(fa.url, body)
+        assert r.status_code == 401, (method, r.status_code, r.text)
+        err = r.json()["error"]
+        assert err["code"] == -32001 and err["data"]["reason"] == "auth_required", (method, err)
+        assert r.headers["www-authenticate"].lower().startswith("bearer"), r.headers
+    for verb in ("GET", "DELETE"):
+        r = httpx.request(verb, fa.url, headers={"Accept": "text/event-stream"}, timeout=10)
+        assert r.status_code == 401, (verb, r.status_code)
+    # A session id is not a credential.
+    raw = AuthedMcp(fa.url, UMA)
+    try:
+        raw.initialize()
+        r = post(fa.url, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+                 headers={"Mcp-Session-Id": raw.session_id, "MCP-Protocol-Version": raw.negotiated})
+        assert r.status_code == 401 and r.json()["error"]["code"] == -32001
+    finally:
+        raw.close()
+
+
+# ---------------------------------------------------------------------------
+# Each kind of token
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["static", "jwt_rs256", "jwt_es256", "jwt_eddsa", "sa"])
+def test_token_kind_accepted(fa, ids, kind):
+    token = ids.good[kind]
+    before = len(fa.audit.lines())
+
+    async def body():
+        async with sdk_client(fa.url, token) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert names == {"echo", "secret"}, names  # all of them are users
+            r = await c.call_tool("echo", {"text": f"hello {kind}"})
+            assert text_of_result(r) == f"hello {kind}"
+
+    run_async(body)
+    line = new_audit_line(fa.audit, before)
+    assert line["event"] == "tool_call" and line["decision"] == "allow", line
+    assert line["subject"] == ids.subject[kind] and line["auth"] == ids.method[kind], line
+    assert line["role"] == "user"
+
+
+def test_service_account_token_audit_line_names_the_service_account(fa, ids):
+    token = ids.good["sa"]
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["kubernetes.io"]["serviceaccount"]["name"] == "agent"  # minted like the kubelet does
+    assert claims["aud"] == [SA_AUDIENCE]
+    before = len(fa.audit.lines())
+    raw = AuthedMcp(fa.url, token)
+    try:
+        raw.initialize()
+        r = raw.call_tool("secret", {})
+        assert "[REDACTED:github_token]" in json.dumps(r)
+    finally:
+        raw.close()
+    line = new_audit_line(fa.audit, before)
+    assert line["subject"] == "system:serviceaccount:team-a:agent", line
+    assert line["auth"] == "service_account" and line["tool"] == "secret" and line["decision"] == "allow"
+
+
+# ---------------------------------------------------------------------------
+# Bad JWTs
+# ---------------------------------------------------------------------------
+def test_bad_jwts_rejected_with_distinct_audit_reasons(fa, ids):
+    reasons = {}
+    for name, token in ids.bad.items():
+        before = len(fa.audit.lines())
+        r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=token)
+        assert r.status_code == 401, (name, r.status_code, r.text)
+        err = r.json()["error"]
+        assert err["code"] == -32001 and err["data"]["reason"] == "auth_required", (name, err)
+        line = new_audit_line(fa.audit, before)
+        assert line["event"] == "auth_failure" and line["code"] == -32001 and line["decision"] == "deny", line
+        reasons[name] = line["reason"]
+        # why it failed is in the audit line only, never in the response
+        assert line["reason"] not in r.text, (name, line["reason"], r.text)
+    assert reasons["expired"] == "token_expired", reasons
+    assert reasons["wrong_audience"] == "wrong_audience", reasons
+    assert reasons["tampered"] == "bad_signature", reasons
+    assert reasons["wrong_issuer"] in ("wrong_issuer", "unknown_issuer", "unknown_token"), reasons
+    assert reasons["alg_none"] in ("unsupported_algorithm", "malformed_token", "alg_none"), reasons
+    assert len(set(reasons.values())) == len(reasons), f"reasons are not distinct: {reasons}"
+    # all the error bodies are the same: a caller cannot tell why
+    bodies = {json.dumps(post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                              token=t).json()["error"], sort_keys=True) for t in ids.bad.values()}
+    assert len(bodies) == 1, bodies
+
+
+@pytest.mark.parametrize("name", ["hs256_with_public_key", "not_yet_valid", "foreign_key", "no_exp",
+                                  "sa_kube_api_audience", "sa_other_server", "sa_expired",
+                                  "oidc_key_for_sa_issuer", "garbage"])
+def test_more_bad_tokens_rejected(fa, ids, name):
+    before = len(fa.audit.lines())
+    r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=ids.more_bad[name])
+    assert r.status_code == 401 and r.json()["error"]["code"] == -32001, (name, r.status_code, r.text)
+    line = new_audit_line(fa.audit, before)
+    assert line["event"] == "auth_failure" and line["reason"], line
+
+
+# ---------------------------------------------------------------------------
+# Roles
+# ---------------------------------------------------------------------------
+def test_tools_list_differs_by_role_and_viewer_cannot_call_user_tool(fa, ids):
+    async def body():
+        seen = {}
+        for who, token in [("viewer", VIC), ("user", UMA), ("admin", ROOT), ("none", NOBODY),
+                           ("none_jwt", ids.jwt_nobody)]:
+            async with sdk_client(fa.url, token) as c:
+                seen[who] = {t.name for t in (await c.list_tools()).tools}
+                if who == "viewer":
+                    e = await sdk_error(c.call_tool("secret", {}))
+                    assert e.code == -32003 and e.data["reason"] == "role_too_low", e.error
+                    assert (e.data["limit"], e.data["observed"]) == ("user", "viewer")
+                    assert text_of_result(await c.call_tool("echo", {"text": "v"})) == "v"
+                if who.startswith("none"):
+                    e = await sdk_error(c.call_tool("echo", {"text": "x"}))
+                    assert e.code == -32003 and e.data["reason"] == "no_role", e.error
+        assert seen["viewer"] == {"echo"}
+        assert seen["user"] == {"echo", "secret"}
+        assert seen["admin"] == {"echo", "secret", "cancelled"}
+        assert seen["none"] == set() and seen["none_jwt"] == set()
+
+    run_async(body)
+
+
+def test_session_of_one_identity_is_404_for_another(fa, ids):
+    owner, other = AuthedMcp(fa.url, UMA), AuthedMcp(fa.url, ids.good["jwt_rs256"])
+    try:
+        owner.initialize()
+        other.session_id, other.negotiated = owner.session_id, owner.negotiated
+        r = other.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+        assert r.status_code == 404, (r.status_code, r.text)
+        r = other.post({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": "hijack"}}})
+        assert r.status_code == 404
+        assert other.delete().status_code == 404
+        # unknown and foreign look the same
+        other.session_id = "0" * 32
+        r2 = other.post({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                         "params": {"name": "echo", "arguments": {"text": "hijack"}}})
+        assert r2.status_code == 404 and r2.text == r.text, (r2.text, r.text)
+        # the owner's session is untouched
+        assert "result" in owner.request("tools/list")
+        assert owner.delete().status_code in (200, 204)
+    finally:
+        owner.close()
+        other.close()
+
+
+# ---------------------------------------------------------------------------
+# Token hygiene
+# ---------------------------------------------------------------------------
+def test_token_never_reaches_logs_audit_metrics_or_upstream(facade, start_process, ids, tmp_path):
+    """Every kind of token, good and bad, with debug logging on: none of them may
+    appear in the facade's logs, its audit file, /metrics, or what the stdio or
+    the Streamable HTTP upstream receives (headers included)."""
+    stdio_log, http_log = tmp_path / "stdio-upstream.log", tmp_path / "http-upstream.log"
+    audit = Audit(tmp_path / "audit.jsonl")
+    policy = ids.write_policy("policy-hygiene.yaml")
+    env = {"MCP_WARDEN_LOG": "debug"}
+    stdio_fa = facade(upstream=policy_fixture_stdio(), policy=str(policy), extra_args=["--audit", audit.arg],
+                      env={**env, "FIXTURE_LOG": str(stdio_log)})
+    port = free_port()
+    up = start_process([*policy_fixture_stdio(), "--http", str(port)], env={"FIXTURE_LOG": str(http_log)})
+    wait_port(port, proc=up)
+    http_fa = facade(upstream_url=f"http://127.0.0.1:{port}/mcp", policy=str(policy),
+                     extra_args=["--audit", audit.arg.replace("audit.jsonl", "audit-http.jsonl")], env=env)
+    http_audit = Audit(tmp_path / "audit-http.jsonl")
+
+    for f in (stdio_fa, http_fa):
+        for token in [*ids.good.values(), VIC, ROOT]:
+            raw = AuthedMcp(f.url, token)
+            try:
+                raw.initialize()
+                assert "result" in raw.request("tools/list")
+                assert "result" in raw.call_tool("echo", {"text": "hygiene"})
+                # a token in params.auth over HTTP is not forwarded either
+                raw.request("tools/call", {"name": "echo", "arguments": {"text": "x"}, "auth": {"token": UMA}})
+                raw.delete()
+            finally:
+                raw.close()
+        for token in [*ids.bad.values(), *ids.more_bad.values(), NOBODY]:
+            post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=token)
+    time.sleep(0.5)  # let the audit writers flush
+    places = {
+        "stdio facade stderr": stdio_fa.stderr_text(),
+        "http facade stderr": http_fa.stderr_text(),
+        "audit": audit.text() + http_audit.text(),
+        "metrics": metrics_text(stdio_fa.admin_url) + metrics_text(http_fa.admin_url),
+        "stdio upstream traffic": stdio_log.read_text(),
+        "http upstream traffic": http_log.read_text(),
+    }
+    assert "hygiene" in places["stdio upstream traffic"] and "hygiene" in places["http upstream traffic"]
+    assert audit.lines() and http_audit.lines()
+    for token in ids.all_tokens():
+        needles = {token}
+        if token.count(".") == 2 and len(token.split(".")[2]) > 20:
+            needles.add(token.split(".")[2])  # the signature alone
+        needles.add(sha256_hex(token))  # not even the hash a static token is stored as
+        for where, text in places.items():
+            for needle in needles:
+                assert needle not in text, f"a token ({needle[:12]}…) appears in the {where}"
+    for line in places["http upstream traffic"].splitlines():
+        req = json.loads(line)
+        assert "authorization" not in {k.lower() for k in req["headers"]}, req["headers"]
+    for where in ("stdio upstream traffic", "http upstream traffic"):
+        for line in places[where].splitlines():
+            msg = json.loads(line)
+            msg = json.loads(msg["body"]) if "body" in msg and isinstance(msg.get("body"), str) \
+                and msg["body"] else msg
+            if isinstance(msg, dict):
+                assert "auth" not in (msg.get("params") or {}), f"params.auth reached the {where}: {msg}"
+
+
+def test_stdio_downstream_params_auth_token(sidecar_binary, ids, tmp_path):
+    """`run --stdio`: the token travels in params.auth.token, is checked per
+    message, and is stripped before the message goes upstream."""
+    log = tmp_path / "upstream.log"
+    audit = Audit(tmp_path / "audit.jsonl")
+    policy = ids.write_policy("policy-stdio.yaml")
+    proc = subprocess.Popen(
+        [str(sidecar_binary), "run", "--stdio", "--policy", str(policy), "--audit", audit.arg,
+         "--admin-listen", f"127.0.0.1:{free_port()}", "--", *policy_fixture_stdio()],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "stderr.log", "w"),
+        env={**os.environ, "FIXTURE_LOG": str(log), "MCP_WARDEN_LOG": "debug"}, start_new_session=True)
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+
+    def send(msg: dict) -> None:
+        proc.stdin.write((json.dumps(msg) + "\n").encode())
+        proc.stdin.flush()
+
+    def answer(rid, timeout: float = 15) -> dict:
+        nonlocal buf
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    msg = json.loads(line)
+                    if msg.get("id") == rid and "method" not in msg:
+                        return msg
+            left = deadline - time.monotonic()
+            assert left > 0, f"no answer to id {rid}"
+            if sel.select(left):
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                assert chunk, "the facade closed stdout"
+                buf += chunk
+
+    def auth(token):
+        return {"auth": {"token": token}}
+
+    sa = ids.good["sa"]
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT, **auth(sa)}})
+        assert "result" in answer(1), "initialize with params.auth.token failed"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized", "params": auth(sa)})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": auth(sa)})
+        assert {t["name"] for t in answer(2)["result"]["tools"]} == {"echo", "secret"}
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+              "params": {"name": "echo", "arguments": {"text": "over stdio"}, **auth(sa)}})
+        assert answer(3)["result"]["content"][0]["text"] == "over stdio"
+        send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}})
+        assert answer(4)["error"]["code"] == -32001
+        send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+              "params": {"name": "echo", "arguments": {"text": "x"}, **auth(ids.bad["expired"])}})
+        assert answer(5)["error"]["code"] == -32001
+        send({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+              "params": {"name": "secret", "arguments": {}, **auth(VIC)}})
+        assert answer(6)["error"]["code"] == -32003
+        send({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": auth(VIC)})
+        assert {t["name"] for t in answer(7)["result"]["tools"]} == {"echo"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(5)
+        sel.close()
+    traffic = log.read_text()
+    assert "over stdio" in traffic
+    for line in traffic.splitlines():
+        assert "auth" not in (json.loads(line).get("params") or {}), line
+    reasons = [line["reason"] for line in audit.lines() if line["event"] == "auth_failure"]
+    assert "token_missing" in reasons and "token_expired" in reasons, reasons
+    sa_lines = [line for line in audit.lines() if line["event"] == "tool_call" and line["decision"] == "allow"]
+    assert sa_lines and sa_lines[0]["subject"] == "system:serviceaccount:team-a:agent"
+    for where, text in [("upstream traffic", traffic), ("audit", audit.text()),
+                        ("stderr", (tmp_path / "stderr.log").read_text())]:
+        for token in (sa, VIC, ids.bad["expired"], sa.split(".")[2]):
+            assert token not in text, f"a token appears in the {where}"
+
+
+@pytest.fixture
+def sidecar_binary():
+    from conftest import sidecar_path
+    p = sidecar_path()
+    if not p.exists():
+        pytest.skip(f"facade binary {p} does not exist")
+    return p
