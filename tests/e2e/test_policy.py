@@ -623,3 +623,140 @@ def test_git_server_path_rule(git, repo):
             assert e.code == -32004 and e.data["reason"] == "tool_not_available"
 
     run_async(body)
+
+
+# ---------------------------------------------------------------------------
+# More budgets, output schema, risk, pagination, schema cleaning
+# ---------------------------------------------------------------------------
+def test_rate_limit_budget(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}}, tools=[{"name": "echo"}], limits={"callsPerMinute": 2}))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            answers = []
+            for i in range(4):
+                try:
+                    answers.append(text_of_result(await c.call_tool("echo", {"text": f"n{i}"})))
+                except Exception as e:  # noqa: BLE001 - MCPError expected
+                    answers.append(e)
+            assert answers[:2] == ["n0", "n1"], answers  # the bucket starts full (2)
+            for refused in answers[2:]:
+                assert not isinstance(refused, str), f"4 calls at once under callsPerMinute: 2: {answers}"
+                assert refused.code == -32005 and refused.data["reason"] == "rate_limited", refused.error
+                assert refused.data["limit"] == 2
+
+    run_async(body)
+
+
+@pytest.mark.xfail(strict=True, reason="facade bug: the calls-per-minute token bucket is one per session but "
+                   "its capacity and refill come from the calling tool's limit, so a tool with a low per-tool "
+                   "callsPerMinute empties the bucket and a different tool (own limit 600) is refused with "
+                   "rate_limited, 'limit 600, observed 601' (observed is made up as limit+1)")
+def test_per_tool_rate_limit_does_not_throttle_other_tools(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}},
+        tools=[{"name": "echo", "limits": {"callsPerMinute": 2}}, {"name": "mutable"}]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            for i in range(3):
+                try:
+                    await c.call_tool("echo", {"text": f"n{i}"})
+                except Exception:  # noqa: BLE001 - the third is rate limited, as it should be
+                    pass
+            # mutable has the profile-wide default (600/min) and has not been called yet
+            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
+
+    run_async(body)
+
+
+def test_concurrency_budget(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}}, tools=[{"name": "sleep", "limits": {"maxConcurrentCalls": 1}}]))
+
+    async def body():
+        results: list = []
+        async with sdk_client(fa.url) as c:
+            async def sleeper(delay):
+                await anyio.sleep(delay)
+                try:
+                    results.append(text_of_result(await c.call_tool("sleep", {"seconds": 1.5})))
+                except Exception as e:  # noqa: BLE001
+                    results.append(e)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sleeper, 0)
+                tg.start_soon(sleeper, 0.3)
+        ok = [r for r in results if isinstance(r, str)]
+        refused = [r for r in results if not isinstance(r, str)]
+        assert len(ok) == 1 and len(refused) == 1, results
+        assert refused[0].code == -32005 and refused[0].data["reason"] == "concurrency_exceeded", refused[0]
+        assert (refused[0].data["limit"], refused[0].data["observed"]) == (1, 2), refused[0].data
+
+    run_async(body)
+
+
+def test_structured_content_checked_against_output_schema(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}},
+                                                     tools=[{"name": "weather"}]))
+    raw = AuthedMcp(fa.url)
+    try:
+        raw.initialize()
+        good = raw.call_tool("weather", {"good": True})
+        assert good["result"]["structuredContent"] == {"temperature": 21.5}, good
+        bad = rpc_error(raw.call_tool("weather", {}))
+        assert bad["data"]["reason"] == "output_schema_violation", bad
+        assert "hot" not in json.dumps(bad)
+    finally:
+        raw.close()
+
+
+def test_risk_ceiling_risk_prefix_and_annotations_floor(facade, tree):
+    """riskCeiling medium: a destructive tool is refused unless approved; a
+    rule's lower `risk` cannot undercut its annotations; riskPrefix marks it."""
+    ws = tree / "ws"
+    fa = facade(upstream=filesystem_stdio(tree), policy=policy_doc(
+        auth={"anonymous": {"role": "user"}}, riskPrefix=True, riskCeiling="medium",
+        approvedTools=["write_file"], sandbox={"writeAllowed": True},
+        tools=[
+            {"name": "read_text_file"},
+            {"name": "write_file", "arguments": [{"name": "path", "kind": "path", "allow": [f"{ws}/**"]}]},
+            {"name": "edit_file", "risk": "low"},   # destructiveHint: true says otherwise
+        ]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            tools = await listed(c)
+            assert set(tools) == {"read_text_file", "write_file"}, set(tools)
+            assert tools["write_file"].description.startswith("["), tools["write_file"].description
+            assert not tools["read_text_file"].description.startswith("[")
+            e = await sdk_error(c.call_tool("edit_file", {"path": str(ws / "notes.txt"), "edits": []}))
+            assert e.code == -32004 and e.data["reason"] == "risk_above_ceiling", e.error
+            assert e.data["limit"] == "medium" and e.data["observed"] in ("high", "critical"), e.data
+            target = ws / "written-by-approved-tool.txt"
+            r = await c.call_tool("write_file", {"path": str(target), "content": "approved write"})
+            assert not r.is_error, text_of_result(r)
+            assert target.read_text() == "approved write"
+            target.unlink()
+
+    run_async(body)
+
+
+def test_pages_merged_and_schemas_cleaned(facade, ev):
+    from helpers import fixture_stdio  # the paginating fixture: 2 tools per page
+    fa = facade(upstream=fixture_stdio(), policy=policy_doc(
+        auth={"anonymous": {"role": "user"}},  # no annotations there: writes inferred, so say it
+        tools=[{"name": n, "writes": False} for n in ("echo", "progress", "cancelled")]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            page = await c.list_tools()
+            assert {t.name for t in page.tools} == {"echo", "progress", "cancelled"}  # pages 1, 2 and 3
+            assert page.next_cursor is None
+            assert text_of_result(await c.call_tool("progress", {"steps": 1})) == "done"
+        async with sdk_client(ev.url) as c:
+            for tool in (await c.list_tools()).tools:
+                assert "$schema" not in tool.input_schema, (tool.name, tool.input_schema)
+                assert tool.input_schema.get("type") == "object"
+
+    run_async(body)
