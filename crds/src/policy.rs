@@ -139,7 +139,18 @@ pub enum DefaultAction {
 
 /// Roles, from least to most privileged (seed 004: VIEWER/USER/ADMIN).
 #[derive(
-    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
 )]
 #[serde(rename_all = "camelCase")]
 pub enum Role {
@@ -154,7 +165,18 @@ pub enum Role {
 
 /// How dangerous a tool is.
 #[derive(
-    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
 )]
 #[serde(rename_all = "camelCase")]
 pub enum RiskLevel {
@@ -318,7 +340,11 @@ pub struct Redaction {
 
 impl Default for Redaction {
     fn default() -> Self {
-        Redaction { enabled: true, kinds: Vec::new(), patterns: Vec::new() }
+        Redaction {
+            enabled: true,
+            kinds: Vec::new(),
+            patterns: Vec::new(),
+        }
     }
 }
 
@@ -488,7 +514,10 @@ impl FacadePolicy {
     /// Parse a YAML (or JSON, a subset of YAML) document. `origin` names the
     /// source in errors.
     pub fn from_yaml_str(text: &str, origin: &str) -> Result<Self, LoadError> {
-        let parse_err = |message: String| LoadError::Parse { path: origin.to_string(), message };
+        let parse_err = |message: String| LoadError::Parse {
+            path: origin.to_string(),
+            message,
+        };
         // An empty file is an empty (deny-all) policy, not an error.
         let policy: FacadePolicy = if text.trim().is_empty() {
             FacadePolicy::default()
@@ -508,7 +537,10 @@ impl FacadePolicy {
     /// Read and parse a policy file.
     pub fn from_file(path: &Path) -> Result<Self, LoadError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: origin.clone(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: origin.clone(),
+            source,
+        })?;
         Self::from_yaml_str(&text, &origin)
     }
 
@@ -521,8 +553,13 @@ impl FacadePolicy {
             quarantine_on_drift: false,
             poisoning_scan: ScanAction::Warn,
             risk_ceiling: RiskLevel::Critical,
-            auth: AuthConfig { anonymous: Some(AnonymousAccess { role: Role::Admin }), ..Default::default() },
-            sandbox: SandboxGrant { write_allowed: true },
+            auth: AuthConfig {
+                anonymous: Some(AnonymousAccess { role: Role::Admin }),
+                ..Default::default()
+            },
+            sandbox: SandboxGrant {
+                write_allowed: true,
+            },
             ..Default::default()
         }
     }
@@ -532,7 +569,12 @@ impl FacadePolicy {
 /// column) into one message that also names the field path.
 fn serde_path_to_error_like(de: serde_yaml_ng::Deserializer<'_>) -> Result<FacadePolicy, String> {
     FacadePolicy::deserialize(de).map_err(|e| match e.location() {
-        Some(loc) => format!("line {}, column {}: {}", loc.line(), loc.column(), strip_location(&e.to_string())),
+        Some(loc) => format!(
+            "line {}, column {}: {}",
+            loc.line(),
+            loc.column(),
+            strip_location(&e.to_string())
+        ),
         None => e.to_string(),
     })
 }
@@ -556,13 +598,18 @@ mod tests {
 
     #[test]
     fn default_matches_an_empty_mapping() {
-        assert_eq!(FacadePolicy::from_yaml_str("{}", "t").unwrap(), FacadePolicy::default());
+        assert_eq!(
+            FacadePolicy::from_yaml_str("{}", "t").unwrap(),
+            FacadePolicy::default()
+        );
     }
 
     #[test]
     fn unknown_field_names_line_and_field() {
         let text = "apiVersion: mcpwarden.dev/v1alpha1\nkind: FacadePolicy\ntools:\n  - name: a\n    aliass: b\n";
-        let err = FacadePolicy::from_yaml_str(text, "p.yaml").unwrap_err().to_string();
+        let err = FacadePolicy::from_yaml_str(text, "p.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("p.yaml"), "{err}");
         assert!(err.contains("line 5"), "{err}");
         assert!(err.contains("aliass"), "{err}");
@@ -576,8 +623,11 @@ mod tests {
 
     #[test]
     fn json_is_accepted() {
-        let p = FacadePolicy::from_yaml_str(r#"{"defaultAction":"allow","tools":[{"name":"echo","alias":"say"}]}"#, "j")
-            .unwrap();
+        let p = FacadePolicy::from_yaml_str(
+            r#"{"defaultAction":"allow","tools":[{"name":"echo","alias":"say"}]}"#,
+            "j",
+        )
+        .unwrap();
         assert_eq!(p.default_action, DefaultAction::Allow);
         assert_eq!(p.tools[0].alias.as_deref(), Some("say"));
     }

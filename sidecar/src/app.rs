@@ -24,6 +24,8 @@ pub struct Limits {
     pub max_body_bytes: usize,
     pub max_header_bytes: usize,
     pub header_read_timeout: Duration,
+    /// A body must arrive within this (slow-drip bodies are cut off).
+    pub body_read_timeout: Duration,
     pub max_sessions: usize,
     pub idle_timeout: Duration,
     pub stream_queue_depth: usize,
@@ -42,8 +44,9 @@ impl Default for Limits {
             max_body_bytes: 4 * 1024 * 1024,
             max_header_bytes: 64 * 1024,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             max_sessions: 1024,
-            idle_timeout: Duration::from_secs(30 * 60),
+            idle_timeout: Duration::from_secs(15 * 60),
             stream_queue_depth: 256,
             upstream_wait: Duration::from_secs(30),
             max_restarts: 5,
@@ -97,10 +100,11 @@ impl App {
         policy: Arc<LivePolicy>,
         audit: Audit,
         session_ids: SessionIds,
+        max_upstream_message_bytes: usize,
     ) -> Arc<App> {
         let link_limits = LinkLimits {
             queue_depth: limits.stream_queue_depth,
-            ..LinkLimits::default()
+            max_message_bytes: max_upstream_message_bytes,
         };
         Arc::new(App {
             spares: Spares::new(target.clone(), link_limits.clone(), limits.spares),

@@ -48,6 +48,22 @@ pub async fn run(socket: PathBuf, program: String, args: Vec<String>) -> anyhow:
     Ok(())
 }
 
+/// Copy the running executable to `dest`, executable by everyone (the
+/// server container may run as another user).
+pub fn install(dest: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let me = std::env::current_exe()?;
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let partial = dest.with_extension("partial");
+    std::fs::copy(&me, &partial)?;
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::rename(&partial, dest)?;
+    eprintln!("installed {} -> {}", me.display(), dest.display());
+    Ok(())
+}
+
 fn remove(socket: &Path) {
     let _ = std::fs::remove_file(socket);
 }

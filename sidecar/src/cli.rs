@@ -41,6 +41,12 @@ enum Command {
     /// The upstream is a command after `--` (one process per session), or
     /// `--upstream-url`, or `--upstream-socket`.
     Run(RunArgs),
+    /// Copy this binary to DEST (an init container uses it to put the bridge
+    /// into a volume shared with the server container; no shell needed).
+    InstallBridge {
+        /// Where to write the executable.
+        dest: PathBuf,
+    },
     /// Serve a stdio MCP server on a unix socket, one process per connection.
     Bridge {
         /// Socket path to listen on.
@@ -86,9 +92,22 @@ struct RunArgs {
     /// Largest request header block, in bytes.
     #[arg(long, default_value_t = Limits::default().max_header_bytes)]
     max_header_bytes: usize,
-    /// Most concurrent sessions (each with its own server process for stdio).
-    #[arg(long, default_value_t = Limits::default().max_sessions)]
-    max_sessions: usize,
+    /// Most concurrent sessions. Default: 64 when each session owns a server
+    /// process (command or socket upstream), 1024 for an HTTP upstream.
+    #[arg(long)]
+    max_sessions: Option<usize>,
+    /// Seconds a request body may take to arrive.
+    #[arg(long, default_value_t = Limits::default().body_read_timeout.as_secs())]
+    body_timeout_secs: u64,
+    /// Largest single message from the server, in bytes.
+    #[arg(long, default_value_t = crate::upstream::LinkLimits::default().max_message_bytes)]
+    max_upstream_message_bytes: usize,
+    /// First delay before restarting a crashed server, in milliseconds (doubles per crash).
+    #[arg(long, default_value_t = Limits::default().restart_backoff_initial.as_millis() as u64)]
+    restart_backoff_ms: u64,
+    /// Longest delay between restarts, in milliseconds.
+    #[arg(long, default_value_t = Limits::default().restart_backoff_max.as_millis() as u64)]
+    restart_backoff_max_ms: u64,
     /// Seconds without activity after which a session ends.
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs())]
     idle_timeout_secs: u64,
@@ -134,6 +153,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::InstallBridge { dest } => bridge::install(&dest),
             Command::Bridge {
                 socket,
                 mut command,
@@ -200,7 +220,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_header_bytes: args.max_header_bytes,
-        max_sessions: args.max_sessions,
+        max_sessions: args.max_sessions.unwrap_or(match target {
+            UpstreamTarget::Http(_) => 1024,
+            _ => 64,
+        }),
+        body_read_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
+        restart_backoff_initial: Duration::from_millis(args.restart_backoff_ms.max(1)),
+        restart_backoff_max: Duration::from_millis(
+            args.restart_backoff_max_ms
+                .max(args.restart_backoff_ms)
+                .max(1),
+        ),
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         stream_queue_depth: args.queue_depth.max(1),
         max_restarts: args.max_restarts,
@@ -228,7 +258,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => SessionIds::local(),
     };
-    let app = App::new(target, limits, hosts, policy, audit, session_ids);
+    let app = App::new(
+        target,
+        limits,
+        hosts,
+        policy,
+        audit,
+        session_ids,
+        args.max_upstream_message_bytes,
+    );
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),

@@ -147,9 +147,15 @@ impl Message {
                 // JSON-RPC ids are strings or numbers; MCP forbids null.
                 if !matches!(first, Some(b'"' | b'-' | b'0'..=b'9')) {
                     return Err((
-                        ParseError::Invalid("`id` must be a string or a number"),
+                        ParseError::Invalid("`id` must be a string or an integer"),
                         None,
                     ));
+                }
+                // MCP ids are strings or integers; many servers (JavaScript)
+                // lose integers past 2^53, and would never answer.
+                if first != Some(b'"') && !is_safe_integer(text) {
+                    let why = "a numeric `id` must be an integer between -(2^53-1) and 2^53-1";
+                    return Err((ParseError::Invalid(why), None));
                 }
                 Some(RequestId::from_raw(text))
             }
@@ -191,7 +197,13 @@ impl Message {
     /// Parse the message into a generic value, for the few places that must
     /// look inside `params` or `result` (policy layers, initialize).
     pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.bytes).unwrap_or(serde_json::Value::Null)
+        self.try_value().unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Like [`Message::to_value`], but says why a message that is valid
+    /// JSON-RPC cannot become a value (e.g. a lone UTF-16 surrogate escape).
+    pub fn try_value(&self) -> Result<serde_json::Value, String> {
+        serde_json::from_slice(&self.bytes).map_err(|e| e.to_string())
     }
 
     /// Whether the raw bytes contain `needle`: a cheap pre-check before
@@ -199,6 +211,14 @@ impl Message {
     pub fn mentions(&self, needle: &[u8]) -> bool {
         memchr::memmem::find(&self.bytes, needle).is_some()
     }
+}
+
+fn is_safe_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits.len() <= 16
+        && digits.parse::<u64>().is_ok_and(|n| n < (1u64 << 53))
 }
 
 /// Build an error response. `id` is raw JSON (`null` when unknown).
@@ -332,6 +352,15 @@ mod tests {
                 .code(),
             codes::INVALID_REQUEST
         );
+        for id in ["1.5", "1e3", "9007199254740992"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+            assert_eq!(
+                parse(&text).unwrap_err().0.code(),
+                codes::INVALID_REQUEST,
+                "{id}"
+            );
+        }
+        assert!(parse(r#"{"jsonrpc":"2.0","id":-9007199254740991,"method":"x"}"#).is_ok());
     }
 
     #[test]

@@ -16,7 +16,6 @@ MAX_BODY = 65536
 
 @pytest.fixture(scope="module")
 def fa(module_facade):
-    # drain quickly at teardown: the xfail'd fractional-id request stays in flight forever
     return module_facade(upstream=everything_stdio(),
                          extra_args=["--max-body-bytes", str(MAX_BODY), "--drain-timeout-secs", "1"])
 
@@ -230,13 +229,9 @@ def test_unknown_method_and_bad_tool_pass_through(sess):
     assert_still_works(sess)
 
 
-ID_BUG = ("facade bug: a request with a fractional id (MCP: \"Requests MUST include a string or "
-          "integer ID\") is accepted and forwarded to a server that drops it (server-everything "
-          "does), so the POST never gets a response. Expected: HTTP 400, -32600")
-
 
 @pytest.mark.parametrize("rid", [
-    pytest.param(1.5, id="fractional", marks=pytest.mark.xfail(strict=True, reason=ID_BUG)),
+    pytest.param(1.5, id="fractional"),
     pytest.param(None, id="null"),
 ])
 def test_request_id_must_be_string_or_integer(sess, rid):
@@ -250,12 +245,7 @@ def test_request_id_must_be_string_or_integer(sess, rid):
     assert_still_works(sess)
 
 
-SURROGATE_BUG = ("facade bug: a tools/call whose arguments hold a lone surrogate escape (\"\\ud800\", valid "
-                 "JSON text) is refused with -32004 `Unknown tool: ``` although the tool is `echo`: the "
-                 "params fail to parse and the refusal reports an empty tool name")
 
-
-@pytest.mark.xfail(strict=True, reason=SURROGATE_BUG)
 def test_lone_surrogate_in_arguments_gets_a_truthful_answer(sess):
     raw = (b'{"jsonrpc":"2.0","id":60,"method":"tools/call",'
            b'"params":{"name":"echo","arguments":{"message":"a\\ud800b"}}}')

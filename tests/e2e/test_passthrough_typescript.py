@@ -115,15 +115,7 @@ def test_ts_client_pagination(facade, start_process):
     assert r["echo"] == "paged"
 
 
-STDIO_EXIT_BUG = (
-    "facade bug: `run --stdio` waits the full upstream_wait (30 s) after its client closes stdin "
-    "even with nothing in flight: downstream/stdio.rs waits for session.idle_for(), which is never "
-    "Some while the stdio session's open-ended stdout stream is live. MCP stdio shutdown: the "
-    "client closes stdin and waits for the server to exit, so every desktop client waits 30 s "
-    "(or kills it)")
 
-
-@pytest.mark.xfail(strict=True, reason=STDIO_EXIT_BUG)
 def test_facade_stdio_exits_when_client_closes_stdin():
     """Raw stdio (no SDK): initialize, one call, close stdin -> the facade exits promptly."""
     if not sidecar_path().exists():

@@ -89,9 +89,37 @@ impl JwtVerifier {
             ));
         }
         let path = base.join(jwks_file);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read JWKS {}: {e}", path.display()))?;
-        let set: JwkSet = serde_json::from_str(&text)
+        let keys = match std::fs::read_to_string(&path) {
+            Ok(text) => Self::keys(&text, &path)?,
+            // The operator publishes the cluster's JWKS after the pod may
+            // start; until then this issuer's tokens are refused, and the
+            // policy watcher picks the file up when it appears.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::warn!(jwks = %path.display(), %issuer, "JWKS file not found yet; tokens of this issuer are refused until it appears");
+                Vec::new()
+            }
+            Err(e) => return Err(format!("cannot read JWKS {}: {e}", path.display())),
+        };
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.algorithms = ALGORITHMS.to_vec();
+        validation.leeway = skew.unwrap_or(DEFAULT_SKEW).min(MAX_SKEW);
+        validation.validate_nbf = true;
+        validation.set_issuer(&[issuer]);
+        validation.set_audience(audiences);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        Ok(JwtVerifier {
+            issuer: issuer.to_string(),
+            keys,
+            validation,
+            kind,
+        })
+    }
+
+    fn keys(
+        text: &str,
+        path: &Path,
+    ) -> Result<Vec<(Option<String>, Algorithm, DecodingKey)>, String> {
+        let set: JwkSet = serde_json::from_str(text)
             .map_err(|e| format!("invalid JWKS {}: {e}", path.display()))?;
         let mut keys = Vec::new();
         for jwk in &set.keys {
@@ -121,19 +149,7 @@ impl JwtVerifier {
                 path.display()
             ));
         }
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.algorithms = ALGORITHMS.to_vec();
-        validation.leeway = skew.unwrap_or(DEFAULT_SKEW).min(MAX_SKEW);
-        validation.validate_nbf = true;
-        validation.set_issuer(&[issuer]);
-        validation.set_audience(audiences);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        Ok(JwtVerifier {
-            issuer: issuer.to_string(),
-            keys,
-            validation,
-            kind,
-        })
+        Ok(keys)
     }
 
     pub fn verify(&self, token: &str) -> Result<Identity, Rejection> {
@@ -153,6 +169,9 @@ impl JwtVerifier {
         let candidates = self.keys.iter().filter(|(kid, alg, _)| {
             *alg == header.alg && (header.kid.is_none() || kid.is_none() || *kid == header.kid)
         });
+        if self.keys.is_empty() {
+            return Err(Rejection::Invalid("jwks_unavailable"));
+        }
         let mut last = Rejection::Invalid("no_matching_key");
         for (_, _, key) in candidates {
             let mut validation = self.validation.clone();

@@ -156,12 +156,10 @@ async fn post(
             return resp;
         }
     }
-    let body = match Limited::new(body, app.limits.max_body_bytes)
-        .collect()
-        .await
-    {
-        Ok(body) => body.to_bytes(),
-        Err(e)
+    let read = Limited::new(body, app.limits.max_body_bytes).collect();
+    let body = match tokio::time::timeout(app.limits.body_read_timeout, read).await {
+        Ok(Ok(body)) => body.to_bytes(),
+        Ok(Err(e))
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
@@ -171,13 +169,20 @@ async fn post(
             );
             return reject(&app, "body_too_large", StatusCode::PAYLOAD_TOO_LARGE, &text);
         }
-        Err(_) => {
+        Ok(Err(_)) => {
             return reject(
                 &app,
                 "body_read",
                 StatusCode::BAD_REQUEST,
                 "the request body could not be read",
             )
+        }
+        Err(_) => {
+            let text = format!(
+                "the request body did not arrive within {} s",
+                app.limits.body_read_timeout.as_secs()
+            );
+            return reject(&app, "body_timeout", StatusCode::REQUEST_TIMEOUT, &text);
         }
     };
     match split_batch(&body) {

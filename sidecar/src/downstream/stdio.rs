@@ -105,7 +105,7 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
     }
     // stdin closed: give answers in flight a moment, then end the session.
     let deadline = tokio::time::Instant::now() + app.limits.upstream_wait;
-    while session.idle_for().is_none() && tokio::time::Instant::now() < deadline {
+    while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     app.sessions.remove(&app, &session.id, "stdin closed");

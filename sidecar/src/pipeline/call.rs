@@ -24,7 +24,7 @@ use super::audit::{self, Record};
 use super::identity::Identity;
 use super::output::{Filtered, OutputCheck};
 use super::refusal::Refusal;
-use crate::jsonrpc::{Message, RequestId};
+use crate::jsonrpc::{self, Message, RequestId};
 use crate::session::Session;
 
 /// What the audit line and metrics need to know about a call.
@@ -51,7 +51,22 @@ impl Session {
         let id = msg.id.clone().expect("requests have ids");
         let app = self.app.clone();
         let policy = app.policy.load_full();
-        let request = msg.to_value();
+        let request = match msg.try_value() {
+            Ok(request) => request,
+            Err(e) => {
+                let text = format!(
+                    "Invalid params: the request cannot be read ({e}); send valid UTF-8 strings"
+                );
+                let data = serde_json::json!({ "reason": "unreadable_params" });
+                let bytes = jsonrpc::error_response(
+                    Some(&id),
+                    jsonrpc::codes::INVALID_PARAMS,
+                    &text,
+                    Some(data),
+                );
+                return self.answer_call(stream, bytes);
+            }
+        };
         let params = request.get("params").cloned().unwrap_or(Value::Null);
         let name = params
             .get("name")

@@ -117,12 +117,25 @@ impl OutputCheck<'_> {
                 });
             }
             let original = bytes.len() as u64;
+            let keep_structured = needs_schema;
+            let result = value.get_mut("result").expect("checked above");
             truncate(
-                value.get_mut("result").expect("checked above"),
+                result,
                 self.limits.max_output_bytes,
                 original,
+                keep_structured,
             );
             bytes = serde_json::to_vec(&value).expect("values serialize");
+            // Structured output that must match an outputSchema cannot be cut
+            // validly: when it alone does not fit, the call fails instead.
+            if bytes.len() as u64 > self.limits.max_output_bytes {
+                return Err(Refusal::Budget {
+                    tool: self.tool.to_string(),
+                    budget: Budget::OutputBytes,
+                    limit: self.limits.max_output_bytes,
+                    observed: original,
+                });
+            }
             filtered.truncated = true;
         }
         filtered.output_bytes = bytes.len() as u64;
@@ -134,11 +147,18 @@ impl OutputCheck<'_> {
 const MARKER_RESERVE: u64 = 256;
 
 /// Shrink a result to about `max` bytes: keep text blocks in order, cut the
-/// one that crosses the limit, drop non-text blocks and `structuredContent`
-/// that do not fit, and say so in a final text block.
-fn truncate(result: &mut Value, max: u64, original: u64) {
+/// one that crosses the limit, drop non-text blocks that do not fit, and say
+/// so in a final text block. `structuredContent` is kept when the tool
+/// declares an `outputSchema` (its room is reserved first), else dropped if
+/// it does not fit.
+fn truncate(result: &mut Value, max: u64, original: u64, keep_structured: bool) {
     let budget = max.saturating_sub(MARKER_RESERVE);
     let mut used = 0u64;
+    if keep_structured {
+        used += result
+            .get("structuredContent")
+            .map_or(0, |v| serde_json::to_vec(v).map_or(0, |b| b.len() as u64));
+    }
     if let Some(Value::Array(content)) = result.get_mut("content") {
         let mut kept = Vec::new();
         for mut item in std::mem::take(content) {
@@ -169,6 +189,9 @@ fn truncate(result: &mut Value, max: u64, original: u64) {
             "text": format!("[mcp-warden: output truncated to about {max} of {original} bytes by policy]"),
         }));
         *content = kept;
+    }
+    if keep_structured {
+        return;
     }
     if let Some(structured) = result.get("structuredContent") {
         let size = serde_json::to_vec(structured)
@@ -273,5 +296,46 @@ mod tests {
         );
         let err = check(&failing, &redactor, &schemas).apply(m()).unwrap_err();
         assert_eq!(err.reason(), "output_bytes_exceeded");
+    }
+
+    #[test]
+    fn truncation_keeps_structured_content_a_schema_requires() {
+        let redactor = Redactor::disabled();
+        let schemas = SchemaCache::new();
+        let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let tool = ObservedTool::new(serde_json::json!({"name": "t", "inputSchema": {"type": "object"}, "outputSchema": schema})).unwrap();
+        let limits = ResolvedLimits::resolve(
+            None,
+            &serde_yaml_ng::from_str::<Limits>("maxOutputBytes: 1000").unwrap(),
+        );
+        let check = OutputCheck {
+            tool: "t",
+            limits: &limits,
+            redactor: &redactor,
+            schemas: &schemas,
+            definition: Some(&tool),
+        };
+        let text = "y".repeat(5000);
+        let m = msg(
+            serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":text}],"structuredContent":{"n":7}}}),
+        );
+        let (bytes, f) = check.apply(m).unwrap();
+        assert!(f.truncated);
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            v["result"]["structuredContent"]["n"], 7,
+            "the structured result survives truncation"
+        );
+        assert!(bytes.len() <= 1000);
+        let huge = serde_json::json!({"n": 1, "pad": "z".repeat(5000)});
+        let m = msg(
+            serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":huge}}),
+        );
+        let err = check.apply(m).unwrap_err();
+        assert_eq!(
+            err.reason(),
+            "output_bytes_exceeded",
+            "structured output that cannot fit fails the call"
+        );
     }
 }

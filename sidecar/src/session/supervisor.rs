@@ -88,9 +88,26 @@ pub(super) async fn run(session: Arc<Session>) {
             }
             let _ = closed_tx.send("the upstream link ended".into());
         });
+        let mut closed_rx = closed_rx;
         if !first {
-            if let Err(e) = session.replay_handshake(&link).await {
+            // A server that dies during the replay is a crash like any other:
+            // it must count against the restart budget, not stall the session.
+            let replayed = tokio::select! {
+                r = session.replay_handshake(&link) => r,
+                closed = &mut closed_rx => Err(closed.unwrap_or_else(|_| "the upstream link ended".into())),
+            };
+            if let Err(e) = replayed {
                 tracing::warn!(session = %session.id, error = %e, "restarted MCP server did not take the handshake");
+                pump.abort();
+                drop(link);
+                session.app.metrics.upstream_restarts.inc();
+                if !session.restart_budget_left(&mut restarts) {
+                    return session.close(&format!("the MCP server keeps failing ({e}); restart budget exhausted, the session is closed"));
+                }
+                restarts.push(Instant::now());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(session.app.limits.restart_backoff_max);
+                continue;
             }
         }
         first = false;
@@ -98,7 +115,7 @@ pub(super) async fn run(session: Arc<Session>) {
         let up_since = Instant::now();
         let mut link_rx = session.link.subscribe();
         let reason = tokio::select! {
-            r = closed_rx => r.unwrap_or_else(|_| "the upstream link ended".into()),
+            r = &mut closed_rx => r.unwrap_or_else(|_| "the upstream link ended".into()),
             // The session closed (DELETE, idle, shutdown): stop pumping.
             _ = link_rx.wait_for(|l| l.is_none()) => { pump.abort(); return; }
         };
