@@ -469,3 +469,74 @@ def sidecar_binary():
     if not p.exists():
         pytest.skip(f"facade binary {p} does not exist")
     return p
+
+
+def test_more_tokens_accepted(fa, ids):
+    """Expired but within clockSkewSeconds; `aud` as a list holding ours among
+    others; the `bearer` scheme in lower case; an SA of another namespace
+    authenticates but has no role."""
+    now = int(time.time())
+    within_skew = ids.oidc.mint({**oidc_claims(ISSUER, AUDIENCE, "rita", groups=["devs"]),
+                                 "exp": now - 10, "iat": now - 600, "nbf": now - 600})
+    aud_list = ids.oidc.mint(oidc_claims(ISSUER, ["other", AUDIENCE], "rita", groups=["devs"]), "ES256")
+    other_sa = ids.sa.mint(kubelet_sa_claims(SA_ISSUER, "team-b", "agent", SA_AUDIENCE))
+    for token, scheme, want in [(within_skew, "Bearer", {"echo", "secret"}), (aud_list, "Bearer", {"echo", "secret"}),
+                                (UMA, "bearer", {"echo", "secret"}), (other_sa, "Bearer", set())]:
+        r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                 headers={"Authorization": f"{scheme} {token}"})
+        assert r.status_code == 200, (r.status_code, r.text)
+        raw = AuthedMcp(fa.url)
+        raw.http.headers["Authorization"] = f"{scheme} {token}"
+        try:
+            raw.initialize()
+            assert {t["name"] for t in raw.request("tools/list")["result"]["tools"]} == want
+        finally:
+            raw.close()
+    r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+             headers={"Authorization": f"Basic {UMA}"})
+    assert r.status_code == 401
+
+
+def test_token_files_and_jwks_reload_without_restart(facade, ids, tmp_path):
+    """Revoking a static token (tokens file) and rotating the JWKS take effect
+    on the next poll; sessions of still-valid callers keep working."""
+    d = tmp_path / "rot"
+    d.mkdir()
+    for name in ("tokens.yaml", "jwks.json", "sa-jwks.json"):
+        (d / name).write_text((ids.dir / name).read_text())
+    rot = Ids.__new__(Ids)
+    rot.dir = d
+    policy = Ids.write_policy(rot)
+    f = facade(upstream=policy_fixture_stdio(), policy=str(policy), extra_args=["--policy-poll-secs", "1"])
+    rita = ids.good["jwt_rs256"]
+    keep = AuthedMcp(f.url, VIC)
+    try:
+        keep.initialize()
+        for token in (UMA, rita):
+            assert post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                        token=token).status_code == 200
+        # Revoke uma; rotate the OIDC keys.
+        (d / "tokens.yaml").write_text(yaml.safe_dump([token_entry(VIC, "vic")]))
+        new_keys = Keys()
+        new_keys.write_jwks(d / "jwks.json")
+        new_rita = new_keys.mint(oidc_claims(ISSUER, AUDIENCE, "rita", groups=["devs"]))
+        deadline = time.monotonic() + 10
+        while post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                   token=UMA).status_code != 401:
+            assert time.monotonic() < deadline, "the revoked static token still works after 10 s"
+            time.sleep(0.2)
+        assert post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                    token=rita).status_code == 401
+        assert post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                    token=new_rita).status_code == 200
+        assert "result" in keep.request("tools/list")  # a still-valid caller's session survives
+    finally:
+        keep.close()
+
+
+def test_no_auth_section_means_nobody_gets_in(facade):
+    f = facade(upstream=policy_fixture_stdio(), policy=policy_doc(tools=[{"name": "echo"}]))
+    r = post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
+    assert r.status_code == 401 and r.json()["error"]["code"] == -32001
+    r = post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=UMA)
+    assert r.status_code == 401

@@ -760,3 +760,41 @@ def test_pages_merged_and_schemas_cleaned(facade, ev):
                 assert tool.input_schema.get("type") == "object"
 
     run_async(body)
+
+
+def test_pin_mismatch_quarantines_from_the_start(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(
+        auth={"anonymous": {"role": "user"}},
+        tools=[{"name": "echo", "pin": "sha256:" + "0" * 64}, {"name": "mutable"}]))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            assert set(await listed(c)) == {"mutable"}
+            e = await sdk_error(c.call_tool("echo", {"text": "x"}))
+            assert e.code == -32004 and e.data["reason"] == "pin_mismatch", e.error
+
+    run_async(body)
+    t = tools_admin(fa.admin_url)["echo"]
+    assert t["state"] == "quarantined" and t["reason"] == "pin_mismatch" and t["hash"] != "sha256:" + "0" * 64
+
+
+@pytest.mark.parametrize("bad", [
+    {"tools": [{"name": "echo", "alias": "mutable"}, {"name": "mutable"}]},          # alias = another's name
+    {"tools": [{"name": "echo", "alias": "same"}, {"name": "mutable", "alias": "same"}]},
+    {"tools": [{"name": "echo", "alias": "Not Snake"}]},
+    {"tools": [{"name": "echo", "pin": "sha256:XYZ"}]},
+    {"tools": [{"name": "echo", "arguments": [{"name": "text", "kind": "string", "allow": ["(unclosed"]}]}]},
+    {"tools": [{"name": "echo", "requiredRole": "superuser"}]},
+    {"toolz": []},
+])
+def test_invalid_policy_refused_at_start(tmp_path, bad):
+    from conftest import free_port, sidecar_path
+    if not sidecar_path().exists():
+        pytest.skip("no facade binary")
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(policy_doc(auth={"anonymous": {"role": "user"}}, **bad)))
+    r = subprocess.run([str(sidecar_path()), "run", "--policy", str(path), "--listen", f"127.0.0.1:{free_port()}",
+                        "--admin-listen", f"127.0.0.1:{free_port()}", "--", *policy_fixture_stdio()],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0, f"started with an invalid policy {bad}:\n{r.stderr[-2000:]}"
+    assert "bad.yaml" in r.stderr or "policy" in r.stderr.lower(), r.stderr[-2000:]
