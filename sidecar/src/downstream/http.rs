@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{
     HeaderMap, HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST,
@@ -156,20 +156,21 @@ async fn post(
             return resp;
         }
     }
-    let read = Limited::new(body, app.limits.max_body_bytes).collect();
-    let body = match tokio::time::timeout(app.limits.body_read_timeout, read).await {
-        Ok(Ok(body)) => body.to_bytes(),
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
+    let body = match tokio::time::timeout(
+        app.limits.body_read_timeout,
+        read_body(body, app.limits.max_body_bytes),
+    )
+    .await
+    {
+        Ok(Ok(body)) => body,
+        Ok(Err(BodyError::TooLarge)) => {
             let text = format!(
                 "the message is larger than the {}-byte limit",
                 app.limits.max_body_bytes
             );
             return reject(&app, "body_too_large", StatusCode::PAYLOAD_TOO_LARGE, &text);
         }
-        Ok(Err(_)) => {
+        Ok(Err(BodyError::Read)) => {
             return reject(
                 &app,
                 "body_read",
@@ -190,6 +191,35 @@ async fn post(
         Ok(Some(elements)) => batch(app, session, elements, caller).await,
         Ok(None) => single(app, session, body, caller).await,
     }
+}
+
+enum BodyError {
+    TooLarge,
+    Read,
+}
+
+/// Read a body of at most `max` bytes. An oversized body is still drained
+/// (up to 4x the limit) before the 413: answering while the client is
+/// still sending makes its TCP stack drop the answer with the connection.
+async fn read_body(mut body: Incoming, max: usize) -> Result<Bytes, BodyError> {
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| BodyError::Read)?.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen > max.saturating_mul(4) {
+            return Err(BodyError::TooLarge);
+        }
+        if seen <= max {
+            buf.extend_from_slice(&data);
+        }
+    }
+    if seen > max {
+        return Err(BodyError::TooLarge);
+    }
+    Ok(buf.freeze())
 }
 
 async fn single(
