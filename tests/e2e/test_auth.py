@@ -292,27 +292,60 @@ def test_tools_list_differs_by_role_and_viewer_cannot_call_user_tool(fa, ids):
 
 
 def test_session_of_one_identity_is_404_for_another(fa, ids):
-    owner, other = AuthedMcp(fa.url, UMA), AuthedMcp(fa.url, ids.good["jwt_rs256"])
+    owner = AuthedMcp(fa.url, UMA)
     try:
         owner.initialize()
-        other.session_id, other.negotiated = owner.session_id, owner.negotiated
-        r = other.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+        # Each refused request on a fresh connection: see the keep-alive xfail below.
+        foreign = {"Mcp-Session-Id": owner.session_id, "MCP-Protocol-Version": owner.negotiated}
+        other = ids.good["jwt_rs256"]
+        r = post(fa.url, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, token=other, headers=foreign)
         assert r.status_code == 404, (r.status_code, r.text)
-        r = other.post({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
-                        "params": {"name": "echo", "arguments": {"text": "hijack"}}})
-        assert r.status_code == 404
-        assert other.delete().status_code == 404
-        # unknown and foreign look the same
-        other.session_id = "0" * 32
-        r2 = other.post({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
-                         "params": {"name": "echo", "arguments": {"text": "hijack"}}})
-        assert r2.status_code == 404 and r2.text == r.text, (r2.text, r.text)
+        r = post(fa.url, {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                          "params": {"name": "echo", "arguments": {"text": "hijack"}}}, token=other, headers=foreign)
+        assert r.status_code == 404, (r.status_code, r.text)
+        d = httpx.delete(fa.url, headers={**foreign, "Authorization": f"Bearer {other}"}, timeout=10)
+        assert d.status_code == 404
+        g = httpx.get(fa.url, headers={**foreign, "Authorization": f"Bearer {other}", "Accept": "text/event-stream"},
+                      timeout=10)
+        assert g.status_code == 404
+        # a foreign session looks exactly like an unknown one
+        unknown = post(fa.url, {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                                "params": {"name": "echo", "arguments": {"text": "hijack"}}}, token=other,
+                       headers={**foreign, "Mcp-Session-Id": "0" * 32})
+        assert unknown.status_code == 404 and unknown.text == r.text, (unknown.text, r.text)
         # the owner's session is untouched
         assert "result" in owner.request("tools/list")
         assert owner.delete().status_code in (200, 204)
     finally:
         owner.close()
-        other.close()
+    assert "hijack" not in (ids.dir / "upstream.log").read_text()
+
+
+@pytest.mark.xfail(strict=True, reason="facade bug: a POST refused before its body is read (401 auth, 404 "
+                   "session, 406/415) answers without `Connection: close`, then the connection is closed, so a "
+                   "client reusing the keep-alive connection intermittently fails its next request with "
+                   "'Server disconnected without sending a response' (~2-4% of reuses here)")
+def test_refused_request_keeps_the_connection_usable(fa, ids):
+    owner = AuthedMcp(fa.url, UMA)
+    try:
+        owner.initialize()
+        good = owner.headers()
+        refused = [{**good, "Authorization": "Bearer not-a-token"},                           # 401
+                   {**good, "Authorization": f"Bearer {ids.good['jwt_rs256']}"}]              # 404
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        failures = []
+        with httpx.Client(timeout=10) as client:
+            for i in range(300):
+                r = client.post(fa.url, content=body, headers=refused[i % 2])
+                assert r.status_code in (401, 404)
+                try:
+                    ok = client.post(fa.url, content=body, headers={**good, "Authorization": f"Bearer {UMA}"})
+                    assert ok.status_code == 200, ok.text
+                except httpx.RemoteProtocolError as e:
+                    failures.append((i, repr(e)))
+        assert not failures, f"{len(failures)} of 300 requests after a refusal failed: {failures[:3]}"
+    finally:
+        owner.close()
 
 
 # ---------------------------------------------------------------------------
@@ -540,3 +573,27 @@ def test_no_auth_section_means_nobody_gets_in(facade):
     assert r.status_code == 401 and r.json()["error"]["code"] == -32001
     r = post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=UMA)
     assert r.status_code == 401
+
+
+def test_service_account_jwks_published_late(facade, ids, tmp_path):
+    """The operator publishes the cluster's SA JWKS after the pod starts: until
+    then SA tokens are refused (the audit line says why), afterwards accepted."""
+    d = tmp_path / "late"
+    d.mkdir()
+    for name in ("tokens.yaml", "jwks.json"):
+        (d / name).write_text((ids.dir / name).read_text())
+    late = Ids.__new__(Ids)
+    late.dir = d
+    audit = Audit(d / "audit.jsonl")
+    f = facade(upstream=policy_fixture_stdio(), policy=str(Ids.write_policy(late)),
+               extra_args=["--policy-poll-secs", "1", "--audit", audit.arg])
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+    assert post(f.url, init, token=UMA).status_code == 200  # the rest of auth works meanwhile
+    assert post(f.url, init, token=ids.good["sa"]).status_code == 401
+    line = audit.wait(lambda line: line["event"] == "auth_failure")
+    assert line["reason"] and line["reason"] != "unknown_token", line
+    (d / "sa-jwks.json").write_text((ids.dir / "sa-jwks.json").read_text())
+    deadline = time.monotonic() + 10
+    while post(f.url, init, token=ids.good["sa"]).status_code != 200:
+        assert time.monotonic() < deadline, "SA tokens still refused 10 s after the JWKS appeared"
+        time.sleep(0.2)

@@ -84,6 +84,7 @@ EVERYTHING_POLICY = policy_doc(
         {"name": "get-sum", "alias": "add_numbers", "description": "Adds two numbers (through the facade)."},
         {"name": "get-env"},
         {"name": "trigger-long-running-operation", "alias": "long_operation", "limits": {"callTimeoutSeconds": 1}},
+        {"name": "get-resource-links", "limits": {"maxOutputBytes": 700}},
     ],
 )
 
@@ -170,7 +171,7 @@ def test_hidden_tool_is_absent_and_answers_like_a_nonexistent_tool(fs, ev):
             assert hidden.data["reason"] == "tool_not_available" and hidden.data.get("hint")
         async with sdk_client(ev.url) as c:
             names = set(await listed(c))
-            assert names == {"echo", "add_numbers", "get-env", "long_operation"}, names
+            assert names == {"echo", "add_numbers", "get-env", "long_operation", "get-resource-links"}, names
             hidden = await sdk_error(c.call_tool("get-tiny-image", {}))
             missing = await sdk_error(c.call_tool("get-tiny-imagf", {}))
             same_denial(hidden, missing, "get-tiny-image", "get-tiny-imagf")
@@ -403,30 +404,31 @@ def test_check_rule_is_answered_by_elicitation(ev):
 # ---------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------
-def test_output_truncated_with_a_marker(fs, tree):
-    raw = AuthedMcp(fs.url, BOB)
-    try:
-        raw.initialize()
-        r = raw.call_tool("read_text", {"path": str(tree / "ws" / "big.txt")})
-        text = "".join(c.get("text", "") for c in r["result"]["content"])
-        assert "output truncated" in text, text[-300:]
-        assert "line 00000" in text and "line 01999" not in text
-        assert len(json.dumps(r)) < 2000 + 200, len(json.dumps(r))
-        r = raw.call_tool("read_text", {"path": str(tree / "ws" / "notes.txt")})
-        assert "truncated" not in json.dumps(r) and "hello from the workspace" in json.dumps(r)
-    finally:
-        raw.close()
+def test_output_truncated_with_a_marker(ev):
+    async def body():
+        async with sdk_client(ev.url) as c:
+            r = await c.call_tool("get-resource-links", {"count": 10})  # ~1850 bytes upstream
+            text = text_of_result(r)
+            assert "output truncated" in text, text[-300:]
+            assert len(json.dumps(r.model_dump(by_alias=True, exclude_none=True))) < 700 + 200
+            r = await c.call_tool("get-resource-links", {"count": 1})
+            assert "truncated" not in text_of_result(r)
+
+    run_async(body)
 
 
-@pytest.mark.xfail(strict=True, reason="facade bug: truncation drops structuredContent of a tool that declares "
-                   "an outputSchema (filesystem read_text_file), so the result violates the MCP spec and the "
-                   "official Python SDK client rejects it ('has an output schema but did not return structured "
-                   "content')")
-def test_truncated_result_still_honours_the_output_schema(fs, tree):
+def test_oversized_output_of_a_tool_with_an_output_schema(fs, tree):
+    """Every filesystem tool declares an outputSchema, so its structuredContent
+    cannot be cut: over maxOutputBytes the call fails with -32005 rather than
+    returning a result that breaks the schema (which SDK clients reject)."""
     async def body():
         async with sdk_client(fs.url, BOB) as c:
-            r = await c.call_tool("read_text", {"path": str(tree / "ws" / "big.txt")})
-            assert "output truncated" in text_of_result(r)
+            e = await sdk_error(c.call_tool("read_text", {"path": str(tree / "ws" / "big.txt")}))
+            assert e.code == -32005 and e.data["reason"] == "output_bytes_exceeded", e.error
+            assert e.data["limit"] == 2000 and e.data["observed"] > 2000, e.data
+            assert "line 00001" not in str(e.error)
+            r = await c.call_tool("read_text", {"path": str(tree / "ws" / "notes.txt")})
+            assert r.structured_content == {"content": "hello from the workspace\n"}
 
     run_async(body)
 
