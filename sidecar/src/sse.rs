@@ -57,10 +57,7 @@ impl Parser {
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, TooLarge> {
         self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
-        loop {
-            let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') else {
-                break;
-            };
+        while let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') {
             // A lone `\r` at the end of the buffer may be the first half of `\r\n`.
             if self.buf[pos] == b'\r' && pos + 1 == self.buf.len() {
                 break;
