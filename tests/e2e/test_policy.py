@@ -48,6 +48,8 @@ def tree(tmp_path_factory):
     (ws / "big.txt").write_text("".join(f"line {i:05d} of a long file\n" for i in range(2000)))
     (ws / "secret" / "key.txt").write_text("the secret key file\n")
     (root / "outside.txt").write_text("outside the workspace\n")
+    (root / "ws-evil").mkdir()  # a sibling whose name starts like the workspace's
+    (root / "ws-evil" / "loot.txt").write_text("outside the workspace\n")
     return root
 
 
@@ -67,6 +69,8 @@ def fs(module_facade, tree):
              "arguments": [{"name": "path", "kind": "path", "allow": [str(ws), f"{ws}/**"]}]},
             {"name": "get_file_info", "requiredRole": "user"},
             {"name": "write_file", "requiredRole": "user", "writes": True},
+            {"name": "read_multiple_files", "requiredRole": "user",   # an array: every element is checked
+             "arguments": [{"name": "paths", "kind": "path", "allow": [f"{ws}/**"], "deny": [f"{ws}/secret/**"]}]},
         ],
     )
     return module_facade(upstream=filesystem_stdio(tree), policy=policy)
@@ -164,10 +168,10 @@ def test_hidden_tool_is_absent_and_answers_like_a_nonexistent_tool(fs, ev):
         async with sdk_client(fs.url, BOB) as c:
             names = set(await listed(c))
             # exactly the allowed tools the role may call; write_file needs a sandbox grant
-            assert names == {"read_text", "list_directory", "get_file_info"}, names
-            hidden = await sdk_error(c.call_tool("read_multiple_files", {"paths": ["/etc/hostname"]}))
-            missing = await sdk_error(c.call_tool("no_such_tool_xyz", {"paths": ["/etc/hostname"]}))
-            same_denial(hidden, missing, "read_multiple_files", "no_such_tool_xyz")
+            assert names == {"read_text", "list_directory", "get_file_info", "read_multiple_files"}, names
+            hidden = await sdk_error(c.call_tool("move_file", {"source": "/etc/hostname", "destination": "/tmp/x"}))
+            missing = await sdk_error(c.call_tool("no_such_tool_xyz", {"source": "/etc/hostname", "destination": "/tmp/x"}))
+            same_denial(hidden, missing, "move_file", "no_such_tool_xyz")
             assert hidden.data["reason"] == "tool_not_available" and hidden.data.get("hint")
         async with sdk_client(ev.url) as c:
             names = set(await listed(c))
@@ -336,6 +340,9 @@ TRAVERSALS = [
     "{ws}/sub/%2e%2e/secret/key.txt",
     "{ws}/notes.txt\u0000/../../outside.txt",
     "{root}/outside.txt",
+    "{ws}-evil/loot.txt",
+    "{ws}/../ws-evil/loot.txt",
+    "{ws}/secret%2fkey.txt",
 ]
 
 
@@ -352,6 +359,12 @@ def test_path_traversal_denied(fs, tree):
                 assert e.code == -32004, (path, e.error)
                 assert e.data["reason"] in ("path_denied", "path_not_allowed", "nul_byte"), (path, e.data)
                 assert "outside the workspace" not in str(e.error) and "secret key" not in str(e.error)
+            r = await c.call_tool("read_multiple_files", {"paths": [f"{ws}/notes.txt", f"{ws}/sub/../notes.txt"]})
+            assert "hello from the workspace" in text_of_result(r)
+            for paths in ([f"{ws}/notes.txt", f"{ws}/../outside.txt"], [f"{ws}/secret/key.txt", f"{ws}/notes.txt"],
+                          [f"{ws}/notes.txt", f"{ws}//secret//key.txt"]):
+                e = await sdk_error(c.call_tool("read_multiple_files", {"paths": paths}))
+                assert e.code == -32004, (paths, e.error)
 
     run_async(body)
 
@@ -367,6 +380,12 @@ CHAINED = [
     "ls > /etc/passwd",
     "FOO=1 rm -rf /",
     "rm -rf /",
+    "lsblk",              # an allowed prefix of a word is not an allowed command
+    "git statusx",
+    "git-status",
+    "git status & rm -rf /",
+    "git status &rm -rf /",
+    "sh -c 'git status'",
 ]
 
 
@@ -459,8 +478,26 @@ def test_structured_content_redacted(facade, tmp_path):
             dumped = json.dumps(r.model_dump(by_alias=True))
             assert "ghp_Z9y8" not in dumped and "[REDACTED:github_token]" in text_of_result(r)
             assert r.structured_content and "[REDACTED:github_token]" in json.dumps(r.structured_content)
+            r = await c.call_tool("secret", {"mode": "tool_error"})
+            assert r.is_error and "ghp_Z9y8" not in text_of_result(r), text_of_result(r)
+            assert "[REDACTED:github_token]" in text_of_result(r)
 
     run_async(body)
+
+
+@pytest.mark.xfail(strict=True, reason="facade bug: redaction covers tools/call results only; a JSON-RPC error "
+                   "answer from the upstream carries a GitHub token in error.message and error.data to the client "
+                   "unredacted")
+def test_upstream_error_message_redacted(facade, tmp_path):
+    fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}},
+                                                     tools=[{"name": "secret"}]))
+    raw = AuthedMcp(fa.url)
+    try:
+        raw.initialize()
+        err = rpc_error(raw.call_tool("secret", {"mode": "rpc_error"}))
+        assert "ghp_Z9y8" not in json.dumps(err), err
+    finally:
+        raw.close()
 
 
 # ---------------------------------------------------------------------------
