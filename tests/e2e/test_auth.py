@@ -96,6 +96,10 @@ class Ids:
             "oidc_key_for_sa_issuer": self.oidc.mint(kubelet_sa_claims(SA_ISSUER, "team-a", "agent",
                                                                        SA_AUDIENCE)),
             "garbage": "not.a.jwt",
+            "sa_subject_mismatch": self.sa.mint({**kubelet_sa_claims(SA_ISSUER, "team-a", "agent", SA_AUDIENCE),
+                                                 "sub": "system:serviceaccount:kube-system:admin"}),
+            "sa_without_k8s_claims": self.sa.mint({k: v for k, v in kubelet_sa_claims(
+                SA_ISSUER, "team-a", "agent", SA_AUDIENCE).items() if k != "kubernetes.io"}),
         }
         self.jwt_nobody = self.oidc.mint(claims("stranger"))  # valid, but no role binding
 
@@ -256,7 +260,8 @@ def test_bad_jwts_rejected_with_distinct_audit_reasons(fa, ids):
 
 @pytest.mark.parametrize("name", ["hs256_with_public_key", "not_yet_valid", "foreign_key", "no_exp",
                                   "sa_kube_api_audience", "sa_other_server", "sa_expired",
-                                  "oidc_key_for_sa_issuer", "garbage"])
+                                  "oidc_key_for_sa_issuer", "garbage", "sa_subject_mismatch",
+                                  "sa_without_k8s_claims"])
 def test_more_bad_tokens_rejected(fa, ids, name):
     before = len(fa.audit.lines())
     r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=ids.more_bad[name])
@@ -597,3 +602,29 @@ def test_service_account_jwks_published_late(facade, ids, tmp_path):
     while post(f.url, init, token=ids.good["sa"]).status_code != 200:
         assert time.monotonic() < deadline, "SA tokens still refused 10 s after the JWKS appeared"
         time.sleep(0.2)
+
+
+def test_role_change_applies_to_live_sessions(facade, ids, tmp_path):
+    d = tmp_path / "roles"
+    d.mkdir()
+    for name in ("tokens.yaml", "jwks.json", "sa-jwks.json"):
+        (d / name).write_text((ids.dir / name).read_text())
+    r = Ids.__new__(Ids)
+    r.dir = d
+    path = Ids.write_policy(r)
+    f = facade(upstream=policy_fixture_stdio(), policy=str(path), extra_args=["--policy-poll-secs", "1"])
+    raw = AuthedMcp(f.url, UMA)
+    try:
+        raw.initialize()
+        assert "result" in raw.call_tool("secret", {})
+        doc = yaml.safe_load(path.read_text())
+        doc["roles"] = [{"role": "viewer", "groups": ["devs"]}]  # uma: user -> viewer
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        deadline = time.monotonic() + 10
+        while "result" in (resp := raw.call_tool("secret", {})):
+            assert time.monotonic() < deadline, "the demoted caller can still call a user tool after 10 s"
+            time.sleep(0.2)
+        assert resp["error"]["code"] == -32003, resp
+        assert {t["name"] for t in raw.request("tools/list")["result"]["tools"]} == {"echo"}  # same session
+    finally:
+        raw.close()
