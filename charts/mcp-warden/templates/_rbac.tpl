@@ -1,0 +1,74 @@
+{{/*
+The operator's permissions, as data: one rule per row of operator/RBAC.md §1
+(the contract its code keeps in `operator/src/rbac.rs`). tests/chart checks the
+rendered rules against that table — no verb more, none missing — so a new API
+call is one new row here and one in RBAC.md.
+*/}}
+
+{{/* Cluster-wide: the operator watches and writes in every namespace. */}}
+{{- define "mcp-warden.clusterRules" -}}
+# The controller's primary resource and the profiles it resolves.
+- apiGroups: [mcpwarden.dev]
+  resources: [mcpservers, toolprofiles, sandboxprofiles]
+  verbs: [get, list, watch]
+# Status, written with server-side apply.
+- apiGroups: [mcpwarden.dev]
+  resources: [mcpservers/status]
+  verbs: [get, patch]
+# Owned objects (server-side apply).
+- apiGroups: [""]
+  resources: [serviceaccounts, configmaps]
+  verbs: [get, list, watch, create, patch]
+# Owned: `<name>` and the headless `<name>-peers` (deleted when scaled back to one replica).
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, patch, delete]
+# secretEnv existence checks (metadata), per-server peer keys, the webhook's own certificate.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create]
+# The facade pods whose :9090/tools feed status.tools.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch, create, patch]
+# Owned `<name>` when replicas > 1 (deleted when scaled back).
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch, delete]
+# Events on MCPServers.
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+# The webhook asks whether the requesting user may approve.
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- if eq .Values.webhook.tls.mode "self-generated" }}
+# Self-generated certificate: the operator writes its CA into these two objects only.
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
+  resourceNames: [{{ include "mcp-warden.webhookConfigName" . }}]
+  verbs: [get, patch]
+{{- end }}
+# The service-account issuer's discovery document and JWKS (published for the facades).
+- nonResourceURLs: [/.well-known/openid-configuration, /openid/v1/jwks]
+  verbs: [get]
+{{- end -}}
+
+{{/* In the operator's namespace only: leader election. */}}
+{{- define "mcp-warden.namespaceRules" -}}
+# `create` cannot be narrowed by name; reads and renewals are narrowed to the one Lease.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [mcp-warden-operator]
+  verbs: [get, update]
+{{- end -}}
