@@ -196,7 +196,7 @@ def test_no_token_is_401_on_every_method(fa):
 @pytest.mark.parametrize("kind", ["static", "jwt_rs256", "jwt_es256", "jwt_eddsa", "sa"])
 def test_token_kind_accepted(fa, ids, kind):
     token = ids.good[kind]
-    before = len(fa.audit.lines())
+    before = fa.audit.settle()
 
     async def body():
         async with sdk_client(fa.url, token) as c:
@@ -217,7 +217,7 @@ def test_service_account_token_audit_line_names_the_service_account(fa, ids):
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
     assert claims["kubernetes.io"]["serviceaccount"]["name"] == "agent"  # minted like the kubelet does
     assert claims["aud"] == [SA_AUDIENCE]
-    before = len(fa.audit.lines())
+    before = fa.audit.settle()
     raw = AuthedMcp(fa.url, token)
     try:
         raw.initialize()
@@ -236,7 +236,7 @@ def test_service_account_token_audit_line_names_the_service_account(fa, ids):
 def test_bad_jwts_rejected_with_distinct_audit_reasons(fa, ids):
     reasons = {}
     for name, token in ids.bad.items():
-        before = len(fa.audit.lines())
+        before = fa.audit.settle()
         r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=token)
         assert r.status_code == 401, (name, r.status_code, r.text)
         err = r.json()["error"]
@@ -263,7 +263,7 @@ def test_bad_jwts_rejected_with_distinct_audit_reasons(fa, ids):
                                   "oidc_key_for_sa_issuer", "garbage", "sa_subject_mismatch",
                                   "sa_without_k8s_claims"])
 def test_more_bad_tokens_rejected(fa, ids, name):
-    before = len(fa.audit.lines())
+    before = fa.audit.settle()
     r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=ids.more_bad[name])
     assert r.status_code == 401 and r.json()["error"]["code"] == -32001, (name, r.status_code, r.text)
     line = new_audit_line(fa.audit, before)
@@ -340,7 +340,7 @@ def test_refused_request_keeps_the_connection_usable(fa, ids):
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
         failures = []
         with httpx.Client(timeout=10) as client:
-            for i in range(300):
+            for i in range(150):
                 r = client.post(fa.url, content=body, headers=refused[i % 2])
                 assert r.status_code in (401, 404)
                 try:
@@ -348,7 +348,7 @@ def test_refused_request_keeps_the_connection_usable(fa, ids):
                     assert ok.status_code == 200, ok.text
                 except httpx.RemoteProtocolError as e:
                     failures.append((i, repr(e)))
-        assert not failures, f"{len(failures)} of 300 requests after a refusal failed: {failures[:3]}"
+        assert not failures, f"{len(failures)} of 150 requests after a refusal failed: {failures[:3]}"
     finally:
         owner.close()
 
@@ -558,13 +558,13 @@ def test_token_files_and_jwks_reload_without_restart(facade, ids, tmp_path):
         new_keys = Keys()
         new_keys.write_jwks(d / "jwks.json")
         new_rita = new_keys.mint(oidc_claims(ISSUER, AUDIENCE, "rita", groups=["devs"]))
-        deadline = time.monotonic() + 10
-        while post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
-                   token=UMA).status_code != 401:
-            assert time.monotonic() < deadline, "the revoked static token still works after 10 s"
+        def status(token):
+            return post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
+                        token=token).status_code
+        deadline = time.monotonic() + 15
+        while (status(UMA), status(rita)) != (401, 401):  # the files may be picked up in two polls
+            assert time.monotonic() < deadline, "the revoked token or the retired key still works after 15 s"
             time.sleep(0.2)
-        assert post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
-                    token=rita).status_code == 401
         assert post(f.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
                     token=new_rita).status_code == 200
         assert "result" in keep.request("tools/list")  # a still-valid caller's session survives

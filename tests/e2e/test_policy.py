@@ -11,7 +11,9 @@ tests that change state (drift, reload) start their own.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import subprocess
 import time
 
@@ -720,12 +722,12 @@ def test_concurrency_budget(facade, tmp_path):
             async def sleeper(delay):
                 await anyio.sleep(delay)
                 try:
-                    results.append(text_of_result(await c.call_tool("sleep", {"seconds": 1.5})))
+                    results.append(text_of_result(await c.call_tool("sleep", {"seconds": 2.5})))
                 except Exception as e:  # noqa: BLE001
                     results.append(e)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(sleeper, 0)
-                tg.start_soon(sleeper, 0.3)
+                tg.start_soon(sleeper, 0.5)
         ok = [r for r in results if isinstance(r, str)]
         refused = [r for r in results if not isinstance(r, str)]
         assert len(ok) == 1 and len(refused) == 1, results
@@ -832,8 +834,15 @@ def test_invalid_policy_refused_at_start(tmp_path, bad):
         pytest.skip("no facade binary")
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(policy_doc(auth={"anonymous": {"role": "user"}}, **bad)))
-    r = subprocess.run([str(sidecar_path()), "run", "--policy", str(path), "--listen", f"127.0.0.1:{free_port()}",
-                        "--admin-listen", f"127.0.0.1:{free_port()}", "--", *policy_fixture_stdio()],
-                       capture_output=True, text=True, timeout=20)
+    proc = subprocess.Popen([str(sidecar_path()), "run", "--policy", str(path), "--listen",
+                             f"127.0.0.1:{free_port()}", "--admin-listen", f"127.0.0.1:{free_port()}", "--",
+                             *policy_fixture_stdio()],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=5)
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert r.returncode != 0, f"started with an invalid policy {bad}:\n{r.stderr[-2000:]}"
     assert "bad.yaml" in r.stderr or "policy" in r.stderr.lower(), r.stderr[-2000:]

@@ -123,6 +123,20 @@ class Audit:
     def lines(self) -> list[dict]:
         return [json.loads(line) for line in self.text().splitlines() if line.strip()]
 
+    def settle(self, quiet: float = 0.2, timeout: float = 3) -> int:
+        """Wait until no new line has arrived for `quiet` seconds (lines are
+        written asynchronously); return the number of lines."""
+        deadline = time.monotonic() + timeout
+        count, since = len(self.lines()), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.03)
+            now = len(self.lines())
+            if now != count:
+                count, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                break
+        return count
+
     def wait(self, pred: Callable[[dict], bool], timeout: float = 5, what: str = "audit line") -> dict:
         """The first audit line matching pred, waiting up to `timeout` for it."""
         deadline = time.monotonic() + timeout
