@@ -25,8 +25,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{
-    HeaderMap, HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST,
-    ORIGIN, WWW_AUTHENTICATE,
+    HeaderMap, HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONNECTION, CONTENT_TYPE,
+    HOST, ORIGIN, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::mpsc;
@@ -83,7 +83,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
     );
     let caller = match app.policy.load().auth.authenticate(token) {
         Ok(identity) => Arc::new(identity),
-        Err(failure) => return unauthorized(&app, failure),
+        Err(failure) => return close_if_refused(unauthorized(&app, failure)),
     };
     // Another replica's session: relay it there (forged ids answer 404).
     let owner = req
@@ -94,17 +94,17 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
     match owner {
         Some(Owner::Peer(peer)) => return forward::to_peer(&app, &peer, req).await,
         Some(Owner::Forged) => {
-            return reject(
+            return close_if_refused(reject(
                 &app,
                 "forged_session",
                 StatusCode::NOT_FOUND,
                 "Not Found: the session does not exist or has ended; initialize a new one",
-            )
+            ))
         }
         _ => {}
     }
     match *req.method() {
-        Method::POST => post(app, req, caller).await,
+        Method::POST => close_if_refused(post(app, req, caller).await),
         Method::GET => get(app, req, &caller),
         Method::DELETE => delete(app, req, &caller),
         _ => {
@@ -618,6 +618,16 @@ pub fn json_response(status: StatusCode, bytes: Bytes) -> Response<ResponseBody>
 
 pub fn json_error(status: StatusCode, code: i64, message: &str) -> Response<ResponseBody> {
     json_response(status, jsonrpc::error_response(None, code, message, None))
+}
+
+/// A refused POST may have left its body unread, and then the connection
+/// cannot be reused: say so, or a client reusing it loses its next request.
+fn close_if_refused(mut resp: Response<ResponseBody>) -> Response<ResponseBody> {
+    if resp.status().is_client_error() || resp.status().is_server_error() {
+        resp.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// 401 with a -32001 body. Why the token failed goes to the audit line

@@ -3,6 +3,7 @@
 //! size of a call's arguments. Checked before a call goes upstream; the
 //! concurrency slots are held by a [`CallPermit`] until the call ends.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -27,7 +28,9 @@ pub struct SessionBudget {
     started: Instant,
     calls: AtomicU64,
     in_flight: Arc<AtomicU64>,
-    bucket: Mutex<Bucket>,
+    /// Calls-per-minute buckets: `""` for the session as a whole (the
+    /// profile's rate), plus one per tool whose rule sets its own rate.
+    buckets: Mutex<HashMap<String, Bucket>>,
 }
 
 struct Bucket {
@@ -54,40 +57,44 @@ impl Default for SessionBudget {
             started: Instant::now(),
             calls: AtomicU64::new(0),
             in_flight: Arc::new(AtomicU64::new(0)),
-            bucket: Mutex::new(Bucket {
-                tokens: f64::NAN,
-                refilled: Instant::now(),
-            }),
+            buckets: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl SessionBudget {
     /// Admit one call, or say which budget it would exceed. Order: argument
-    /// size, session wall time, calls per session, rate, concurrency (so a
-    /// refused call consumes nothing it should not).
+    /// size, session wall time, calls per session, concurrency (session, then
+    /// facade), rate — and a refused call consumes nothing.
+    /// `session_rate` is the profile's calls per minute for the whole
+    /// session; a tool whose own rate differs also gets its own bucket.
     pub fn admit(
         &self,
         tool: &str,
         limits: &ResolvedLimits,
+        session_rate: u64,
         arg_bytes: u64,
         global: &Arc<GlobalCalls>,
     ) -> Result<CallPermit, Refusal> {
-        let refuse = |budget, limit: u64, observed: u64| Refusal::Budget {
+        let refuse = |budget, limit: u64, observed: Option<u64>| Refusal::Budget {
             tool: tool.to_string(),
             budget,
             limit,
             observed,
         };
         if arg_bytes > limits.max_arg_bytes {
-            return Err(refuse(Budget::ArgBytes, limits.max_arg_bytes, arg_bytes));
+            return Err(refuse(
+                Budget::ArgBytes,
+                limits.max_arg_bytes,
+                Some(arg_bytes),
+            ));
         }
         let age = self.started.elapsed();
         if age > limits.session_wall {
             return Err(refuse(
                 Budget::SessionWallTime,
                 limits.session_wall.as_secs(),
-                age.as_secs(),
+                Some(age.as_secs()),
             ));
         }
         let made = self.calls.load(Ordering::Acquire);
@@ -95,60 +102,70 @@ impl SessionBudget {
             return Err(refuse(
                 Budget::CallsPerSession,
                 limits.max_calls_per_session,
-                made + 1,
+                Some(made + 1),
             ));
         }
-        self.take_token(limits.calls_per_minute).map_err(|_| {
-            refuse(
-                Budget::CallsPerMinute,
-                limits.calls_per_minute,
-                limits.calls_per_minute + 1,
-            )
-        })?;
         let running = self.in_flight.fetch_add(1, Ordering::AcqRel);
         if running >= limits.max_concurrent_calls {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(refuse(
                 Budget::ConcurrentCalls,
                 limits.max_concurrent_calls,
-                running + 1,
+                Some(running + 1),
             ));
         }
         let total = global.0.fetch_add(1, Ordering::AcqRel);
+        // The permit releases both slots if anything below refuses.
+        let permit = CallPermit {
+            session: self.in_flight.clone(),
+            global: global.clone(),
+        };
         if total >= limits.max_concurrent_calls_total {
-            global.0.fetch_sub(1, Ordering::AcqRel);
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(refuse(
                 Budget::ConcurrentCallsTotal,
                 limits.max_concurrent_calls_total,
-                total + 1,
+                Some(total + 1),
             ));
         }
+        let tool_rate =
+            (limits.calls_per_minute != session_rate).then_some((tool, limits.calls_per_minute));
+        if let Err(limit) = self.take_tokens(session_rate, tool_rate) {
+            return Err(refuse(Budget::CallsPerMinute, limit, None));
+        }
         self.calls.fetch_add(1, Ordering::AcqRel);
-        Ok(CallPermit {
-            session: self.in_flight.clone(),
-            global: global.clone(),
-        })
+        Ok(permit)
     }
 
-    /// Token bucket of `per_minute` capacity, refilled continuously.
-    fn take_token(&self, per_minute: u64) -> Result<(), ()> {
-        let capacity = per_minute as f64;
-        let mut b = self.bucket.lock().unwrap();
+    /// Take one token from the session bucket and, if given, the tool's
+    /// bucket — both or neither. Buckets hold a minute's worth of calls and
+    /// refill continuously. Returns the exhausted limit.
+    fn take_tokens(&self, session_rate: u64, tool: Option<(&str, u64)>) -> Result<(), u64> {
+        let mut buckets = self.buckets.lock().unwrap();
         let now = Instant::now();
-        if b.tokens.is_nan() {
-            b.tokens = capacity;
-        } else {
-            let refill = now.duration_since(b.refilled).as_secs_f64() * capacity / 60.0;
-            b.tokens = (b.tokens + refill).min(capacity);
+        let mut refill = |key: &str, per_minute: u64| -> bool {
+            let capacity = per_minute as f64;
+            let b = buckets.entry(key.to_string()).or_insert(Bucket {
+                tokens: capacity,
+                refilled: now,
+            });
+            let add = now.duration_since(b.refilled).as_secs_f64() * capacity / 60.0;
+            b.tokens = (b.tokens + add).min(capacity);
+            b.refilled = now;
+            b.tokens >= 1.0
+        };
+        if !refill("", session_rate) {
+            return Err(session_rate);
         }
-        b.refilled = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(())
+        if let Some((name, rate)) = tool {
+            if !refill(name, rate) {
+                return Err(rate);
+            }
         }
+        buckets.get_mut("").expect("just refilled").tokens -= 1.0;
+        if let Some((name, _)) = tool {
+            buckets.get_mut(name).expect("just refilled").tokens -= 1.0;
+        }
+        Ok(())
     }
 }
 
@@ -167,13 +184,13 @@ mod tests {
         let b = SessionBudget::default();
         let g = Arc::new(GlobalCalls::default());
         let l = limits("maxArgBytes: 10");
-        let err = b.admit("t", &l, 11, &g).err().unwrap();
+        let err = b.admit("t", &l, l.calls_per_minute, 11, &g).err().unwrap();
         assert!(matches!(
             err,
             Refusal::Budget {
                 budget: Budget::ArgBytes,
                 limit: 10,
-                observed: 11,
+                observed: Some(11),
                 ..
             }
         ));
@@ -185,10 +202,10 @@ mod tests {
         let b = SessionBudget::default();
         let g = Arc::new(GlobalCalls::default());
         let l = limits("maxCallsPerSession: 2");
-        drop(b.admit("t", &l, 1, &g).unwrap());
-        drop(b.admit("t", &l, 1, &g).unwrap());
+        drop(b.admit("t", &l, l.calls_per_minute, 1, &g).unwrap());
+        drop(b.admit("t", &l, l.calls_per_minute, 1, &g).unwrap());
         assert!(matches!(
-            b.admit("t", &l, 1, &g),
+            b.admit("t", &l, l.calls_per_minute, 1, &g),
             Err(Refusal::Budget {
                 budget: Budget::CallsPerSession,
                 ..
@@ -201,16 +218,16 @@ mod tests {
         let b = SessionBudget::default();
         let g = Arc::new(GlobalCalls::default());
         let l = limits("maxConcurrentCalls: 1");
-        let first = b.admit("t", &l, 1, &g).unwrap();
+        let first = b.admit("t", &l, l.calls_per_minute, 1, &g).unwrap();
         assert!(matches!(
-            b.admit("t", &l, 1, &g),
+            b.admit("t", &l, l.calls_per_minute, 1, &g),
             Err(Refusal::Budget {
                 budget: Budget::ConcurrentCalls,
                 ..
             })
         ));
         drop(first);
-        assert!(b.admit("t", &l, 1, &g).is_ok());
+        assert!(b.admit("t", &l, l.calls_per_minute, 1, &g).is_ok());
         assert_eq!(g.0.load(Ordering::Acquire), 0, "all slots free again");
     }
 
@@ -219,9 +236,9 @@ mod tests {
         let g = Arc::new(GlobalCalls::default());
         let l = limits("maxConcurrentCallsTotal: 1");
         let (a, b) = (SessionBudget::default(), SessionBudget::default());
-        let _held = a.admit("t", &l, 1, &g).unwrap();
+        let _held = a.admit("t", &l, l.calls_per_minute, 1, &g).unwrap();
         assert!(matches!(
-            b.admit("t", &l, 1, &g),
+            b.admit("t", &l, l.calls_per_minute, 1, &g),
             Err(Refusal::Budget {
                 budget: Budget::ConcurrentCallsTotal,
                 ..
@@ -235,14 +252,38 @@ mod tests {
         let g = Arc::new(GlobalCalls::default());
         let l = limits("callsPerMinute: 3");
         for _ in 0..3 {
-            drop(b.admit("t", &l, 1, &g).unwrap());
+            drop(b.admit("t", &l, l.calls_per_minute, 1, &g).unwrap());
         }
         assert!(matches!(
-            b.admit("t", &l, 1, &g),
+            b.admit("t", &l, l.calls_per_minute, 1, &g),
             Err(Refusal::Budget {
                 budget: Budget::CallsPerMinute,
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_tool_with_its_own_rate_does_not_throttle_the_others() {
+        let b = SessionBudget::default();
+        let g = Arc::new(GlobalCalls::default());
+        let profile = limits("callsPerMinute: 600");
+        let slow = limits("callsPerMinute: 2");
+        for _ in 0..2 {
+            drop(b.admit("slow", &slow, 600, 1, &g).unwrap());
+        }
+        let refused = b.admit("slow", &slow, 600, 1, &g).err().unwrap();
+        assert!(matches!(
+            refused,
+            Refusal::Budget {
+                budget: Budget::CallsPerMinute,
+                limit: 2,
+                observed: None,
+                ..
+            }
+        ));
+        for _ in 0..10 {
+            drop(b.admit("fast", &profile, 600, 1, &g).unwrap());
+        }
     }
 }

@@ -75,9 +75,9 @@ impl Session {
             .to_string();
         let no_args = Value::Object(Default::default());
         let arguments = params.get("arguments").unwrap_or(&no_args);
-        let arg_bytes = serde_json::to_vec(arguments)
-            .map(|b| b.len() as u64)
-            .unwrap_or(0);
+        // Serialized once: its size is a budget, its hash goes to the audit line.
+        let args_json = serde_json::to_vec(arguments).unwrap_or_default();
+        let arg_bytes = args_json.len() as u64;
         let mut outcome = Outcome::default();
 
         // Identity → role: authentication happened in the transport; the role
@@ -113,11 +113,13 @@ impl Session {
             outcome.upstream_tool = Some(grant.upstream_name.to_string());
             outcome.definition_hash = Some(tool.hash.clone());
 
-            // Budget: argument size, session time, call counts, rate,
-            // concurrency. The permit frees the concurrency slots on return.
+            // Budget: argument size, session time, call counts, concurrency,
+            // rate. The permit frees the concurrency slots on return.
+            let session_rate = policy.compiled.profile_limits().calls_per_minute;
             let _permit = self.budget.admit(
                 grant.exposed_name,
                 grant.limits,
+                session_rate,
                 arg_bytes,
                 &app.global_calls,
             )?;
@@ -195,9 +197,7 @@ impl Session {
                 outcome.refusal = Some(&refusal);
             }
         }
-        self.account(
-            &id, &identity, &outcome, &name, arg_bytes, arguments, started,
-        );
+        self.account(&id, &identity, &outcome, &name, &args_json, started);
     }
 
     /// Metrics and the audit line for one call.
@@ -208,14 +208,13 @@ impl Session {
         identity: &Identity,
         o: &Outcome<'_>,
         requested: &str,
-        arg_bytes: u64,
-        arguments: &Value,
+        args_json: &[u8],
         started: Instant,
     ) {
         let app = &self.app;
         let took = started.elapsed();
         // A label only for names the policy or the server vouch for.
-        let label = o.tool.as_deref().unwrap_or("unknown");
+        let label = metric_label(&app.policy.load(), o.tool.as_deref(), app.registry.len());
         let (outcome, code) = match (o.refusal, o.upstream_error) {
             (Some(r), _) => ("denied", r.code()),
             (None, true) => ("error", 0),
@@ -261,7 +260,6 @@ impl Session {
                     .inc_by(u64::from(*n));
             }
         }
-        let args_json = serde_json::to_vec(arguments).unwrap_or_default();
         let record = Record {
             time: audit::now_rfc3339(),
             event: "tool_call",
@@ -277,8 +275,8 @@ impl Session {
             tool: Some(o.tool.as_deref().unwrap_or_else(|| bounded(requested))),
             upstream_tool: o.upstream_tool.as_deref(),
             definition_hash: o.definition_hash.as_deref(),
-            args_sha256: Some(audit::sha256_hex(&args_json)),
-            args_bytes: arg_bytes,
+            args_sha256: Some(audit::sha256_hex(args_json)),
+            args_bytes: args_json.len() as u64,
             decision: if o.refusal.is_some() { "deny" } else { "allow" },
             code: o.refusal.map(|r| r.code()),
             reason: o.refusal.map(|r| r.reason()),
@@ -306,4 +304,21 @@ fn bounded(name: &str) -> &str {
         end -= 1;
     }
     &name[..end]
+}
+
+/// Tools that may have their own label value: the profile's, or any while
+/// the server lists a sane number of tools (it is not trusted to bound them).
+const MAX_IMPLICIT_TOOL_LABELS: usize = 256;
+
+fn metric_label<'a>(
+    policy: &super::policy::LivePolicy,
+    tool: Option<&'a str>,
+    upstream_tools: usize,
+) -> &'a str {
+    match tool {
+        None => "unknown",
+        Some(t) if policy.compiled.tools().iter().any(|r| r.exposed == t) => t,
+        Some(t) if upstream_tools <= MAX_IMPLICIT_TOOL_LABELS => t,
+        Some(_) => "other",
+    }
 }

@@ -44,13 +44,8 @@ impl OutputCheck<'_> {
     pub fn apply(&self, msg: Message) -> Result<(Bytes, Filtered), Refusal> {
         let size = msg.bytes.len() as u64;
         if msg.is_error {
-            return Ok((
-                msg.bytes,
-                Filtered {
-                    output_bytes: size,
-                    ..Default::default()
-                },
-            ));
+            // An error answer is the server's text too: it may leak secrets.
+            return Ok(self.redact_error(msg));
         }
         let needs_schema = self
             .definition
@@ -113,7 +108,7 @@ impl OutputCheck<'_> {
                     tool: self.tool.to_string(),
                     budget: Budget::OutputBytes,
                     limit: self.limits.max_output_bytes,
-                    observed: bytes.len() as u64,
+                    observed: Some(bytes.len() as u64),
                 });
             }
             let original = bytes.len() as u64;
@@ -133,13 +128,58 @@ impl OutputCheck<'_> {
                     tool: self.tool.to_string(),
                     budget: Budget::OutputBytes,
                     limit: self.limits.max_output_bytes,
-                    observed: original,
+                    observed: Some(original),
                 });
             }
             filtered.truncated = true;
         }
         filtered.output_bytes = bytes.len() as u64;
         Ok((Bytes::from(bytes), filtered))
+    }
+}
+
+impl OutputCheck<'_> {
+    fn redact_error(&self, msg: Message) -> (Bytes, Filtered) {
+        let size = msg.bytes.len() as u64;
+        let untouched = |bytes| {
+            (
+                bytes,
+                Filtered {
+                    output_bytes: size,
+                    ..Default::default()
+                },
+            )
+        };
+        if !self.redactor.is_enabled() {
+            return untouched(msg.bytes);
+        }
+        let mut value: Value = match serde_json::from_slice(&msg.bytes) {
+            Ok(v) => v,
+            Err(_) => return untouched(msg.bytes),
+        };
+        let Some(error) = value.get_mut("error") else {
+            return untouched(msg.bytes);
+        };
+        let mut counts = self.redactor.counts();
+        self.redactor.redact_json(error, &mut counts);
+        if counts.total() == 0 {
+            return untouched(msg.bytes);
+        }
+        let redactions = counts
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| (k.to_string(), n))
+            .collect();
+        let bytes = Bytes::from(serde_json::to_vec(&value).expect("values serialize"));
+        let output_bytes = bytes.len() as u64;
+        (
+            bytes,
+            Filtered {
+                output_bytes,
+                truncated: false,
+                redactions,
+            },
+        )
     }
 }
 
@@ -337,5 +377,19 @@ mod tests {
             "output_bytes_exceeded",
             "structured output that cannot fit fails the call"
         );
+    }
+
+    #[test]
+    fn secrets_in_upstream_errors_are_redacted() {
+        let limits = ResolvedLimits::resolve(None, &Limits::default());
+        let redactor = Redactor::new(&Redaction::default()).unwrap();
+        let schemas = SchemaCache::new();
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let m = msg(
+            serde_json::json!({"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":format!("bad {token}"),"data":{"t":token}}}),
+        );
+        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains(token));
+        assert_eq!(f.redaction_total(), 2);
     }
 }

@@ -60,12 +60,12 @@ pub enum Refusal {
     Auth { hint: &'static str },
     #[error("{0}")]
     Policy(Denial),
-    #[error("Budget exceeded for tool `{tool}`: {} (limit {limit}, observed {observed}). {}", .budget.reason(), .budget.hint())]
+    #[error("Budget exceeded for tool `{tool}`: {} (limit {limit}{}). {}", .budget.reason(), .observed.map(|o| format!(", observed {o}")).unwrap_or_default(), .budget.hint())]
     Budget {
         tool: String,
         budget: Budget,
         limit: u64,
-        observed: u64,
+        observed: Option<u64>,
     },
     #[error("Tool `{tool}` did not finish within {limit_secs} s and was cancelled. Retry with a smaller task, or check whether it had side effects first.")]
     Timeout { tool: String, limit_secs: u64 },
@@ -121,7 +121,9 @@ impl Refusal {
                 limit, observed, ..
             } => {
                 data["limit"] = json!(limit);
-                data["observed"] = json!(observed);
+                if let Some(observed) = observed {
+                    data["observed"] = json!(observed);
+                }
             }
             Refusal::Timeout { limit_secs, .. } => data["limit"] = json!(limit_secs),
             Refusal::Policy(Denial::InvalidParams { violations, .. }) => {
@@ -154,7 +156,7 @@ mod tests {
             tool: "t".into(),
             budget: Budget::ArgBytes,
             limit: 10,
-            observed: 12,
+            observed: Some(12),
         };
         let v: serde_json::Value =
             serde_json::from_slice(&r.to_response(Some(&RequestId::from_raw("1")))).unwrap();

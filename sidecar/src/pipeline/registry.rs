@@ -36,6 +36,10 @@ impl Registry {
             .map(|e| e.tool.clone())
     }
 
+    pub fn len(&self) -> usize {
+        self.tools.read().unwrap().len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tools.read().unwrap().is_empty()
     }
