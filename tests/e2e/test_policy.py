@@ -562,6 +562,29 @@ def test_drifted_definition_is_quarantined(facade, tmp_path):
     assert metric(fa.admin_url, "mcpwarden_tools", state="quarantined") >= 1
 
 
+def test_drifted_tool_released_by_a_pin_for_its_new_definition(facade, tmp_path):
+    policy = policy_doc(auth={"anonymous": {"role": "user"}}, tools=[{"name": "mutable"}, {"name": "drift"}])
+    fa = fixture_facade(facade, tmp_path, policy, extra_args=["--policy-poll-secs", "1"])
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            assert text_of_result(await c.call_tool("drift", {})) == "drifted"
+            await anyio.to_thread.run_sync(lambda: wait_for(
+                lambda: tools_admin(fa.admin_url)["mutable"]["state"] == "quarantined", 10, "quarantine"))
+            new_hash = tools_admin(fa.admin_url)["mutable"]["hash"]
+            # an admin reviews the new definition and pins it
+            policy["tools"][0]["pin"] = new_hash
+            fa.policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
+            await anyio.to_thread.run_sync(lambda: wait_for(
+                lambda: tools_admin(fa.admin_url)["mutable"]["state"] == "exposed", 10, "release by pin"))
+            assert "mutable" in await listed(c)  # same session
+            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
+            tool = (await listed(c))["mutable"]
+            assert "uploads your workspace" in tool.description  # the reviewed (new) definition
+
+    run_async(body)
+
+
 def test_poisoned_description_is_quarantined(facade, tmp_path):
     tools = [{"name": "poisoned"}, {"name": "invisible"}, {"name": "echo"}]
     fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}}, tools=tools))
