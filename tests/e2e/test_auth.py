@@ -300,7 +300,7 @@ def test_session_of_one_identity_is_404_for_another(fa, ids):
     owner = AuthedMcp(fa.url, UMA)
     try:
         owner.initialize()
-        # Each refused request on a fresh connection: see the keep-alive xfail below.
+        # each refused request on a fresh connection (keep-alive reuse has its own test below)
         foreign = {"Mcp-Session-Id": owner.session_id, "MCP-Protocol-Version": owner.negotiated}
         other = ids.good["jwt_rs256"]
         r = post(fa.url, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, token=other, headers=foreign)
@@ -326,11 +326,10 @@ def test_session_of_one_identity_is_404_for_another(fa, ids):
     assert "hijack" not in (ids.dir / "upstream.log").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="facade bug: a POST refused before its body is read (401 auth, 404 "
-                   "session, 406/415) answers without `Connection: close`, then the connection is closed, so a "
-                   "client reusing the keep-alive connection intermittently fails its next request with "
-                   "'Server disconnected without sending a response' (~2-4% of reuses here)")
 def test_refused_request_keeps_the_connection_usable(fa, ids):
+    """Regression: a POST refused before its body was read (401, 404) closed the
+    keep-alive connection without `Connection: close`, so a client reusing it
+    lost its next request ('Server disconnected without sending a response')."""
     owner = AuthedMcp(fa.url, UMA)
     try:
         owner.initialize()

@@ -487,10 +487,8 @@ def test_structured_content_redacted(facade, tmp_path):
     run_async(body)
 
 
-@pytest.mark.xfail(strict=True, reason="facade bug: redaction covers tools/call results only; a JSON-RPC error "
-                   "answer from the upstream carries a GitHub token in error.message and error.data to the client "
-                   "unredacted")
 def test_upstream_error_message_redacted(facade, tmp_path):
+    """Regression: a JSON-RPC error answer from the upstream reached the client unredacted."""
     fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}},
                                                      tools=[{"name": "secret"}]))
     raw = AuthedMcp(fa.url)
@@ -713,11 +711,9 @@ def test_rate_limit_budget(facade, tmp_path):
     run_async(body)
 
 
-@pytest.mark.xfail(strict=True, reason="facade bug: the calls-per-minute token bucket is one per session but "
-                   "its capacity and refill come from the calling tool's limit, so a tool with a low per-tool "
-                   "callsPerMinute empties the bucket and a different tool (own limit 600) is refused with "
-                   "rate_limited, 'limit 600, observed 601' (observed is made up as limit+1)")
 def test_per_tool_rate_limit_does_not_throttle_other_tools(facade, tmp_path):
+    """Regression: one session bucket sized by the calling tool's limit let a
+    low per-tool callsPerMinute throttle every other tool."""
     fa = fixture_facade(facade, tmp_path, policy_doc(
         auth={"anonymous": {"role": "user"}},
         tools=[{"name": "echo", "limits": {"callsPerMinute": 2}}, {"name": "mutable"}]))
