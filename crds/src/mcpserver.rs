@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
     shortname = "mcps",
     status = "MCPServerStatus",
     derive = "PartialEq",
-    validation = kube::core::Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("the name becomes a Service name: at most 63 lowercase letters, digits or '-', starting with a letter"),
+    validation = kube::core::Rule::new("size(self.metadata.name) <= 57 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("the name becomes Service names (<name> and <name>-peers): at most 57 lowercase letters, digits or '-', starting with a letter"),
     doc = "MCPServer: an MCP server run in a hardened pod behind the mcp-warden tool facade.",
     printcolumn(name = "Ready", type_ = "string", description = "The Ready condition", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Endpoint", type_ = "string", description = "Where agents connect", json_path = ".status.endpoint"),
@@ -79,10 +79,12 @@ pub struct MCPServerSpec {
     /// sandbox applies (no egress, read-only workspace, no token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_profile_ref: Option<ProfileRef>,
-    /// Pod replicas: 1 (default) or 0 to pause. More replicas need session
-    /// routing between facades and are not accepted yet.
+    /// Pod replicas: 1 (default), up to 10, or 0 to pause. With more than
+    /// one, the facades route each session to the replica that owns it (a
+    /// shared peer key signs session ids), a headless Service lets them find
+    /// each other, and a PodDisruptionBudget keeps all but one available.
     #[serde(default = "default_replicas")]
-    #[schemars(range(min = 0, max = 1))]
+    #[schemars(range(min = 0, max = 10))]
     pub replicas: i32,
     /// A volume the server works in, mounted at `mountPath`; read-only unless
     /// the SandboxProfile asks for `readWrite` and an admin approved it.

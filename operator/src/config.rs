@@ -17,6 +17,10 @@ pub struct BuildConfig {
     pub service_account_issuer: String,
     /// The cluster DNS domain, for `status.endpoint` and `--allowed-host`.
     pub cluster_domain: String,
+    /// The operator's namespace: its pods may read the facades' `:9090/tools`.
+    pub operator_namespace: String,
+    /// Labels of the operator's pods (NetworkPolicy peer for `:9090`).
+    pub operator_pod_labels: BTreeMap<String, String>,
 }
 
 impl Default for BuildConfig {
@@ -29,6 +33,11 @@ impl Default for BuildConfig {
             )]),
             service_account_issuer: "https://kubernetes.default.svc.cluster.local".into(),
             cluster_domain: "cluster.local".into(),
+            operator_namespace: "mcp-warden-system".into(),
+            operator_pod_labels: BTreeMap::from([(
+                "app.kubernetes.io/name".to_string(),
+                "mcp-warden-operator".to_string(),
+            )]),
         }
     }
 }

@@ -71,6 +71,16 @@ struct BuildArgs {
         default_value = "cluster.local"
     )]
     cluster_domain: String,
+    /// The operator's namespace (its Lease; its pods may read the facades' `/tools`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "mcp-warden-system")]
+    operator_namespace: String,
+    /// Labels of the operator's pods, `k=v,…` (the facades' NetworkPolicy admits them to :9090).
+    #[arg(
+        long,
+        env = "MCP_WARDEN_OPERATOR_POD_LABELS",
+        default_value = "app.kubernetes.io/name=mcp-warden-operator"
+    )]
+    operator_pod_labels: String,
 }
 
 #[derive(clap::Args)]
@@ -80,9 +90,6 @@ struct RunArgs {
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     #[arg(long, env = "MCP_WARDEN_ADMIN_LISTEN", default_value = "0.0.0.0:8081")]
     admin_listen: SocketAddr,
-    /// Namespace of the leader-election Lease (the operator's own).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "mcp-warden-system")]
-    lease_namespace: String,
     /// This replica's identity in the Lease.
     #[arg(long, env = "POD_NAME", default_value = "mcp-warden-operator")]
     identity: String,
@@ -95,6 +102,8 @@ impl BuildArgs {
             metrics_namespace_labels: config::parse_labels(&self.metrics_namespace_labels)?,
             service_account_issuer: self.service_account_issuer.clone(),
             cluster_domain: self.cluster_domain.clone(),
+            operator_namespace: self.operator_namespace.clone(),
+            operator_pod_labels: config::parse_labels(&self.operator_pod_labels)?,
         })
     }
 }
@@ -145,7 +154,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .store(true, std::sync::atomic::Ordering::Relaxed);
 
     let lease_cfg = leader::LeaderConfig {
-        namespace: args.lease_namespace,
+        namespace: config.operator_namespace.clone(),
         name: "mcp-warden-operator".into(),
         identity: args.identity.clone(),
         lease_duration: Duration::from_secs(15),

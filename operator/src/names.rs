@@ -13,8 +13,10 @@ use crate::config::BuildConfig;
 pub const FACADE_PORT: i32 = 8080;
 /// The facade's admin port: `/metrics`, `/healthz`, `/readyz`.
 pub const ADMIN_PORT: i32 = 9090;
-/// Where the policy ConfigMap is mounted in the facade.
-pub const POLICY_DIR: &str = "/etc/mcp-warden";
+/// Where the policy ConfigMap is mounted in the facade. The facade's mounts
+/// are siblings under `/etc/mcp-warden`, never nested in one another (a
+/// ConfigMap volume is read-only, so no mount point can be made inside it).
+pub const POLICY_DIR: &str = "/etc/mcp-warden/policy";
 /// The policy file's key in the ConfigMap.
 pub const POLICY_KEY: &str = "policy.yaml";
 /// The unix socket the stdio bridge serves.
@@ -25,9 +27,26 @@ pub const SOCKET_PATH: &str = "/run/mcp/server.sock";
 pub const BRIDGE_DIR: &str = "/mcp-warden/bin";
 /// The sidecar binary inside its image.
 pub const SIDECAR_BIN: &str = "/usr/local/bin/mcp-warden-sidecar";
-/// Where the facade reads the cluster's service-account JWKS (published by the
-/// operator with the capability issue).
+/// Where the JWKS ConfigMap is mounted in the facade.
+pub const JWKS_DIR: &str = "/etc/mcp-warden/jwks";
+/// The JWKS file's key in its ConfigMap.
+pub const JWKS_KEY: &str = "jwks.json";
+/// Where the facade reads the cluster's service-account JWKS (the operator
+/// publishes it into the `<name>-jwks` ConfigMap).
 pub const JWKS_FILE: &str = "/etc/mcp-warden/jwks/jwks.json";
+/// Where the peer-key Secret is mounted in the facade.
+pub const PEER_KEY_DIR: &str = "/etc/mcp-warden/peer";
+/// The peer key's key in its Secret.
+pub const PEER_KEY_KEY: &str = "peer.key";
+/// Seconds a stopping facade keeps serving live sessions (`--drain-timeout-secs`).
+pub const DRAIN_SECONDS: i64 = 20;
+/// Seconds a stopping pod waits before SIGTERM, so that the endpoints
+/// controller and every kube-proxy have dropped it first (`preStop` sleep).
+pub const PRESTOP_SECONDS: i64 = 5;
+/// The pod's grace period: preStop + drain + time for the server to exit.
+pub const TERMINATION_GRACE_SECONDS: i64 = PRESTOP_SECONDS + DRAIN_SECONDS + 10;
+/// The most replicas an MCPServer may ask for (the CRD says the same).
+pub const MAX_REPLICAS: i32 = 10;
 
 /// Label every object carries; also the pod selector.
 pub const SERVER_LABEL: &str = "mcpwarden.dev/server";
@@ -45,6 +64,21 @@ pub fn object_name(server: &MCPServer) -> String {
 /// Name of the policy ConfigMap.
 pub fn policy_config_map(server: &MCPServer) -> String {
     format!("{}-policy", server.name_any())
+}
+
+/// Name of the JWKS ConfigMap (the cluster's service-account issuer keys).
+pub fn jwks_config_map(server: &MCPServer) -> String {
+    format!("{}-jwks", server.name_any())
+}
+
+/// Name of the Secret holding the replicas' shared peer key (session-id HMAC).
+pub fn peer_key_secret(server: &MCPServer) -> String {
+    format!("{}-peer-key", server.name_any())
+}
+
+/// Name of the headless Service the replicas find each other by.
+pub fn peers_service(server: &MCPServer) -> String {
+    format!("{}-peers", server.name_any())
 }
 
 /// Labels on every object and pod.

@@ -20,6 +20,8 @@ pub struct Inputs<'a> {
     pub tool_profile: Option<&'a ToolProfileSpec>,
     /// The referenced SandboxProfile's spec, if one is referenced and exists.
     pub sandbox_profile: Option<&'a SandboxProfileSpec>,
+    /// The cluster's service-account issuer JWKS, if it was read.
+    pub jwks: Option<&'a str>,
 }
 
 /// Why no objects can be built; the server waits for a change.
@@ -76,6 +78,7 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         server: inputs.server,
         sandbox: &sandbox,
         policy_yaml: &yaml,
+        jwks: inputs.jwks,
         config,
     });
     Ok(Plan {

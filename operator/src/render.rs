@@ -83,6 +83,8 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             sandbox_profile: sandbox_key
                 .and_then(|k| catalog.sandbox_profiles.get(&k))
                 .map(|p| &p.spec),
+            // No cluster, no issuer keys: the JWKS ConfigMap is not rendered.
+            jwks: None,
         };
         let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
             namespace: ns.clone(),

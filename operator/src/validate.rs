@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use mcp_warden_crds::{mcpserver::Transport, MCPServer, ToolProfileSpec};
 
-use crate::names::{ADMIN_PORT, FACADE_PORT};
+use crate::names::{ADMIN_PORT, FACADE_PORT, MAX_REPLICAS};
 
 /// Why a spec cannot be built. Each variant names a condition reason.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -20,8 +20,8 @@ pub enum ValidateError {
         "transport streamable-http needs spec.port (1-65535, not {FACADE_PORT} or {ADMIN_PORT})"
     )]
     HttpPort,
-    /// More replicas than the operator supports yet.
-    #[error("spec.replicas {0} is not supported yet (0 or 1)")]
+    /// Replicas outside 0..=10.
+    #[error("spec.replicas {0} is out of range (0 to {MAX_REPLICAS})")]
     Replicas(i32),
     /// An alias that is not snake_case.
     #[error("tool {tool}: alias {alias:?} must be snake_case (a-z, 0-9, _; starting with a letter; at most 64)")]
@@ -63,7 +63,7 @@ pub fn validate(server: &MCPServer, tools: &ToolProfileSpec) -> Result<(), Valid
         },
         Transport::Stdio => {}
     }
-    if !(0..=1).contains(&spec.replicas) {
+    if !(0..=MAX_REPLICAS).contains(&spec.replicas) {
         return Err(ValidateError::Replicas(spec.replicas));
     }
     let mut exposed = BTreeSet::new();
@@ -145,8 +145,10 @@ mod tests {
         let clash =
             server("{image: i, transport: streamable-http, port: 8080, toolProfileRef: {name: p}}");
         assert_eq!(validate(&clash, &none), Err(ValidateError::HttpPort));
-        let many = server("{image: i, command: [x], replicas: 3, toolProfileRef: {name: p}}");
-        assert_eq!(validate(&many, &none), Err(ValidateError::Replicas(3)));
+        let many = server("{image: i, command: [x], replicas: 11, toolProfileRef: {name: p}}");
+        assert_eq!(validate(&many, &none), Err(ValidateError::Replicas(11)));
+        let three = server("{image: i, command: [x], replicas: 3, toolProfileRef: {name: p}}");
+        assert_eq!(validate(&three, &none), Ok(()));
         let ok = server("{image: i, command: [x], toolProfileRef: {name: p}}");
         assert!(matches!(
             validate(&ok, &tools(&[("a", Some("Bad-Name"))])),

@@ -40,6 +40,7 @@ fn every_buildable_pod_is_restricted() {
         "",
         ", env: [{name: A, value: b}], secretEnv: [{name: T, secretName: s, key: k}]",
         ", replicas: 0",
+        ", replicas: 3",
     ];
     let tools = ToolProfileSpec::default();
     let config = BuildConfig::default();
@@ -53,6 +54,7 @@ fn every_buildable_pod_is_restricted() {
                         server: &server,
                         tool_profile: Some(&tools),
                         sandbox_profile: Some(&sandbox),
+                        jwks: None,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     let template: PodTemplateSpec = plan.objects.deployment.spec.unwrap().template;
@@ -71,7 +73,7 @@ fn every_buildable_pod_is_restricted() {
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 3 * 5);
+    assert_eq!(checked, 2 * 3 * 4 * 5);
 }
 
 #[test]
@@ -84,6 +86,7 @@ fn the_matrix_would_catch_a_broken_builder() {
         server: &server,
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
+        jwks: None,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();

@@ -72,6 +72,14 @@ impl Fixture {
         self
     }
 
+    fn with_replicas(mut self, n: i32) -> Self {
+        let mut server = self.server();
+        server.spec.replicas = n;
+        server.metadata.generation = Some(server.metadata.generation.unwrap_or(1) + 1);
+        self.server = Some(server);
+        self
+    }
+
     fn with_tool_profile(mut self, tools: Value) -> Self {
         self.objects.insert(
             TP_PATH.into(),
@@ -132,6 +140,11 @@ async fn answer(
 ) -> (StatusCode, Vec<u8>) {
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
+    let metadata_only_wanted = request
+        .headers()
+        .get("accept")
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("PartialObjectMetadata"));
     let bytes = request.into_body().collect_bytes().await.unwrap();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     calls.lock().unwrap().push(Call {
@@ -143,7 +156,7 @@ async fn answer(
     let server_path = format!("/apis/mcpwarden.dev/v1alpha1/namespaces/{NS}/mcpservers/git");
     match method.as_str() {
         "GET" => match state.objects.get(&path) {
-            Some(obj) if path.contains("/secrets/") => (StatusCode::OK, metadata_only(obj)),
+            Some(obj) if metadata_only_wanted => (StatusCode::OK, metadata_only(obj)),
             Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
             None => (StatusCode::NOT_FOUND, not_found(&path)),
         },
@@ -158,7 +171,21 @@ async fn answer(
             state.objects.insert(path, stored.clone());
             (StatusCode::OK, serde_json::to_vec(&stored).unwrap())
         }
-        "POST" => (StatusCode::CREATED, serde_json::to_vec(&body).unwrap()),
+        "POST" if path.contains("/events") => {
+            (StatusCode::CREATED, serde_json::to_vec(&body).unwrap())
+        }
+        "POST" => {
+            let name = body["metadata"]["name"].as_str().unwrap_or_default();
+            let stored = with_server_defaults(body.clone());
+            state
+                .objects
+                .insert(format!("{path}/{name}"), stored.clone());
+            (StatusCode::CREATED, serde_json::to_vec(&stored).unwrap())
+        }
+        "DELETE" => match state.objects.remove(&path) {
+            Some(obj) => (StatusCode::OK, serde_json::to_vec(&obj).unwrap()),
+            None => (StatusCode::NOT_FOUND, not_found(&path)),
+        },
         _ => (StatusCode::METHOD_NOT_ALLOWED, not_found(&path)),
     }
 }
@@ -170,7 +197,9 @@ fn with_server_defaults(mut obj: Value) -> Value {
     obj["metadata"]["resourceVersion"] = json!("42");
     obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
     match obj["kind"].as_str() {
-        Some("Service") => obj["spec"]["clusterIP"] = json!("10.96.0.12"),
+        Some("Service") if obj["spec"]["clusterIP"].is_null() => {
+            obj["spec"]["clusterIP"] = json!("10.96.0.12")
+        }
         Some("Deployment") => {
             obj["spec"]["progressDeadlineSeconds"] = json!(600);
             obj["spec"]["template"]["spec"]["dnsPolicy"] = json!("ClusterFirst");
@@ -178,7 +207,7 @@ fn with_server_defaults(mut obj: Value) -> Value {
                 json!("IfNotPresent");
             obj["status"] = json!({"availableReplicas": 1, "replicas": 1});
         }
-        Some("NetworkPolicy") => {
+        Some("NetworkPolicy") if obj["spec"]["egress"] == json!([]) => {
             // Go drops the empty egress list.
             obj["spec"].as_object_mut().unwrap().remove("egress");
         }
@@ -230,26 +259,30 @@ async fn create_applies_every_object_with_owner_references() {
         "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
         "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
+        "GET /api/v1/namespaces/team-a/secrets/git-peer-key".into(),
+        "POST /api/v1/namespaces/team-a/secrets".into(),
         "GET /apis/apps/v1/namespaces/team-a/deployments/git".into(),
         "PATCH /apis/apps/v1/namespaces/team-a/deployments/git".into(),
         "GET /api/v1/namespaces/team-a/services/git".into(),
         "PATCH /api/v1/namespaces/team-a/services/git".into(),
+        "GET /api/v1/namespaces/team-a/services/git-peers".into(),
         "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
+        "GET /apis/policy/v1/namespaces/team-a/poddisruptionbudgets/git".into(),
         "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
         "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
     ];
     assert_eq!(sequence, expected);
-    for call in calls
-        .iter()
-        .filter(|c| c.method == "PATCH" && !c.path.ends_with("/status"))
-    {
+    for call in calls.iter().filter(|c| {
+        (c.method == "PATCH" && !c.path.ends_with("/status"))
+            || (c.method == "POST" && !c.path.ends_with("/events"))
+    }) {
         let owners = &call.body["metadata"]["ownerReferences"];
         assert_eq!(owners[0]["uid"], "uid-git", "{}: {owners}", call.path);
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[11].body;
+    let event = &calls[15].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -376,4 +409,76 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         "{calls:?}"
     );
     assert_eq!(action, Action::await_change());
+}
+
+const PEER_KEY: &str = "/api/v1/namespaces/team-a/secrets/git-peer-key";
+const PEERS_SVC: &str = "/api/v1/namespaces/team-a/services/git-peers";
+const PDB: &str = "/apis/policy/v1/namespaces/team-a/poddisruptionbudgets/git";
+
+#[tokio::test]
+async fn scale_out_adds_peer_objects_keeps_the_key_and_scale_in_removes_them() {
+    let (_, calls, created) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .reconcile()
+        .await;
+    let key = created.objects[PEER_KEY]["data"]["peer.key"].clone();
+    let created_key = calls
+        .iter()
+        .find(|c| c.method == "POST" && c.path.ends_with("/secrets"))
+        .expect("the peer key is created");
+    assert_eq!(created_key.body["metadata"]["name"], "git-peer-key");
+    let bytes = key.as_str().map(|b64| b64.len()).unwrap_or(0);
+    assert!(bytes >= 44, "32 random bytes, base64: {key}");
+    assert!(!created.objects.contains_key(PEERS_SVC) && !created.objects.contains_key(PDB));
+
+    // Scale to 3: headless Service + PDB appear; the key is neither re-created
+    // nor rewritten, and the pod template does not change (no rollout).
+    let (_, calls, scaled) = created.clone().with_replicas(3).reconcile().await;
+    let writes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.is_write())
+        .map(Call::short)
+        .collect();
+    assert!(writes.contains(&format!("PATCH {PEERS_SVC}")), "{writes:?}");
+    assert!(writes.contains(&format!("PATCH {PDB}")), "{writes:?}");
+    assert!(
+        !writes.iter().any(|w| w.contains("/secrets")),
+        "the key is made once: {writes:?}"
+    );
+    assert_eq!(scaled.objects[PEER_KEY]["data"]["peer.key"], key);
+    let deployment = calls
+        .iter()
+        .find(|c| c.method == "PATCH" && c.path.contains("/deployments/"))
+        .expect("replicas changed");
+    assert_eq!(deployment.body["spec"]["replicas"], 3);
+    let before = &created.objects["/apis/apps/v1/namespaces/team-a/deployments/git"];
+    assert!(
+        reconcile::apply::contains(
+            &before["spec"]["template"],
+            &deployment.body["spec"]["template"]
+        ),
+        "scaling must not roll the pods"
+    );
+    assert_eq!(scaled.objects[PDB]["spec"]["maxUnavailable"], 1);
+    assert_eq!(scaled.objects[PEERS_SVC]["spec"]["clusterIP"], "None");
+    let np = &scaled.objects["/apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git"];
+    assert_eq!(
+        np["spec"]["egress"][0]["to"][0]["podSelector"]["matchLabels"]["mcpwarden.dev/server"],
+        "git"
+    );
+
+    // Back to 1: both are deleted (they are ours), the key stays.
+    let (_, calls, back) = scaled.with_replicas(1).reconcile().await;
+    let deletes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.method == "DELETE")
+        .map(Call::short)
+        .collect();
+    assert_eq!(
+        deletes,
+        [format!("DELETE {PEERS_SVC}"), format!("DELETE {PDB}")]
+    );
+    assert!(!back.objects.contains_key(PEERS_SVC) && !back.objects.contains_key(PDB));
+    assert_eq!(back.objects[PEER_KEY]["data"]["peer.key"], key);
 }

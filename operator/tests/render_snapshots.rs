@@ -29,6 +29,7 @@ const EXAMPLES: &[&str] = &[
     "with-secrets",
     "with-workspace",
     "with-egress",
+    "replicated",
 ];
 
 #[test]

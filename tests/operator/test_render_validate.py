@@ -40,7 +40,7 @@ def render(*files: Path) -> list[dict]:
 
 def test_examples_exist():
     names = {p.stem for p in EXAMPLES}
-    assert {"stdio-server", "http-server", "with-secrets", "with-workspace", "with-egress"} <= names
+    assert {"stdio-server", "http-server", "with-secrets", "with-workspace", "with-egress", "replicated"} <= names
     assert len(CRDS) == 3
 
 
@@ -49,7 +49,14 @@ def test_examples_exist():
 def test_rendered_objects_are_valid(example: Path, version: str):
     objects = render(example)
     kinds = [o["kind"] for o in objects]
-    assert kinds == ["ServiceAccount", "ConfigMap", "Deployment", "Service", "NetworkPolicy"]
+    replicas = next(o for o in objects if o["kind"] == "Deployment")["spec"]["replicas"]
+    if replicas > 1:
+        assert kinds == [
+            "ServiceAccount", "ConfigMap", "Deployment", "Service", "Service", "NetworkPolicy",
+            "PodDisruptionBudget",
+        ]
+    else:
+        assert kinds == ["ServiceAccount", "ConfigMap", "Deployment", "Service", "NetworkPolicy"]
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
 
@@ -72,3 +79,37 @@ def test_validator_catches_a_broken_object():
     unknown["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(unknown, K8S_VERSIONS[0], strict=True)
+
+
+def test_replicated_example_has_the_scale_out_objects():
+    """Issue 10, must-show 3: headless Service, facade-to-facade rule, PDB, drain settings."""
+    objects = render(REPO / "examples/replicated.yaml")
+    by_kind = {}
+    for o in objects:
+        by_kind.setdefault(o["kind"], []).append(o)
+    peers = next(s for s in by_kind["Service"] if s["metadata"]["name"] == "memory-peers")
+    assert peers["spec"]["clusterIP"] == "None"
+    assert peers["spec"]["publishNotReadyAddresses"] is True
+    assert [p["port"] for p in peers["spec"]["ports"]] == [8080]
+    np = by_kind["NetworkPolicy"][0]["spec"]
+    same = {"podSelector": {"matchLabels": {"mcpwarden.dev/server": "memory"}}}
+    assert {"from": [same], "ports": [{"port": 8080, "protocol": "TCP"}]} in np["ingress"]
+    assert np["egress"] == [{"to": [same], "ports": [{"port": 8080, "protocol": "TCP"}]}]
+    pdb = by_kind["PodDisruptionBudget"][0]["spec"]
+    assert pdb == {"maxUnavailable": 1, "selector": {"matchLabels": {"mcpwarden.dev/server": "memory"}}}
+    deployment = by_kind["Deployment"][0]["spec"]
+    assert deployment["replicas"] == 3
+    assert deployment["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    pod = deployment["template"]["spec"]
+    facade = next(c for c in pod["containers"] if c["name"] == "facade")
+    env = {e["name"]: e for e in facade["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["MCP_WARDEN_ADVERTISE_ADDR"]["value"] == "$(POD_IP):8080"
+    assert env["MCP_WARDEN_PEER_KEY_FILE"]["value"] == "/etc/mcp-warden/peer/peer.key"
+    assert list(env)[0] == "POD_IP", "dependent env vars must come after POD_IP"
+    drain = int(facade["args"][facade["args"].index("--drain-timeout-secs") + 1])
+    pre_stop = facade["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + drain
+    assert facade["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    peer_volume = next(v for v in pod["volumes"] if v["name"] == "peer-key")
+    assert peer_volume["secret"]["secretName"] == "memory-peer-key"

@@ -1,6 +1,7 @@
 //! The policy ConfigMap: the compiled FacadePolicy under `policy.yaml`. The
 //! facade watches the mounted file and reloads it, so a profile change never
-//! restarts the pod.
+//! restarts the pod. The JWKS ConfigMap carries the cluster's service-account
+//! issuer keys, which the facade verifies agents' tokens with.
 
 use std::collections::BTreeMap;
 
@@ -19,4 +20,17 @@ pub fn desired_config_map(input: BuildInput<'_>) -> ConfigMap {
         )])),
         ..ConfigMap::default()
     }
+}
+
+/// The ConfigMap holding the issuer's JWKS, when the operator could read it
+/// (`None` leaves whatever is live alone; the facade tolerates a missing file).
+pub fn desired_jwks_config_map(input: BuildInput<'_>) -> Option<ConfigMap> {
+    input.jwks.map(|jwks| ConfigMap {
+        metadata: names::metadata(input.server, names::jwks_config_map(input.server)),
+        data: Some(BTreeMap::from([(
+            names::JWKS_KEY.to_string(),
+            jwks.to_string(),
+        )])),
+        ..ConfigMap::default()
+    })
 }

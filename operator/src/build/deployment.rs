@@ -5,21 +5,31 @@
 //! ├─ init  install-bridge  (stdio only) copies the static bridge into /mcp-warden/bin
 //! ├─ server               the MCP server; for stdio wrapped by the bridge on /run/mcp/server.sock,
 //! │                        for streamable-http listening on 127.0.0.1:<port>
-//! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz
-//! volumes: tmp (server /tmp, size-limited), policy (ConfigMap, facade), run-mcp + bridge-bin
-//!          (stdio), workspace (read-only unless approved)
+//! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
+//! volumes: tmp (server /tmp, size-limited), policy + jwks (ConfigMaps, facade), peer-key
+//!          (Secret, facade), run-mcp + bridge-bin (stdio), workspace (read-only unless approved)
 //! ```
+//!
+//! Scale-out and rollouts (issue 10): every replica gets the same peer key
+//! (session ids name their owner, `$(POD_IP):8080`, and are HMAC-signed), so
+//! a request landing on another replica is relayed to the owner. The peer key
+//! is configured even for one replica, so scaling out never rolls the pods.
+//! A rolling update starts the new pod first (maxSurge 1, maxUnavailable 0);
+//! a stopping pod sleeps in `preStop` until it is out of every endpoint list,
+//! then the facade drains (`/readyz` 503, no new sessions, calls in flight
+//! finish) while the server container sleeps on until the drain is over.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::{
-        apps::v1::{Deployment, DeploymentSpec},
+        apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment},
         core::v1::{
             Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-            EnvVar, EnvVarSource, HTTPGetAction, PersistentVolumeClaimVolumeSource,
-            PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-            SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+            EnvVar, EnvVarSource, HTTPGetAction, Lifecycle, LifecycleHandler, ObjectFieldSelector,
+            PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+            ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource,
+            SecurityContext, SleepAction, Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -32,8 +42,9 @@ use mcp_warden_crds::mcpserver::Transport;
 
 use super::BuildInput;
 use crate::names::{
-    self, ADMIN_PORT, BRIDGE_DIR, FACADE_PORT, POLICY_DIR, POLICY_KEY, SIDECAR_BIN, SOCKET_DIR,
-    SOCKET_PATH,
+    self, ADMIN_PORT, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY,
+    POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH,
+    TERMINATION_GRACE_SECONDS,
 };
 
 /// The Deployment running the server and the facade.
@@ -46,6 +57,13 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
         metadata: names::metadata(server, names::object_name(server)),
         spec: Some(DeploymentSpec {
             replicas: Some(server.spec.replicas),
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".into()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(1)),
+                    max_unavailable: Some(IntOrString::Int(0)),
+                }),
+            }),
             selector: LabelSelector {
                 match_labels: Some(names::selector(server)),
                 ..LabelSelector::default()
@@ -63,6 +81,7 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
                     service_account_name: Some(names::object_name(server)),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
+                    termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
                     security_context: Some(pod_security_context(input)),
                     init_containers: stdio.then(|| vec![install_bridge_container(input)]),
                     containers: vec![server_container(input), facade_container(input)],
@@ -130,6 +149,18 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
         mount_path: path.into(),
         read_only: read_only.then_some(true),
         ..VolumeMount::default()
+    }
+}
+
+/// A `preStop` hook that only waits (the kubelet's own `sleep`: no shell or
+/// binary needed in a distroless image).
+fn pre_stop_sleep(seconds: i64) -> Lifecycle {
+    Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            sleep: Some(SleepAction { seconds }),
+            ..LifecycleHandler::default()
+        }),
+        ..Lifecycle::default()
     }
 }
 
@@ -212,6 +243,8 @@ fn server_container(input: BuildInput<'_>) -> Container {
         command,
         args,
         env: (!env.is_empty()).then_some(env),
+        // Outlive the facade's drain, so calls in flight reach a live server.
+        lifecycle: Some(pre_stop_sleep(PRESTOP_SECONDS + DRAIN_SECONDS)),
         security_context: Some(container_security_context(
             input.sandbox.read_only_root_filesystem,
         )),
@@ -238,8 +271,40 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         format!("0.0.0.0:{ADMIN_PORT}"),
         "--allowed-host".into(),
         names::allowed_hosts(input.server, input.config).join(","),
+        "--drain-timeout-secs".into(),
+        DRAIN_SECONDS.to_string(),
     ];
-    let mut mounts = vec![mount("policy", POLICY_DIR, true)];
+    let mut mounts = vec![
+        mount("policy", POLICY_DIR, true),
+        mount("jwks", JWKS_DIR, true),
+        mount("peer-key", PEER_KEY_DIR, true),
+    ];
+    let env_value = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        value_from: None,
+    };
+    let env = vec![
+        EnvVar {
+            name: "POD_IP".into(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "status.podIP".into(),
+                    api_version: None,
+                }),
+                ..EnvVarSource::default()
+            }),
+        },
+        env_value(
+            "MCP_WARDEN_PEER_KEY_FILE",
+            format!("{PEER_KEY_DIR}/{PEER_KEY_KEY}"),
+        ),
+        env_value(
+            "MCP_WARDEN_ADVERTISE_ADDR",
+            format!("$(POD_IP):{FACADE_PORT}"),
+        ),
+    ];
     match spec.transport {
         Transport::Stdio => {
             args.extend(["--upstream-socket".into(), SOCKET_PATH.into()]);
@@ -272,7 +337,10 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         name: "facade".into(),
         image: Some(input.config.sidecar_image.clone()),
         args: Some(args),
+        env: Some(env),
         ports: Some(vec![port("http", FACADE_PORT), port("admin", ADMIN_PORT)]),
+        // Stay in service until every endpoint list has dropped this pod.
+        lifecycle: Some(pre_stop_sleep(PRESTOP_SECONDS)),
         liveness_probe: Some(probe("/healthz")),
         readiness_probe: Some(probe("/readyz")),
         security_context: Some(container_security_context(true)),
@@ -305,6 +373,27 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             config_map: Some(ConfigMapVolumeSource {
                 name: names::policy_config_map(input.server),
                 ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "jwks".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: names::jwks_config_map(input.server),
+                // Until the operator could read the issuer's keys, tokens
+                // are refused; the pod still starts.
+                optional: Some(true),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "peer-key".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(names::peer_key_secret(input.server)),
+                default_mode: Some(0o440),
+                optional: Some(false),
+                ..SecretVolumeSource::default()
             }),
             ..Volume::default()
         },

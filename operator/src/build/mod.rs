@@ -8,12 +8,17 @@
 //!            ├─ ConfigMap       (config_map.rs)       the compiled FacadePolicy
 //!            ├─ Deployment      (deployment.rs)       server + facade (+ bridge init)
 //!            ├─ Service         (service.rs)          8080 /mcp, 9090 metrics
-//!            └─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), no egress
+//!            ├─ Service <n>-peers (service.rs)        headless, replicas > 1
+//!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
+//!            ├─ PDB             (pod_disruption_budget.rs)  maxUnavailable 1, replicas > 1
+//!            └─ Secret <n>-peer-key (secret.rs)       shaped here, its random bytes made in apply
 //! ```
 
 pub mod config_map;
 pub mod deployment;
 pub mod network_policy;
+pub mod pod_disruption_budget;
+pub mod secret;
 pub mod service;
 pub mod service_account;
 
@@ -21,6 +26,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
     networking::v1::NetworkPolicy,
+    policy::v1::PodDisruptionBudget,
 };
 use mcp_warden_crds::{MCPServer, SandboxProfileSpec};
 
@@ -35,6 +41,8 @@ pub struct BuildInput<'a> {
     pub sandbox: &'a SandboxProfileSpec,
     /// The compiled policy, as YAML.
     pub policy_yaml: &'a str,
+    /// The cluster's service-account issuer JWKS, if the operator read it.
+    pub jwks: Option<&'a str>,
     /// Operator settings.
     pub config: &'a BuildConfig,
 }
@@ -46,12 +54,18 @@ pub struct DesiredObjects {
     pub service_account: ServiceAccount,
     /// The compiled policy.
     pub config_map: ConfigMap,
+    /// The issuer's JWKS (only when it was read).
+    pub jwks_config_map: Option<ConfigMap>,
     /// The pod.
     pub deployment: Deployment,
     /// The in-cluster endpoint.
     pub service: Service,
+    /// The headless Service of the replicas (replicas > 1).
+    pub peers_service: Option<Service>,
     /// The pod's firewall.
     pub network_policy: NetworkPolicy,
+    /// At most one replica down at a time (replicas > 1).
+    pub pod_disruption_budget: Option<PodDisruptionBudget>,
 }
 
 /// Build every object.
@@ -59,22 +73,28 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
     DesiredObjects {
         service_account: service_account::desired_service_account(input),
         config_map: config_map::desired_config_map(input),
+        jwks_config_map: config_map::desired_jwks_config_map(input),
         deployment: deployment::desired_deployment(input),
         service: service::desired_service(input),
+        peers_service: service::desired_peers_service(input),
         network_policy: network_policy::desired_network_policy(input),
+        pod_disruption_budget: pod_disruption_budget::desired_pod_disruption_budget(input),
     }
 }
 
 impl DesiredObjects {
     /// The objects as JSON values with `apiVersion`/`kind`, in order.
     pub fn to_values(&self) -> Vec<serde_json::Value> {
-        vec![
+        let mut values = vec![
             typed_value(&self.service_account),
             typed_value(&self.config_map),
-            typed_value(&self.deployment),
-            typed_value(&self.service),
-            typed_value(&self.network_policy),
-        ]
+        ];
+        values.extend(self.jwks_config_map.as_ref().map(typed_value));
+        values.extend([typed_value(&self.deployment), typed_value(&self.service)]);
+        values.extend(self.peers_service.as_ref().map(typed_value));
+        values.push(typed_value(&self.network_policy));
+        values.extend(self.pod_disruption_budget.as_ref().map(typed_value));
+        values
     }
 }
 

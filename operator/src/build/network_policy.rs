@@ -1,12 +1,18 @@
-//! The pod's NetworkPolicy: ingress only to the facade port (and the admin
-//! port from the monitoring namespace); no egress at all. Egress a
-//! SandboxProfile asks for is a capability that needs an admin's approval
-//! (the capability issue), so for now it is never opened.
+//! The pod's NetworkPolicy.
+//!
+//! ```text
+//! ingress  :8080 from anywhere (agents; Service)            always
+//!          :9090 from the monitoring namespace + the operator's pods (/metrics, /tools)
+//!          :8080 from the same MCPServer's pods (relay)     replicas > 1
+//! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
+//!          DNS, approved CIDR:port rules                    only when approved (capability issue)
+//!          nothing else
+//! ```
 
 use k8s_openapi::{
     api::networking::v1::{
-        NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
-        NetworkPolicySpec,
+        NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
+        NetworkPolicyPort, NetworkPolicySpec,
     },
     apimachinery::pkg::{apis::meta::v1::LabelSelector, util::intstr::IntOrString},
 };
@@ -14,40 +20,74 @@ use k8s_openapi::{
 use super::BuildInput;
 use crate::names::{self, ADMIN_PORT, FACADE_PORT};
 
-/// The NetworkPolicy around the server's pod.
-pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
-    let tcp = |port: i32| NetworkPolicyPort {
+fn tcp(port: i32) -> NetworkPolicyPort {
+    NetworkPolicyPort {
         port: Some(IntOrString::Int(port)),
         protocol: Some("TCP".into()),
         ..NetworkPolicyPort::default()
-    };
+    }
+}
+
+fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels: Some(l.clone()),
+        ..LabelSelector::default()
+    })
+}
+
+/// The NetworkPolicy around the server's pods.
+pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
+    let cfg = input.config;
     let metrics_from = NetworkPolicyPeer {
-        namespace_selector: Some(LabelSelector {
-            match_labels: Some(input.config.metrics_namespace_labels.clone()),
-            ..LabelSelector::default()
-        }),
+        namespace_selector: labels(&cfg.metrics_namespace_labels),
         ..NetworkPolicyPeer::default()
     };
+    let operator_from = NetworkPolicyPeer {
+        namespace_selector: labels(
+            &[(
+                "kubernetes.io/metadata.name".to_string(),
+                cfg.operator_namespace.clone(),
+            )]
+            .into(),
+        ),
+        pod_selector: labels(&cfg.operator_pod_labels),
+        ..NetworkPolicyPeer::default()
+    };
+    let same_server = NetworkPolicyPeer {
+        pod_selector: labels(&names::selector(input.server)),
+        ..NetworkPolicyPeer::default()
+    };
+    let mut ingress = vec![
+        NetworkPolicyIngressRule {
+            ports: Some(vec![tcp(FACADE_PORT)]),
+            from: None,
+        },
+        NetworkPolicyIngressRule {
+            ports: Some(vec![tcp(ADMIN_PORT)]),
+            from: Some(vec![metrics_from, operator_from]),
+        },
+    ];
+    let mut egress = Vec::new();
+    if input.server.spec.replicas > 1 {
+        // Facade to facade: a replica relays a session's requests to the
+        // replica that owns it. Explicit, so it survives a narrower agent rule.
+        ingress.push(NetworkPolicyIngressRule {
+            ports: Some(vec![tcp(FACADE_PORT)]),
+            from: Some(vec![same_server.clone()]),
+        });
+        egress.push(NetworkPolicyEgressRule {
+            ports: Some(vec![tcp(FACADE_PORT)]),
+            to: Some(vec![same_server]),
+        });
+    }
     NetworkPolicy {
         metadata: names::metadata(input.server, names::object_name(input.server)),
         spec: Some(NetworkPolicySpec {
-            pod_selector: Some(LabelSelector {
-                match_labels: Some(names::selector(input.server)),
-                ..LabelSelector::default()
-            }),
+            pod_selector: labels(&names::selector(input.server)),
             policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
-            ingress: Some(vec![
-                NetworkPolicyIngressRule {
-                    ports: Some(vec![tcp(FACADE_PORT)]),
-                    from: None,
-                },
-                NetworkPolicyIngressRule {
-                    ports: Some(vec![tcp(ADMIN_PORT)]),
-                    from: Some(vec![metrics_from]),
-                },
-            ]),
+            ingress: Some(ingress),
             // Present and empty: deny every egress.
-            egress: Some(vec![]),
+            egress: Some(egress),
         }),
     }
 }

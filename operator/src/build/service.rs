@@ -29,3 +29,27 @@ pub fn desired_service(input: BuildInput<'_>) -> Service {
         ..Service::default()
     }
 }
+
+/// The headless Service the replicas find each other by (replicas > 1): every
+/// pod's address on 8080, ready or not, so a draining owner stays reachable
+/// for the sessions it still serves.
+pub fn desired_peers_service(input: BuildInput<'_>) -> Option<Service> {
+    (input.server.spec.replicas > 1).then(|| Service {
+        metadata: names::metadata(input.server, names::peers_service(input.server)),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            cluster_ip: Some("None".into()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(names::selector(input.server)),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: FACADE_PORT,
+                target_port: Some(IntOrString::String("http".into())),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    })
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! MCPServer ───────────────────────────────▶ reconcile(server)
-//! owned Deployment/ConfigMap/Service/SA/NetworkPolicy ─(owner ref)─▶ reconcile(owner)
+//! owned Deployment/ConfigMap/Service/SA/NetworkPolicy/PDB ─(owner ref)─▶ reconcile(owner)
 //! ToolProfile / SandboxProfile ─(servers_referencing)─▶ reconcile(each referencing server)
 //! ```
 
@@ -13,6 +13,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
     networking::v1::NetworkPolicy,
+    policy::v1::PodDisruptionBudget,
 };
 use kube::{
     runtime::{reflector::ObjectRef, watcher, Controller},
@@ -74,6 +75,7 @@ pub async fn run(
         .owns(Api::<Service>::all(client.clone()), owned())
         .owns(Api::<ServiceAccount>::all(client.clone()), owned())
         .owns(Api::<NetworkPolicy>::all(client.clone()), owned())
+        .owns(Api::<PodDisruptionBudget>::all(client.clone()), owned())
         .watches(
             Api::<ToolProfile>::all(client.clone()),
             watcher::Config::default(),

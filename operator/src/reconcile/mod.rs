@@ -119,6 +119,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         server,
         tool_profile: resolved.tool_profile.as_ref().map(|p| &p.spec),
         sandbox_profile: resolved.sandbox_profile.as_ref().map(|p| &p.spec),
+        jwks: resolved.jwks.as_deref(),
     };
     // 2.–4. validate, compile, build (pure)
     let plan = match plan::plan(&inputs, &ctx.config) {
@@ -131,7 +132,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         }
     };
     // 5. apply (writes only what differs)
-    let applied = apply::apply_all(&ctx.client, &ns, &plan.objects).await?;
+    let applied = apply::apply_all(&ctx.client, server, &plan.objects).await?;
     if !applied.written.is_empty() {
         info!(written = ?applied.written, "applied");
     }
@@ -142,6 +143,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         missing_secrets: &resolved.missing_secrets,
         sandbox: &plan.sandbox,
         endpoint: &endpoint,
+        peer_key_unusable: applied.peer_key_unusable,
     };
     let desired = status::desired_status(server, outcome, &now);
     status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;

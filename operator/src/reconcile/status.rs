@@ -38,6 +38,8 @@ pub enum Outcome<'a> {
         sandbox: &'a SandboxProfileSpec,
         /// The URL agents connect to.
         endpoint: &'a str,
+        /// The peer-key Secret exists but holds no usable key.
+        peer_key_unusable: bool,
     },
 }
 
@@ -76,6 +78,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             missing_secrets,
             sandbox,
             endpoint,
+            peer_key_unusable,
         } => (
             (
                 "True",
@@ -86,7 +89,13 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                 ),
             ),
             ready_condition(server, deployment),
-            degraded_condition(deployment, missing_secrets, sandbox),
+            degraded_condition(
+                server,
+                deployment,
+                missing_secrets,
+                sandbox,
+                peer_key_unusable,
+            ),
             Some(endpoint.to_string()),
         ),
     };
@@ -144,10 +153,23 @@ fn ready_condition(
 }
 
 fn degraded_condition(
+    server: &MCPServer,
     deployment: Option<&Deployment>,
     missing_secrets: &[String],
     sandbox: &SandboxProfileSpec,
+    peer_key_unusable: bool,
 ) -> (&'static str, &'static str, String) {
+    if peer_key_unusable {
+        return (
+            "True",
+            "PeerKeyInvalid",
+            format!(
+                "Secret {} has no key {:?} of at least 32 bytes; delete it and the operator makes a new one",
+                names::peer_key_secret(server),
+                names::PEER_KEY_KEY
+            ),
+        );
+    }
     if !missing_secrets.is_empty() {
         return (
             "True",
