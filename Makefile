@@ -40,15 +40,86 @@ fmt:
 ## generate: regenerate committed files (CRD YAML, chart CRDs)
 generate:
 	$(CARGO) run -q -p mcp-warden-operator -- crdgen --out-dir crds
+	$(MAKE) -s chart-crds
 
 ## check-generated: fail when committed generated files are stale
 check-generated:
 	$(CARGO) run -q -p mcp-warden-operator -- crdgen --check --out-dir crds
+	$(MAKE) -s check-chart-crds
 
 ## demo: the facade in front of @modelcontextprotocol/server-everything, a few real calls through it
 demo: setup
 	$(CARGO) build -q -p mcp-warden-sidecar
 	MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) $(PYTHON) tests/demo/demo.py
 
+# ---------------------------------------------------------------------------
+# bench: performance benchmarks. NOT part of `make test` (nothing is timed in
+# tests); see bench/README.md. Release builds go to $(BENCH_TARGET_DIR).
+# On a shared machine: make bench CARGO="flock /tmp/cargo-build.lock cargo"
+# ---------------------------------------------------------------------------
+BENCH_TARGET_DIR ?= /tmp/target-bench
+BENCH_ARGS       ?=
+
+## bench: facade vs direct vs peer proxies, facade RSS, criterion, operator scale (one run, < 10 min)
+bench: setup
+	bash bench/setup.sh
+	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) $(CARGO) build --release -p mcp-warden-sidecar
+	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) $(CARGO) build --release --manifest-path bench/Cargo.toml
+	bench/.venv/bin/python bench/run_bench.py \
+		--sidecar $(BENCH_TARGET_DIR)/release/mcp-warden-sidecar --bin-dir $(BENCH_TARGET_DIR)/release \
+		--target-dir $(BENCH_TARGET_DIR) --cargo "$(CARGO)" $(BENCH_ARGS)
+
 clean:
 	$(CARGO) clean
+
+# ---- Helm chart and container images (charts/, images/) --------------------
+# The chart's CRDs are copies of crds/*.yaml (`make generate` refreshes them,
+# `make check-generated` fails when they are stale); the dashboard JSON is
+# written by its generator (tests/chart checks it is fresh).
+
+CHART        := charts/mcp-warden
+IMAGE_REPO   ?= ghcr.io/mcp-warden
+VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+# docker, podman or buildah: the first one whose daemon/runtime answers (override: make images ENGINE=podman).
+ENGINE       ?= $(firstword $(foreach e,docker podman buildah,$(shell command -v $(e) >/dev/null 2>&1 && $(e) info >/dev/null 2>&1 && echo $(e))))
+STATIC_FLAGS := -C target-feature=+crt-static
+STATIC_DIR   := target/x86_64-unknown-linux-gnu/release
+
+.PHONY: chart-crds check-chart-crds chart-dashboard images static-binaries
+
+## chart-crds: copy the generated CRDs into the chart (part of `make generate`)
+chart-crds:
+	rm -f $(CHART)/crds/*.yaml
+	cp crds/*.yaml $(CHART)/crds/
+
+## check-chart-crds: fail when the chart's CRDs differ from crds/*.yaml (part of `make check-generated`)
+check-chart-crds:
+	@for f in crds/*.yaml; do \
+	  cmp -s "$$f" "$(CHART)/crds/$$(basename $$f)" || { echo "$(CHART)/crds/$$(basename $$f) is stale: run make generate" >&2; exit 1; }; \
+	done
+	@for f in $(CHART)/crds/*.yaml; do \
+	  [ -f "crds/$$(basename $$f)" ] || { echo "$$f has no source in crds/: run make generate" >&2; exit 1; }; \
+	done
+
+## chart-dashboard: regenerate the Grafana dashboard JSON (Grafana's typed builders, in .venv)
+chart-dashboard: setup
+	$(PYTHON) $(CHART)/dashboards/generate.py
+
+## images: build the operator and sidecar images (images/Dockerfile) with docker, podman or buildah
+images:
+	@if [ -z "$(ENGINE)" ]; then \
+	  echo "images: no working container engine (docker, podman or buildah answering \`info\`) on this machine, so no image was built." >&2; \
+	  echo "images: \`make static-binaries\` builds the same static binaries without one." >&2; \
+	  exit 1; \
+	fi
+	DOCKER_BUILDKIT=1 $(ENGINE) build -f images/Dockerfile --target operator -t $(IMAGE_REPO)/operator:$(VERSION) .
+	DOCKER_BUILDKIT=1 $(ENGINE) build -f images/Dockerfile --target sidecar -t $(IMAGE_REPO)/sidecar:$(VERSION) .
+
+## static-binaries: the images' statically linked release binaries, built on this machine
+static-binaries:
+	RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target x86_64-unknown-linux-gnu \
+		-p mcp-warden-operator -p mcp-warden-sidecar
+	@for b in $(STATIC_DIR)/mcp-warden-operator $(STATIC_DIR)/mcp-warden-sidecar; do \
+	  if ldd "$$b" 2>/dev/null | grep -q '=>'; then echo "$$b is dynamically linked" >&2; exit 1; fi; \
+	  echo "static: $$b"; \
+	done
