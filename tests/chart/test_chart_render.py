@@ -356,7 +356,7 @@ def test_notes_tell_the_next_command(variant):
     notes = render(VALUE_SETS[variant])["mcp-warden/templates/NOTES.txt"]
     assert f"kubectl -n {NAMESPACE} rollout status deployment/mcp-warden-operator" in notes
     assert "kubectl apply -f examples/" in notes
-    assert "mcpwarden.dev/approve=sha256:" in notes
+    assert "mcpwarden.dev/approve=$(kubectl get mcpserver" in notes and "{.status.capabilityDigest}" in notes
     assert "--clusterrole=mcp-warden-approver" in notes
 
 
