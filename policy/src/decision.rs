@@ -162,30 +162,13 @@ pub enum Denial {
         reason: &'static str,
     },
     /// Arguments fail the inputSchema.
-    #[error("Invalid arguments for tool `{tool}`: {}. {}", summary(.violations), self.hint())]
+    #[error("Invalid arguments for tool `{tool}`: {}. {}", crate::schema::summary(.violations), self.hint())]
     InvalidParams {
         /// Exposed name.
         tool: String,
         /// Every violation (messages carry no values).
         violations: Vec<Violation>,
     },
-}
-
-fn summary(v: &[Violation]) -> String {
-    v.iter()
-        .map(|x| {
-            format!(
-                "{}: {}",
-                if x.instance_path.is_empty() {
-                    "/"
-                } else {
-                    &x.instance_path
-                },
-                x.message
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// `viewer`, `user`, `admin`.

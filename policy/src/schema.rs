@@ -52,7 +52,8 @@ pub enum SchemaError {
     MissingStructuredContent,
 }
 
-fn summary(v: &[Violation]) -> String {
+/// `path: message; …` — one line for errors and denials (no values).
+pub(crate) fn summary(v: &[Violation]) -> String {
     v.iter()
         .map(|x| {
             format!(
