@@ -1,0 +1,773 @@
+"""Hardening (issue 9): the bad-input corpus test_bad_input.py does not cover,
+and an upstream that lies, floods, hangs and dies. Each case: the facade
+answers clearly (or drops the connection where HTTP says so), stays up,
+keeps its memory bounded, and every other session keeps working.
+
+Facades (one per concern, shared by the tests of that concern):
+- `rogue`: tests/fixtures/rogue_fixture.py over stdio, a policy with a call
+  timeout and an alias; client bad input and upstream misbehaviour;
+- `slow`: short body timeout, small header limit; slow clients;
+- `many`: an HTTP upstream (cheap sessions), a small session cap and idle
+  timeout; sessions opened and abandoned by the hundred.
+
+Known facade bugs are xfail(strict=True) with the exact repro in the reason.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from conftest import free_port, wait_port
+from hardening_helpers import children_of, messages_of, pid_alive, rogue_stdio, rss_kb, sse_events
+from helpers import ACCEPT_BOTH, RawMcp, metric, text_of
+from warden_helpers import POLICY_FIXTURE, policy_doc
+
+CALL_TIMEOUT = 2      # hang, wedge and echo (`say`)
+PROFILE_TIMEOUT = 10  # every other tool: long enough that a broken link shows as -32603, not -32007
+ROGUE_TOOLS = ["echo", "whoami", "unknown_ids", "garbage", "flood", "hang", "wedge", "exit_mid",
+               "huge", "cr_json", "twice"]
+ROGUE_POLICY = policy_doc(
+    auth={"anonymous": {"role": "user"}},
+    defaultAction="deny",
+    limits={"callTimeoutSeconds": PROFILE_TIMEOUT},
+    tools=[{"name": "echo", "alias": "say", "limits": {"callTimeoutSeconds": CALL_TIMEOUT}},
+           {"name": "whoami",
+            "arguments": [{"name": "mode", "kind": "string", "allow": ["[a-z ]*"]}]},
+           *[{"name": n, "limits": {"callTimeoutSeconds": CALL_TIMEOUT}} for n in ("hang", "wedge")],
+           *[{"name": n} for n in ROGUE_TOOLS[2:] if n not in ("hang", "wedge")]],
+)
+MAX_UPSTREAM_MESSAGE = 1 << 20
+RSS_BUDGET_KB = 60 * 1024  # growth allowed over a module's whole run
+
+
+# ---------------------------------------------------------------------------
+# The rogue upstream facade
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rogue(module_facade, tmp_path_factory):
+    log = tmp_path_factory.mktemp("rogue") / "upstream.log"
+    fa = module_facade(upstream=rogue_stdio(), policy=ROGUE_POLICY, env={"ROGUE_LOG": str(log)},
+                       extra_args=["--max-upstream-message-bytes", str(MAX_UPSTREAM_MESSAGE),
+                                   "--max-restarts", "20", "--restart-backoff-ms", "50",
+                                   "--drain-timeout-secs", "1"])
+    fa.log = log
+    fa.rss0 = rss_kb(fa.proc.proc.pid)
+    yield fa
+    grown = rss_kb(fa.proc.proc.pid) - fa.rss0
+    assert grown < RSS_BUDGET_KB, f"facade RSS grew {grown} kB over the module"
+
+
+@pytest.fixture(scope="module")
+def bystander(rogue):
+    """A session on its own upstream process: must keep working whatever the others do."""
+    s = RawMcp(rogue.url, timeout=10)
+    s.initialize(client_name="bystander")
+    yield s
+    assert s.sent == s.answered
+    s.close()
+
+
+@pytest.fixture
+def sess(rogue):
+    s = RawMcp(rogue.url, timeout=15)
+    s.initialize()
+    yield s
+    s.close()
+
+
+def all_fine(fa, bystander: RawMcp) -> None:
+    """The facade is up and an unrelated session still works."""
+    assert fa.proc.alive(), fa.stderr_text()[-3000:]
+    assert text_of(bystander.call_tool("say", {"text": "still here"})) == "still here"
+
+
+def post_raw(sess: RawMcp, raw: bytes | str, timeout: float = 10) -> httpx.Response:
+    try:
+        return sess.http.post(sess.url, content=raw, headers=sess.headers(), timeout=timeout)
+    except httpx.TimeoutException:
+        pytest.fail(f"no answer within {timeout} s to {raw[:200]!r}")
+
+
+def answer_to(resp: httpx.Response, rid) -> dict:
+    """The one JSON-RPC response in an HTTP answer (asserting there is exactly one)."""
+    msgs = [m for m in messages_of(resp) if isinstance(m, dict) and "method" not in m
+            and ("result" in m or "error" in m)]
+    assert len(msgs) == 1, f"expected one response, got {msgs} (HTTP {resp.status_code})"
+    assert msgs[0].get("id") == rid, msgs
+    return msgs[0]
+
+
+def clear_error(msg: dict, *codes: int) -> dict:
+    assert "error" in msg and "result" not in msg, msg
+    err = msg["error"]
+    assert err["code"] in codes, msg
+    assert isinstance(err.get("message"), str) and len(err["message"]) > 10, msg
+    return err
+
+
+def unique_id(tag: str) -> str:
+    """A request id no other test or session uses (to find the call in the server's log)."""
+    return f"{tag}-{uuid.uuid4().hex}"
+
+
+def upstream_calls(fa, rid) -> list[dict]:
+    """The tools/call requests with this id the server read (from ROGUE_LOG)."""
+    out = []
+    for line in fa.log.read_bytes().splitlines():
+        if b'"tools/call"' in line and rid.encode() in line:
+            msg = json.loads(line)
+            if msg.get("id") == rid:
+                out.append(msg)
+    return out
+
+
+def whoami_pid(sess: RawMcp) -> int:
+    return json.loads(text_of(sess.call_tool("whoami")))["pid"]
+
+
+def call_body(rid, name: str, arguments_json: str) -> bytes:
+    return (f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"method":"tools/call",'
+            f'"params":{{"name":"{name}","arguments":{arguments_json}}}}}').encode()
+
+
+# ---------------------------------------------------------------------------
+# Client bad input
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("depth", [10_000, 500_000])
+def test_deeply_nested_json(rogue, sess, bystander, depth):
+    """10,000 and 500,000 levels (within the 4 MiB body limit): no stack
+    overflow, a clear error, or (for a member the facade does not read) the
+    server's own answer."""
+    deep_arr = "[" * depth + "]" * depth
+    deep_obj = '{"a":' * depth + "1" + "}" * depth
+    # the whole body is a nested array: a batch (refused on 2025-06-18), or unreadable
+    r = post_raw(sess, deep_arr)
+    assert r.status_code == 400 and r.json()["error"]["code"] in (-32600, -32700), r.text[:300]
+    # an unknown member of the envelope nests deeply
+    r = post_raw(sess, '{"jsonrpc":"2.0","id":1,"method":"ping","x":' + deep_obj + "}")
+    if r.status_code == 400:
+        assert r.json()["error"]["code"] in (-32600, -32700), r.text[:300]
+    else:  # passed through untouched: the server answers (it cannot parse it either)
+        msg = answer_to(r, 1)
+        assert msg.get("result") == {} or msg["error"]["code"] == -32700, msg
+    # the arguments of a tool call nest deeply: the pipeline cannot read them
+    for arg in (deep_arr, deep_obj):
+        rid = sess.next_id()
+        r = post_raw(sess, call_body(rid, "say", '{"text":"x","deep":' + arg + "}"))
+        if r.status_code == 400:
+            assert r.json()["error"]["code"] in (-32600, -32700), r.text[:300]
+        else:
+            clear_error(answer_to(r, rid), -32602, -32600)
+    assert text_of(sess.call_tool("say", {"text": "shallow"})) == "shallow"
+    all_fine(rogue, bystander)
+
+
+def test_duplicate_envelope_keys_are_invalid(sess):
+    for raw in ['{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+                '{"jsonrpc":"2.0","id":3,"method":"tools/call","method":"ping"}',
+                '{"jsonrpc":"2.0","jsonrpc":"2.0","id":4,"method":"ping"}']:
+        r = post_raw(sess, raw)
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32600, (raw, r.text)
+
+
+@pytest.mark.parametrize("params,allowed_name", [
+    ('{"name":"crash","name":"whoami","arguments":{}}', "whoami"),     # the facade reads the last
+    ('{"name":"whoami","name":"crash","arguments":{}}', None),         # denied: crash is not allowed
+    ('{"name":"whoami","arguments":{"mode":"ROOT!"},"arguments":{"mode":"ok"}}', "whoami"),
+    ('{"name":"whoami","arguments":{"mode":"ok","mode":"ROOT!"}}', None),        # argument rule denies
+])
+def test_duplicate_keys_cannot_smuggle_past_the_policy(rogue, sess, bystander, params, allowed_name):
+    """Whatever the facade decides on must be what a (last-wins) server acts on:
+    either the call is refused, or the upstream's reading of what it got is
+    the allowed one."""
+    pid = whoami_pid(sess)
+    rid = unique_id("dup")
+    raw = f'{{"jsonrpc":"2.0","id":"{rid}","method":"tools/call","params":{params}}}'
+    msg = answer_to(post_raw(sess, raw), rid)
+    calls = upstream_calls(rogue, rid)
+    if allowed_name is None:
+        clear_error(msg, -32004)
+        assert calls == [], f"a refused call reached the server: {calls}"
+    else:
+        assert "result" in msg, msg
+        (seen,) = calls
+        assert seen["params"]["name"] == allowed_name, seen
+        if "mode" in params:
+            assert seen["params"]["arguments"] == {"mode": "ok"}, seen
+    assert whoami_pid(sess) == pid, "the smuggled `crash` ran"
+    all_fine(rogue, bystander)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"say","arguments":{"text":"\xff\xfe"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"say","arguments":{"te\xc3":"x"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"say","arguments":{"text":"\xc0\xaf"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"say","arguments":{"text":"\xed\xa0\x80"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/\xff"}',
+    b'{"jsonrpc":"2.0","id":"\xf8\x88\x80\x80\x80","method":"ping"}',
+], ids=["in-value", "in-key", "overlong-slash", "raw-surrogate", "in-method", "in-id"])
+def test_invalid_utf8_is_a_parse_error(rogue, sess, bystander, raw):
+    r = post_raw(sess, raw)
+    assert r.status_code == 400, (r.status_code, r.text)
+    err = r.json()["error"]
+    assert err["code"] == -32700 and "parse error" in err["message"].lower(), err
+    all_fine(rogue, bystander)
+
+
+def test_huge_ids(rogue, sess, bystander):
+    # a 1 MB string id is an id like any other: echoed back exactly
+    big = "i" * (256 << 10)  # the answer must fit --max-upstream-message-bytes
+    assert sess.request("ping", rid=big)["result"] == {}
+    assert sess.request("ping", rid=9007199254740991)["result"] == {}
+    assert sess.request("ping", rid=-9007199254740991)["result"] == {}
+    for rid in ["9007199254740992", "-9007199254740992", "1" * 400, "1e3", "1.0", "0x10", "-", "01"]:
+        r = post_raw(sess, f'{{"jsonrpc":"2.0","id":{rid},"method":"ping"}}')
+        assert r.status_code == 400, (rid, r.status_code, r.text[:200])
+        assert r.json()["error"]["code"] in (-32600, -32700), (rid, r.text[:200])
+    all_fine(rogue, bystander)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG sidecar/src/pipeline/call.rs rename(): serde_json reads the id -0 as the float -0.0, the "
+    "re-serialized request has id -0.0, Message::parse refuses it and `.expect(\"a re-serialized "
+    "request parses\")` panics the task; the client never gets an answer. Repro: POST "
+    '{"jsonrpc":"2.0","id":-0,"method":"tools/call","params":{"name":"say","arguments":{"text":"x"}}} '
+    "to a facade whose policy aliases echo as say"))
+def test_negative_zero_id_on_an_aliased_tool(facade):
+    # its own facade: the panic's backtrace alone costs the process ~160 MB of RSS
+    fa = facade(upstream=rogue_stdio(), policy=ROGUE_POLICY)
+    s = RawMcp(fa.url, timeout=2)
+    try:
+        s.initialize()
+        r = post_raw(s, call_body(0, "say", '{"text":"x"}').replace(b'"id":0', b'"id":-0'), timeout=2)
+        msg = answer_to(r, 0)
+        assert "result" in msg or "error" in msg
+        assert fa.proc.alive()
+    finally:
+        s.close()
+
+
+def test_huge_numbers_in_arguments(rogue, sess, bystander):
+    """Out of f64 range: a clear -32602; in range: passes through unchanged."""
+    for args in ['{"text":"x","n":1e400}', '{"text":"x","n":-1e99999}']:
+        rid = sess.next_id()
+        msg = answer_to(post_raw(sess, call_body(rid, "say", args)), rid)
+        err = clear_error(msg, -32602)
+        assert err.get("data", {}).get("reason") == "unreadable_params", err
+    rid = unique_id("bignum")
+    msg = answer_to(post_raw(sess, call_body(rid, "whoami", '{"n":123456789012345678901234567890}')), rid)
+    assert "result" in msg, msg
+    (call,) = upstream_calls(rogue, rid)
+    assert call["params"]["arguments"]["n"] == 123456789012345678901234567890, call
+    all_fine(rogue, bystander)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG sidecar/src/pipeline/call.rs rename(): a call to an aliased tool is re-serialized through "
+    "serde_json::Value, so numbers change on the way to the server: 123456789012345678901234567890 "
+    "arrives as 1.2345678901234568e+29 and -0 as -0.0. Repro: tools/call say (alias of echo) with "
+    'arguments {"text":"x","n":123456789012345678901234567890}; the server log shows the float'))
+def test_aliased_call_keeps_argument_numbers(rogue, sess):
+    rid = unique_id("alias-num")
+    msg = answer_to(post_raw(sess, call_body(rid, "say", '{"text":"x","n":123456789012345678901234567890,"z":-0}')), rid)
+    assert "result" in msg, msg
+    (call,) = upstream_calls(rogue, rid)
+    assert call["params"]["arguments"]["n"] == 123456789012345678901234567890, call
+    assert isinstance(call["params"]["arguments"]["z"], int), call
+
+
+# ---------------------------------------------------------------------------
+# The upstream misbehaves
+# ---------------------------------------------------------------------------
+def test_unknown_response_ids_are_dropped(rogue, sess, bystander):
+    unmatched0 = metric(rogue.admin_url, "mcpwarden_upstream_unmatched_responses_total")
+    assert text_of(sess.call_tool("unknown_ids", {"count": 40})) == "ok"
+    assert text_of(sess.call_tool("say", {"text": "next"})) == "next"
+    assert metric(rogue.admin_url, "mcpwarden_upstream_unmatched_responses_total") >= unmatched0 + 20
+    assert sess.sent == sess.answered
+    all_fine(rogue, bystander)
+
+
+def test_non_json_on_stdout_is_dropped(rogue, sess, bystander):
+    invalid0 = metric(rogue.admin_url, "mcpwarden_upstream_invalid_messages_total")
+    pid = whoami_pid(sess)
+    assert text_of(sess.call_tool("garbage")) == "ok"
+    assert whoami_pid(sess) == pid, "text on stdout must not cost the server its life"
+    assert metric(rogue.admin_url, "mcpwarden_upstream_invalid_messages_total") >= invalid0 + 8
+    all_fine(rogue, bystander)
+
+
+def test_invalid_utf8_on_stdout_fails_the_call_clearly_and_recovers(rogue, sess, bystander):
+    """The facade treats undecodable output as a broken link: the call in
+    flight gets one clear upstream_failed error, the server is restarted."""
+    pid = whoami_pid(sess)
+    t0 = time.monotonic()
+    msg = sess.call_tool("garbage", {"utf8": True})
+    assert time.monotonic() - t0 < PROFILE_TIMEOUT - 2
+    if "error" in msg:
+        err = clear_error(msg, -32603)
+        assert err["data"]["reason"] == "upstream_failed" and "restart" in err["message"], err
+        assert whoami_pid(sess) != pid
+    else:
+        assert text_of(msg) == "ok"
+    assert text_of(sess.call_tool("say", {"text": "recovered"})) == "recovered"
+    all_fine(rogue, bystander)
+
+
+def test_notification_flood_within_queue_depth(rogue, bystander):
+    """A burst the client can take (well under --queue-depth per read): every
+    notification and the answer arrive, on both response styles."""
+    for version in ("2025-06-18", "2025-11-25"):
+        s = RawMcp(rogue.url, version=version, timeout=30)
+        try:
+            s.initialize()
+            rid = s.next_id()
+            r = post_raw(s, call_body(rid, "flood", '{"count":200,"size":32}'), timeout=30)
+            msgs = messages_of(r)
+            assert answer_to(r, rid)["result"]["content"][0]["text"] == "flooded 200"
+            notes = [m for m in msgs if m.get("method") == "notifications/message"]
+            assert len(notes) == 200, len(notes)
+        finally:
+            s.close()
+    all_fine(rogue, bystander)
+
+
+def read_slowly(s: RawMcp, body: str, rate_bytes_per_s: int = 2_000_000) -> bytes:
+    """POST and read the answer like a healthy client on a modest link."""
+    buf = b""
+    with s.http.stream("POST", s.url, content=body, headers=s.headers(), timeout=30) as r:
+        assert r.status_code == 200, r.status_code
+        for chunk in r.iter_bytes(4096):
+            buf += chunk
+            time.sleep(len(chunk) / rate_bytes_per_s)
+    return buf
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG sidecar/src/session/stream.rs Stream::push: when server notifications arrive faster than the "
+    "client reads (a burst of more than --queue-depth, default 256), the POST's stream is detached "
+    "and its SSE response ends without the call's answer; resuming with Last-Event-ID then gets 400 "
+    "(the replay buffer, 1024 items, was overrun), so the one response the stream owes is lost. "
+    "Repro: rogue_fixture tools/call flood {count: 20000, size: 16}, the client reading at 2 MB/s "
+    "(both 2025-06-18 and 2025-11-25; also at full speed in most runs)"))
+def test_notification_flood_never_costs_the_response(rogue, bystander):
+    lost = []
+    for version in ("2025-06-18", "2025-11-25"):
+        s = RawMcp(rogue.url, version=version, timeout=30)
+        try:
+            s.initialize()
+            rid = s.next_id()
+            raw = read_slowly(s, call_body(rid, "flood", '{"count":12000,"size":16}').decode())
+            events = sse_events(raw)
+            answers = [e for e in events if '"result"' in e["data"] or '"error"' in e["data"]]
+            if not answers and any(e["id"] for e in events):
+                # the spec's way back: resume the stream after the last event seen
+                last = [e["id"] for e in events if e["id"]][-1]
+                g = s.http.get(s.url, headers={**s.headers(), "Last-Event-ID": last}, timeout=10)
+                if g.status_code == 200:
+                    answers = [m for m in messages_of(g) if m.get("id") == rid]
+            if len(answers) != 1:
+                lost.append((version, len(events)))
+            s.delete()
+        finally:
+            s.close()
+    all_fine(rogue, bystander)
+    assert lost == [], f"answers lost after (version, events received): {lost}"
+
+
+def test_floods_leave_the_facade_healthy(rogue, bystander):
+    """Whatever happens to a flooded stream, the facade and other sessions
+    are fine and memory stays bounded."""
+    pid = rogue.proc.proc.pid
+    rss0 = rss_kb(pid)
+    for _ in range(2):
+        s = RawMcp(rogue.url, timeout=30)
+        try:
+            s.initialize()
+            rid = s.next_id()
+            r = post_raw(s, call_body(rid, "flood", '{"count":5000,"size":256}'), timeout=30)
+            assert r.status_code == 200
+            s.delete()
+        finally:
+            s.close()
+    assert rss_kb(pid) - rss0 < 50 * 1024, (rss0, rss_kb(pid))
+    all_fine(rogue, bystander)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG sidecar/src/sse.rs encode_message: it splits data lines on LF only, but CR (valid JSON "
+    "whitespace) also ends an SSE line, so a server message with a CR between tokens reaches SSE "
+    "clients as a truncated, unparsable event (the message is lost). Repro: rogue_fixture tools/call "
+    "flood {count: 3, cr: true} on a 2025-11-25 session: the notifications' data events read "
+    "'{\"jsonrpc\":' in any spec-conformant SSE client"))
+def test_cr_whitespace_in_server_messages_survives_sse(rogue):
+    s = RawMcp(rogue.url, version="2025-11-25", timeout=20)
+    try:
+        s.initialize()
+        rid = s.next_id()
+        r = post_raw(s, call_body(rid, "flood", '{"count":3,"size":8,"cr":true}'))
+        assert r.headers["content-type"].startswith("text/event-stream")
+        msgs = messages_of(r)
+        assert not [m for m in msgs if "unparsable" in m], msgs
+        assert len([m for m in msgs if m.get("method") == "notifications/message"]) == 3, msgs
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("version", [
+    "2025-06-18",  # a plain JSON answer
+    pytest.param("2025-11-25", marks=pytest.mark.xfail(strict=True, reason=(
+        "BUG sidecar/src/sse.rs encode_message (see test_cr_whitespace_in_server_messages_survives_sse): "
+        "a tool answer with CR between JSON tokens, forwarded unchanged on a 2025-11-25 tools/call SSE "
+        "stream, is cut at the CR, so a conformant SSE client never gets the answer. Repro: rogue_fixture "
+        "tools/call cr_json {text: 'crlf'} on a 2025-11-25 session"))),
+])
+def test_cr_whitespace_in_a_tool_answer(rogue, bystander, version):
+    s = RawMcp(rogue.url, version=version, timeout=20)
+    try:
+        s.initialize()
+        rid = s.next_id()
+        msg = answer_to(post_raw(s, call_body(rid, "cr_json", '{"text":"crlf"}')), rid)
+        assert text_of(msg) == "crlf"
+    finally:
+        s.close()
+    all_fine(rogue, bystander)
+
+
+def test_duplicate_answer_is_dropped(rogue, sess, bystander):
+    assert text_of(sess.call_tool("twice", {"text": "once"})) == "once"
+    assert text_of(sess.call_tool("say", {"text": "after"})) == "after"
+    assert sess.sent == sess.answered
+    all_fine(rogue, bystander)
+
+
+def test_hanging_call_times_out(rogue, sess, bystander):
+    t0 = time.monotonic()
+    err = clear_error(sess.call_tool("hang"), -32007)
+    took = time.monotonic() - t0
+    assert CALL_TIMEOUT - 0.2 < took < CALL_TIMEOUT + 3, took
+    assert err["data"]["reason"] == "timeout", err
+    assert text_of(sess.call_tool("say", {"text": "after hang"})) == "after hang"
+    all_fine(rogue, bystander)
+
+
+def test_wedged_server_times_out_calls_and_the_session_can_end(rogue, bystander):
+    """A server that stops reading and writing: every call still gets -32007 on
+    time (even once its stdin pipe is full), other sessions are unaffected, and
+    ending the session kills the process."""
+    s = RawMcp(rogue.url, timeout=20)
+    try:
+        s.initialize()
+        pid = whoami_pid(s)
+        clear_error(s.call_tool("wedge"), -32007)
+        fill = "w" * 60_000  # under maxArgBytes; a few of these fill a 64 KiB pipe
+
+        def one(_):
+            t0 = time.monotonic()
+            msg = s.call_tool("say", {"text": fill})
+            return msg, time.monotonic() - t0
+
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(one, range(6)))
+        for msg, took in results:
+            clear_error(msg, -32007)
+            assert took < CALL_TIMEOUT + 4, took
+        all_fine(rogue, bystander)
+        assert pid_alive(pid)
+        assert s.delete().status_code in (200, 204)
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(pid), "the wedged server outlived its session"
+        assert s.sent == s.answered
+    finally:
+        s.close()
+
+
+def test_exit_mid_response(rogue, sess, bystander):
+    pid = whoami_pid(sess)
+    err = clear_error(sess.call_tool("exit_mid"), -32603)
+    assert err["data"]["reason"] == "upstream_failed" and "exited" in err["message"], err
+    assert whoami_pid(sess) != pid
+    assert text_of(sess.call_tool("say", {"text": "again"})) == "again"
+    all_fine(rogue, bystander)
+
+
+def test_message_over_upstream_limit(rogue, sess, bystander):
+    err = clear_error(sess.call_tool("huge", {"bytes": 2 * MAX_UPSTREAM_MESSAGE}), -32603)
+    assert str(MAX_UPSTREAM_MESSAGE) in err["message"], err
+    assert text_of(sess.call_tool("huge", {"bytes": MAX_UPSTREAM_MESSAGE // 2})) == "h" * (MAX_UPSTREAM_MESSAGE // 2)
+    all_fine(rogue, bystander)
+
+
+def test_no_stray_processes(rogue):
+    """Sessions ended above leave no server behind: at most the live sessions' plus spares."""
+    live = metric(rogue.admin_url, "mcpwarden_sessions_active")
+    kids = [p for p in children_of(rogue.proc.proc.pid) if pid_alive(p)]
+    assert len(kids) <= live + 2, (kids, live)
+
+
+# ---------------------------------------------------------------------------
+# Slow and oversized clients
+# ---------------------------------------------------------------------------
+HEADER_TIMEOUT = 10  # the facade's header read timeout (not a flag)
+BODY_TIMEOUT = 2
+SLOW_CLIENTS = 40
+
+
+class SlowClients:
+    """Connections that misbehave in the background, each timed until the facade closes it."""
+
+    def __init__(self, port: int, session_id: str):
+        self.port, self.session_id = port, session_id
+        self.closed: dict[str, float] = {}
+        self.answers: dict[str, bytes] = {}
+        self.t0 = time.monotonic()
+        self.threads = []
+
+    def _conn(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        return s
+
+    def _watch(self, name: str, s: socket.socket, drip: bytes | None, every: float, limit: float):
+        got = b""
+        s.settimeout(every)
+        while time.monotonic() - self.t0 < limit:
+            try:
+                data = s.recv(65536)
+                if not data:
+                    break
+                got += data
+                continue
+            except socket.timeout:
+                pass
+            except OSError:
+                break
+            if drip:
+                try:
+                    s.sendall(drip)
+                except OSError:
+                    break
+        else:
+            self.answers[name] = got
+            s.close()
+            return  # still open at the limit
+        self.closed[name] = time.monotonic() - self.t0
+        self.answers[name] = got
+        s.close()
+
+    def start(self, name, first: bytes, drip: bytes | None, every: float, limit: float):
+        s = self._conn()
+        if first:
+            s.sendall(first)
+        t = threading.Thread(target=self._watch, args=(name, s, drip, every, limit), daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def join(self):
+        for t in self.threads:
+            t.join()
+
+
+@pytest.fixture(scope="module")
+def slow(module_facade):
+    return module_facade(upstream=rogue_stdio(), policy=ROGUE_POLICY,
+                         extra_args=["--body-timeout-secs", str(BODY_TIMEOUT),
+                                     "--max-header-bytes", "16384", "--drain-timeout-secs", "1"])
+
+
+@pytest.fixture(scope="module")
+def slow_run(slow):
+    """Start every kind of slow client at once, keep a healthy session busy
+    meanwhile, and wait until the header timeout has passed for all of them."""
+    victim = RawMcp(slow.url)
+    victim.initialize()
+    sc = SlowClients(slow.port, victim.session_id)
+    limit = HEADER_TIMEOUT + 4
+    post_head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{slow.port}\r\n"
+                 f"Accept: {ACCEPT_BOTH}\r\nContent-Type: application/json\r\n"
+                 f"Mcp-Session-Id: {victim.session_id}\r\nMCP-Protocol-Version: {victim.negotiated}\r\n")
+    for i in range(SLOW_CLIENTS):
+        # headers dripped one line a second, never finished
+        sc.start(f"header-drip-{i}", b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n", b"X-Slow: 1\r\n", 1.0, limit)
+        # headers done, the body dripped a byte at a time
+        sc.start(f"body-drip-{i}", (post_head + "Content-Length: 100000\r\n\r\n").encode() + b'{"jsonrpc":',
+                 b" ", 0.5, limit)
+        # a connection that never sends a byte
+        sc.start(f"silent-{i}", b"", None, 1.0, limit)
+        # an HTTP/2 preface, cut short
+        sc.start(f"h2-stall-{i}", b"PRI * HTTP/2.0\r\n", None, 1.0, limit)
+    rss0 = rss_kb(slow.proc.proc.pid)
+    healthy, latencies = RawMcp(slow.url, timeout=5), []
+    healthy.initialize()
+    while time.monotonic() - sc.t0 < limit - 0.5:
+        t = time.monotonic()
+        assert text_of(healthy.call_tool("say", {"text": "ok"})) == "ok"
+        latencies.append(time.monotonic() - t)
+        time.sleep(0.2)
+    sc.join()
+    sc.latencies, sc.rss = latencies, (rss0, rss_kb(slow.proc.proc.pid))
+    sc.healthy = healthy
+    yield sc
+    healthy.close()
+    victim.close()
+
+
+def test_slow_header_drip_is_cut_at_the_header_timeout(slow_run):
+    for i in range(SLOW_CLIENTS):
+        when = slow_run.closed.get(f"header-drip-{i}")
+        assert when is not None and when < HEADER_TIMEOUT + 2, (i, when)
+
+
+def test_slow_body_drip_gets_408(slow_run):
+    for i in range(SLOW_CLIENTS):
+        name = f"body-drip-{i}"
+        answer = slow_run.answers.get(name, b"")
+        assert answer.startswith(b"HTTP/1.1 408"), (name, answer[:200])
+        assert b"did not arrive within" in answer, answer[:400]
+        when = slow_run.closed.get(name)
+        assert when is not None and when < BODY_TIMEOUT + 3, (name, when)
+
+
+def test_other_sessions_work_while_slow_clients_hang_on(slow, slow_run):
+    assert len(slow_run.latencies) > 20
+    assert max(slow_run.latencies) < 2, max(slow_run.latencies)
+    assert slow.proc.alive()
+    rss0, rss1 = slow_run.rss
+    assert rss1 - rss0 < 50 * 1024, slow_run.rss
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG sidecar/src/server.rs: the header read timeout only starts once hyper's HTTP/1 parser runs; "
+    "hyper-util's auto::Builder first reads the protocol preface with no timeout, so a connection "
+    "that sends nothing (or a partial `PRI * HTTP/2.0` preface) is held open forever: a few thousand "
+    "of them exhaust the facade's file descriptors. Repro: open a TCP connection to the MCP port "
+    "and send nothing; it is still open long after --header timeout (10 s)"))
+def test_silent_connections_are_cut_at_the_header_timeout(slow_run):
+    for kind in ("silent", "h2-stall"):
+        for i in range(SLOW_CLIENTS):
+            when = slow_run.closed.get(f"{kind}-{i}")
+            assert when is not None and when < HEADER_TIMEOUT + 2, (kind, i, when)
+
+
+@pytest.mark.parametrize("headers", [
+    {"X-Big": "b" * 20_000},                          # one header over --max-header-bytes
+    {f"X-Many-{i}": "v" * 100 for i in range(150)},   # many headers, within the bytes
+    {"Cookie": "c=" + "k" * 15_000, "X-More": "m" * 3_000},
+], ids=["one-big", "many", "together-over"])
+def test_oversized_headers(slow, slow_run, headers):
+    s = slow_run.healthy
+    try:
+        r = httpx.post(slow.url, content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                       headers={**s.headers(), **headers}, timeout=10)
+        assert r.status_code == 431, (r.status_code, r.text[:200])
+    except httpx.RemoteProtocolError:
+        pass  # the connection dropped: what HTTP/1.1 servers may do for a header block this size
+    assert s.request("ping")["result"] == {}
+    assert slow.proc.alive()
+
+
+# ---------------------------------------------------------------------------
+# Sessions opened and abandoned by the hundred
+# ---------------------------------------------------------------------------
+MAX_SESSIONS = 100
+IDLE_SECS = 3
+ROUNDS, ATTEMPTS = 2, 800  # 1,600 sessions asked for; the cap and the reaper decide how many open
+INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "abandoner", "version": "0"}}})
+
+
+@pytest.fixture(scope="module")
+def many(module_facade, start_module_process):
+    port = free_port()
+    up = start_module_process([sys.executable, str(POLICY_FIXTURE),
+                               "--http", str(port)])
+    wait_port(port, proc=up)
+    return module_facade(upstream_url=f"http://127.0.0.1:{port}/mcp",
+                         policy=policy_doc(auth={"anonymous": {"role": "user"}}, defaultAction="allow"),
+                         extra_args=["--max-sessions", str(MAX_SESSIONS), "--idle-timeout-secs",
+                                     str(IDLE_SECS), "--drain-timeout-secs", "1"])
+
+
+def abandon_sessions(url: str, n: int, workers: int = 4) -> Counter:
+    """Open n sessions (initialize only) and walk away from them."""
+    counts: Counter = Counter()
+    lock = threading.Lock()
+    bodies: dict[int, str] = {}
+
+    def work(k):
+        with httpx.Client(timeout=10) as h:
+            for _ in range(k):
+                r = h.post(url, content=INIT, headers={"Accept": ACCEPT_BOTH, "Content-Type": "application/json"})
+                with lock:
+                    counts[r.status_code] += 1
+                    bodies.setdefault(r.status_code, r.text)
+
+    threads = [threading.Thread(target=work, args=(n // workers,)) for _ in range(workers)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    counts.bodies = bodies
+    return counts
+
+
+def test_thousands_of_abandoned_sessions(many):
+    pid = many.proc.proc.pid
+    keeper = RawMcp(many.url, timeout=10)
+    keeper.initialize(client_name="keeper")
+    stop, keeper_errors = threading.Event(), []
+
+    def keep_alive():  # a live client in the middle of it all: never idle, never refused
+        while not stop.wait(0.5):
+            try:
+                assert keeper.request("ping")["result"] == {}
+            except Exception as e:  # noqa: BLE001 - reported below
+                keeper_errors.append(repr(e))
+
+    pinger = threading.Thread(target=keep_alive, daemon=True)
+    pinger.start()
+    rss = [rss_kb(pid)]
+    opened = refused = 0
+    try:
+        for rnd in range(ROUNDS):
+            counts = abandon_sessions(many.url, ATTEMPTS)
+            assert set(counts) <= {200, 503}, dict(counts)
+            opened += counts[200]
+            refused += counts[503]
+            if 503 in counts:
+                err = json.loads(counts.bodies[503])["error"]
+                assert "session" in err["message"].lower() and str(MAX_SESSIONS) in err["message"], err
+            active = metric(many.admin_url, "mcpwarden_sessions_active")
+            assert active <= MAX_SESSIONS, active
+            # the keeper's session still works while the table is full
+            assert keeper.request("ping")["result"] == {}
+            # the idle reaper frees the abandoned ones
+            deadline = time.monotonic() + IDLE_SECS * 3
+            while time.monotonic() < deadline:
+                if metric(many.admin_url, "mcpwarden_sessions_active") <= 5:
+                    break
+                time.sleep(0.5)
+            assert metric(many.admin_url, "mcpwarden_sessions_active") <= 5
+            rss.append(rss_kb(pid))
+        assert opened >= ROUNDS * MAX_SESSIONS and refused > 0, (opened, refused)
+        # memory is bounded: after the first round it stays flat (within 15 MB)
+        assert max(rss[1:]) - rss[1] < 15 * 1024, rss
+        # and a new client still gets in
+        fresh = RawMcp(many.url)
+        fresh.initialize()
+        assert fresh.request("ping")["result"] == {}
+        fresh.close()
+        assert keeper_errors == [], keeper_errors[:3]
+    finally:
+        stop.set()
+        pinger.join()
+        keeper.close()
