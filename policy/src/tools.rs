@@ -133,6 +133,10 @@ impl CompiledPolicy {
     /// 2. `quarantineOnDrift` and the hash differs from `first_seen` → [`Quarantine::Drift`];
     /// 3. `poisoningScan: quarantine` and any finding → [`Quarantine::Poisoned`]
     ///    (`warn` and `off` never quarantine; the sidecar logs under `warn`).
+    ///    A mention of a sibling tool alone is only a warning: servers say
+    ///    "use read_text_file instead" all the time; shadowing pairs such a
+    ///    reference with an instruction, exfiltration or hidden text, and
+    ///    those findings quarantine on their own.
     pub fn assess(
         &self,
         tool: &ObservedTool,
@@ -150,7 +154,10 @@ impl CompiledPolicy {
             return Some(Quarantine::Drift);
         }
         if self.poisoning_scan == ScanAction::Quarantine {
-            if let Some(f) = findings.first() {
+            if let Some(f) = findings
+                .iter()
+                .find(|f| f.kind != FindingKind::ToolReference)
+            {
                 return Some(Quarantine::Poisoned(f.kind));
             }
         }
@@ -226,6 +233,22 @@ mod tests {
         assert_eq!(
             pinned.assess(&other, None, &[]),
             Some(Quarantine::PinMismatch)
+        );
+
+        let reference = Finding {
+            kind: FindingKind::ToolReference,
+            detail: "tool_name",
+            location: "/description".into(),
+        };
+        assert_eq!(
+            p.assess(&tool, None, std::slice::from_ref(&reference)),
+            None,
+            "a sibling mention alone only warns"
+        );
+        assert_eq!(
+            p.assess(&tool, None, &[reference, finding.clone()]),
+            Some(Quarantine::Poisoned(FindingKind::HiddenUnicode)),
+            "with another signal it quarantines, naming that signal"
         );
 
         let lax = policy("quarantineOnDrift: false\npoisoningScan: warn\ntools: [{name: t}]");
