@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
     validation = kube::core::Rule::new("size(self.metadata.name) <= 57 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("the name becomes Service names (<name> and <name>-peers): at most 57 lowercase letters, digits or '-', starting with a letter"),
     doc = "MCPServer: an MCP server run in a hardened pod behind the mcp-warden tool facade.",
     printcolumn(name = "Ready", type_ = "string", description = "The Ready condition", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Approved", type_ = "string", description = "The CapabilitiesApproved condition", json_path = ".status.conditions[?(@.type==\"CapabilitiesApproved\")].status"),
     printcolumn(name = "Endpoint", type_ = "string", description = "Where agents connect", json_path = ".status.endpoint"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -187,8 +188,8 @@ pub struct EmptyDirWorkspace {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct MCPServerStatus {
-    /// `Ready`, `PolicyCompiled`, `Degraded` (and, with approvals,
-    /// `CapabilitiesApproved`), each with a reason and a message.
+    /// `Ready`, `PolicyCompiled`, `CapabilitiesApproved` and `Degraded`,
+    /// each with a reason and a message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -199,6 +200,53 @@ pub struct MCPServerStatus {
     /// `http://git.team-a.svc.cluster.local:8080/mcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// Every capability above the baseline the server asks for, by stable
+    /// name (`network.egress:<cidr>:<port>`, `network.dns`,
+    /// `workspace.write`, `serviceaccount.token`, `tool:<name>`), sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub requested_capabilities: Vec<String>,
+    /// `sha256:<hex>` over `requestedCapabilities` (each name followed by a
+    /// newline): the value a cluster admin puts in the
+    /// `mcpwarden.dev/approve` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_digest: Option<String>,
+    /// The digest whose approval is in force, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_digest: Option<String>,
+    /// The capabilities in force (approved and still requested), sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub approved_capabilities: Vec<String>,
+    /// The upstream tools the facades observed (from each pod's
+    /// `:9090/tools`), by name: definition hash, state and risk. A
+    /// quarantined tool's new hash is what to pin in the ToolProfile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub tools: Vec<ObservedTool>,
+}
+
+/// One upstream tool as the facades see it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedTool {
+    /// The upstream name.
+    pub name: String,
+    /// The name agents see (alias), if exposed under another name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposed_as: Option<String>,
+    /// The definition hash now (`sha256:…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// `exposed`, `hidden` or `quarantined` (the worst any replica reports).
+    pub state: String,
+    /// Why it is hidden or quarantined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The risk the facade assigned (`low` … `critical`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<String>,
 }
 
 fn default_path() -> String {
@@ -237,7 +285,7 @@ mod tests {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(columns, ["Ready", "Endpoint", "Age"]);
+        assert_eq!(columns, ["Ready", "Approved", "Endpoint", "Age"]);
     }
 
     #[test]

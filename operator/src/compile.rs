@@ -4,8 +4,9 @@
 //! never rewrites the ConfigMap.
 //!
 //! Baseline (DESIGN.md §5): tools up to risk `medium`, no write-capable
-//! sandbox. [`Approved`] is where admin approvals (the capability issue) raise
-//! it; today nothing is ever approved.
+//! sandbox. [`Approved`] — the capabilities in force, see
+//! [`crate::capabilities`] — raises it: approved `tool:<name>` become
+//! `approvedTools`, `workspace.write` becomes `sandbox.writeAllowed`.
 
 use std::collections::BTreeSet;
 
@@ -14,15 +15,42 @@ use mcp_warden_crds::{
     SandboxProfileSpec, ServerRef, ServiceAccountTokens, ToolProfileSpec,
 };
 
-use crate::{config::BuildConfig, names};
+use crate::{capabilities::Capability, config::BuildConfig, names};
 
-/// Capabilities above the baseline that a cluster admin approved.
+/// Capabilities above the baseline that a cluster admin approved (in force).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Approved {
     /// Upstream names of `high`/`critical` tools that may be exposed.
     pub tools: BTreeSet<String>,
     /// The workspace may be written (`workspace.write`).
     pub workspace_write: bool,
+    /// Outbound TCP (CIDR, port) pairs (`network.egress:…`).
+    pub egress: BTreeSet<(String, i32)>,
+    /// DNS lookups to the cluster DNS (`network.dns`).
+    pub dns: bool,
+    /// A service-account token in the server container (`serviceaccount.token`).
+    pub service_account_token: bool,
+}
+
+impl Approved {
+    /// From capability names; names that do not parse grant nothing.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a String>) -> Approved {
+        let mut approved = Approved::default();
+        for capability in names.into_iter().filter_map(|n| Capability::parse(n)) {
+            match capability {
+                Capability::Egress { cidr, port } => {
+                    approved.egress.insert((cidr, port));
+                }
+                Capability::Dns => approved.dns = true,
+                Capability::WorkspaceWrite => approved.workspace_write = true,
+                Capability::ServiceAccountToken => approved.service_account_token = true,
+                Capability::Tool(name) => {
+                    approved.tools.insert(name);
+                }
+            }
+        }
+        approved
+    }
 }
 
 /// Compile the policy for one MCPServer.
@@ -140,6 +168,37 @@ mod tests {
             compile_policy(&server(), &profile(), &sandbox, &approved, &cfg)
                 .sandbox
                 .write_allowed
+        );
+    }
+
+    #[test]
+    fn approved_names_map_to_grants() {
+        let names: Vec<String> = [
+            "network.egress:10.0.0.0/8:443",
+            "network.dns",
+            "tool:git_push",
+            "workspace.write",
+            "serviceaccount.token",
+            "bogus",
+        ]
+        .map(String::from)
+        .to_vec();
+        let a = Approved::from_names(&names);
+        assert_eq!(a.egress, BTreeSet::from([("10.0.0.0/8".to_string(), 443)]));
+        assert!(a.dns && a.workspace_write && a.service_account_token);
+        assert_eq!(a.tools, BTreeSet::from(["git_push".to_string()]));
+        let p = compile_policy(
+            &server(),
+            &profile(),
+            &SandboxProfileSpec::default(),
+            &a,
+            &BuildConfig::default(),
+        );
+        assert_eq!(p.approved_tools, ["git_push"]);
+        assert_eq!(
+            p.risk_ceiling,
+            RiskLevel::Medium,
+            "approval lists tools, never raises the ceiling"
         );
     }
 

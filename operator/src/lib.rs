@@ -7,7 +7,8 @@
 //!  resolve ─▶ validate ─▶ compile ─▶ build ─▶ apply (SSA) ─▶ status + Events
 //!  (reconcile::resolve) (validate) (compile) (build::*) (reconcile::apply) (reconcile::status)
 //! ```
-//! - [`validate`], [`compile`], [`build`]: pure; `render` and the controller
+//! - [`capabilities`] (what is asked above the baseline, its digest, what an
+//!   approval puts in force), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
 //!   both go through [`plan`], so what `render` prints is what `run` applies.
 //! - [`reconcile`]: the controller (watches, the pipeline, error policy).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+pub mod capabilities;
 pub mod compile;
 pub mod config;
 pub mod crdgen;

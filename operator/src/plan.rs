@@ -6,6 +6,7 @@ use mcp_warden_crds::{FacadePolicy, MCPServer, SandboxProfileSpec, ToolProfileSp
 
 use crate::{
     build::{desired_objects, BuildInput, DesiredObjects},
+    capabilities::{self, Decision},
     compile::{compile_policy, policy_yaml, Approved},
     config::BuildConfig,
     validate::{validate, ValidateError},
@@ -54,8 +55,10 @@ impl PlanError {
 pub struct Plan {
     /// The policy the ConfigMap carries.
     pub policy: FacadePolicy,
-    /// The sandbox in force (the profile's, or the defaults).
+    /// The sandbox asked for (the profile's, or the defaults).
     pub sandbox: SandboxProfileSpec,
+    /// The capabilities asked for, their digest and what is in force.
+    pub capabilities: Decision,
     /// Every object, in apply order.
     pub objects: DesiredObjects,
 }
@@ -72,18 +75,26 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         (Some(r), None) => return Err(PlanError::SandboxProfileNotFound(r.name.clone())),
     };
     validate(inputs.server, tools)?;
-    let policy = compile_policy(inputs.server, tools, &sandbox, &Approved::default(), config);
+    let decision = capabilities::decide(
+        capabilities::requested(tools, &sandbox),
+        capabilities::annotation(inputs.server),
+        &inputs.server.status.clone().unwrap_or_default(),
+    );
+    let approved = Approved::from_names(&decision.in_force);
+    let policy = compile_policy(inputs.server, tools, &sandbox, &approved, config);
     let yaml = policy_yaml(&policy);
     let objects = desired_objects(BuildInput {
         server: inputs.server,
         sandbox: &sandbox,
         policy_yaml: &yaml,
         jwks: inputs.jwks,
+        approved: &approved,
         config,
     });
     Ok(Plan {
         policy,
         sandbox,
+        capabilities: decision,
         objects,
     })
 }

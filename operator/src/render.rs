@@ -3,13 +3,20 @@
 //! stream. Profiles are looked up among the same files (same namespace).
 //! Output order: servers by namespace/name, then each server's objects in
 //! apply order — deterministic, so it can be snapshot-tested and diffed.
+//! Each server starts with a comment block saying which capabilities it
+//! requests, their digest, and what an admin would run to approve them (the
+//! objects show only what is in force: the annotation in the file counts).
 
 use std::{collections::BTreeMap, path::PathBuf};
 
 use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
 use serde::Deserialize;
 
-use crate::{config::BuildConfig, plan};
+use crate::{
+    capabilities::{approve_command, ApprovalState, Decision},
+    config::BuildConfig,
+    plan,
+};
 
 /// Why render failed.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +98,7 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             name: name.clone(),
             source,
         })?;
+        out.push_str(&capabilities_comment(server, &plan.capabilities));
         for value in plan.objects.to_values() {
             out.push_str(&format!("---\n# MCPServer {ns}/{name}\n"));
             out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
@@ -143,4 +151,35 @@ fn load(catalog: &mut Catalog, path: &std::path::Path, text: &str) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The comment block in front of a server's objects.
+fn capabilities_comment(server: &MCPServer, decision: &Decision) -> String {
+    let mut out = format!(
+        "# MCPServer {}/{}\n",
+        crate::names::namespace(server),
+        crate::names::object_name(server)
+    );
+    if decision.requested.is_empty() {
+        out.push_str("#   requestedCapabilities: [] (baseline)\n");
+        return out;
+    }
+    out.push_str("#   requestedCapabilities:\n");
+    for name in &decision.requested {
+        let mark = if decision.in_force.contains(name) {
+            "in force"
+        } else {
+            "pending"
+        };
+        out.push_str(&format!("#     - {name}  ({mark})\n"));
+    }
+    out.push_str(&format!("#   capabilityDigest: {}\n", decision.digest));
+    match decision.state {
+        ApprovalState::Pending => out.push_str(&format!(
+            "#   CapabilitiesApproved: False (PendingApproval); to approve:\n#     {}\n",
+            approve_command(server, &decision.digest)
+        )),
+        _ => out.push_str("#   CapabilitiesApproved: True (Approved)\n"),
+    }
+    out
 }

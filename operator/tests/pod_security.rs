@@ -57,23 +57,48 @@ fn every_buildable_pod_is_restricted() {
                         jwks: None,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
-                    let template: PodTemplateSpec = plan.objects.deployment.spec.unwrap().template;
-                    let annotations = template
-                        .metadata
-                        .and_then(|m| m.annotations)
-                        .unwrap_or_default();
-                    let violations = pss::check_restricted(&template.spec.unwrap(), &annotations);
-                    assert_eq!(
-                        violations,
-                        vec![],
-                        "{transport} {workspace} {extra:?} {sandbox:?}"
+                    // …and the same server with everything it asks for approved.
+                    let mut approved_server = server.clone();
+                    approved_server.metadata.annotations = Some(
+                        [(
+                            "mcpwarden.dev/approve".to_string(),
+                            plan.capabilities.digest.clone(),
+                        )]
+                        .into(),
                     );
-                    checked += 1;
+                    let approved = plan::plan(
+                        &plan::Inputs {
+                            server: &approved_server,
+                            ..inputs.clone()
+                        },
+                        &config,
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        approved.capabilities.in_force,
+                        approved.capabilities.requested
+                    );
+                    for (which, plan) in [("baseline", plan), ("approved", approved)] {
+                        let template: PodTemplateSpec =
+                            plan.objects.deployment.spec.unwrap().template;
+                        let annotations = template
+                            .metadata
+                            .and_then(|m| m.annotations)
+                            .unwrap_or_default();
+                        let violations =
+                            pss::check_restricted(&template.spec.unwrap(), &annotations);
+                        assert_eq!(
+                            violations,
+                            vec![],
+                            "{which} {transport} {workspace} {extra:?} {sandbox:?}"
+                        );
+                        checked += 1;
+                    }
                 }
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 4 * 5);
+    assert_eq!(checked, 2 * 2 * 3 * 4 * 5);
 }
 
 #[test]

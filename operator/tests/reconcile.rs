@@ -30,6 +30,8 @@ use serde_json::{json, Value};
 
 const NS: &str = "team-a";
 const TP_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/toolprofiles/git-readonly";
+const SBP_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/sandboxprofiles/web";
+const NP_PATH: &str = "/apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git";
 
 /// One recorded API call.
 #[derive(Clone, Debug)]
@@ -76,6 +78,36 @@ impl Fixture {
         let mut server = self.server();
         server.spec.replicas = n;
         server.metadata.generation = Some(server.metadata.generation.unwrap_or(1) + 1);
+        self.server = Some(server);
+        self
+    }
+
+    /// A SandboxProfile `web` with `egress`, referenced by the server.
+    fn with_sandbox_egress(mut self, egress: Value) -> Self {
+        self.objects.insert(
+            SBP_PATH.into(),
+            json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile",
+                   "metadata": {"name": "web", "namespace": NS, "uid": "uid-sbp"},
+                   "spec": {"network": {"egress": egress}}}),
+        );
+        let mut server = self.server();
+        server.spec.sandbox_profile_ref =
+            Some(mcp_warden_crds::mcpserver::ProfileRef { name: "web".into() });
+        self.server = Some(server);
+        self
+    }
+
+    /// Set (or with `None` remove) an annotation, as `kubectl annotate` would.
+    fn with_annotation(mut self, key: &str, value: Option<&str>) -> Self {
+        let mut server = self.server();
+        let annotations = server
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        match value {
+            Some(v) => annotations.insert(key.into(), v.into()),
+            None => annotations.remove(key),
+        };
         self.server = Some(server);
         self
     }
@@ -481,4 +513,141 @@ async fn scale_out_adds_peer_objects_keeps_the_key_and_scale_in_removes_them() {
     );
     assert!(!back.objects.contains_key(PEERS_SVC) && !back.objects.contains_key(PDB));
     assert_eq!(back.objects[PEER_KEY]["data"]["peer.key"], key);
+}
+
+fn events(calls: &[Call]) -> Vec<(String, String)> {
+    calls
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/events"))
+        .map(|c| {
+            (
+                c.body["reason"].as_str().unwrap_or_default().to_string(),
+                c.body["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn np_writes(calls: &[Call]) -> usize {
+    calls
+        .iter()
+        .filter(|c| c.method == "PATCH" && c.path == NP_PATH)
+        .count()
+}
+
+#[tokio::test]
+async fn approval_lifecycle_egress_is_applied_only_for_the_approved_digest() {
+    let egress = json!({"rules": [{"cidr": "203.0.113.0/24", "ports": [443]}]});
+    // 1. Requested, not approved: no egress rule, digest and command published.
+    let (_, calls, pending) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .with_sandbox_egress(egress.clone())
+        .reconcile()
+        .await;
+    assert_eq!(
+        pending.objects[NP_PATH]["spec"].get("egress"),
+        None,
+        "no egress at all"
+    );
+    let status = pending.server().status.unwrap();
+    assert_eq!(
+        status.requested_capabilities,
+        ["network.egress:203.0.113.0/24:443"]
+    );
+    let digest = status.capability_digest.clone().unwrap();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+    assert_eq!(status.approved_digest, None);
+    let cond = condition(&pending.server(), "CapabilitiesApproved").clone();
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "PendingApproval")
+    );
+    let command =
+        format!("kubectl annotate mcpserver git -n team-a mcpwarden.dev/approve={digest}");
+    assert!(cond.message.contains(&command), "{}", cond.message);
+    assert!(events(&calls)
+        .iter()
+        .any(|(r, n)| r == "CapabilitiesPending" && n.contains(&command)));
+
+    // 2. A wrong digest changes nothing.
+    let (_, calls, wrong) = pending
+        .with_annotation("mcpwarden.dev/approve", Some("sha256:0000"))
+        .reconcile()
+        .await;
+    assert_eq!(np_writes(&calls), 0);
+    assert_eq!(wrong.server().status.unwrap().approved_digest, None);
+    assert_eq!(
+        condition(&wrong.server(), "CapabilitiesApproved").status,
+        "False"
+    );
+
+    // 3. The right digest applies exactly the requested rule; the Event names the approver.
+    let (_, calls, approved) = wrong
+        .with_annotation("mcpwarden.dev/approve", Some(&digest))
+        .with_annotation("mcpwarden.dev/approved-by", Some("alice@example.com"))
+        .reconcile()
+        .await;
+    assert_eq!(np_writes(&calls), 1);
+    assert_eq!(
+        approved.objects[NP_PATH]["spec"]["egress"],
+        json!([{"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}], "ports": [{"port": 443, "protocol": "TCP"}]}])
+    );
+    let status = approved.server().status.unwrap();
+    assert_eq!(status.approved_digest.as_deref(), Some(digest.as_str()));
+    assert_eq!(
+        status.approved_capabilities,
+        ["network.egress:203.0.113.0/24:443"]
+    );
+    assert_eq!(
+        condition(&approved.server(), "CapabilitiesApproved").status,
+        "True"
+    );
+    assert!(
+        events(&calls)
+            .iter()
+            .any(|(r, n)| r == "CapabilitiesApproved"
+                && n.contains("alice@example.com")
+                && n.contains(&digest)),
+        "{:?}",
+        events(&calls)
+    );
+
+    // 4. The spec asks for more: the approved rule stays, the new digest is pending.
+    let more = json!({"dns": true, "rules": [{"cidr": "203.0.113.0/24", "ports": [443]}]});
+    let (_, calls, grown) = approved.with_sandbox_egress(more).reconcile().await;
+    assert_eq!(
+        np_writes(&calls),
+        0,
+        "the approved set stays in force, nothing is added"
+    );
+    let status = grown.server().status.unwrap();
+    assert_eq!(status.approved_digest.as_deref(), Some(digest.as_str()));
+    let new_digest = status.capability_digest.clone().unwrap();
+    assert_ne!(new_digest, digest);
+    assert_eq!(
+        status.requested_capabilities,
+        ["network.dns", "network.egress:203.0.113.0/24:443"]
+    );
+    let cond = condition(&grown.server(), "CapabilitiesApproved").clone();
+    assert_eq!(cond.reason, "PendingApproval");
+    assert!(cond.message.contains(&new_digest) && cond.message.contains("network.dns"));
+    assert!(events(&calls)
+        .iter()
+        .any(|(r, _)| r == "CapabilitiesPending"));
+
+    // 5. Removing the annotation revokes: no egress again.
+    let (_, calls, revoked) = grown
+        .with_annotation("mcpwarden.dev/approve", None)
+        .reconcile()
+        .await;
+    assert_eq!(np_writes(&calls), 1);
+    assert_eq!(revoked.objects[NP_PATH]["spec"].get("egress"), None);
+    assert_eq!(revoked.server().status.unwrap().approved_digest, None);
+    assert!(events(&calls)
+        .iter()
+        .any(|(r, n)| r == "CapabilitiesRevoked" && n.contains(&digest)));
 }

@@ -93,3 +93,45 @@ fn render_fails_clearly_on_a_missing_profile() {
         "{err}"
     );
 }
+
+#[test]
+fn render_shows_pending_capabilities_and_the_digest_to_approve() {
+    let out = render(&[root().join("examples/with-egress.yaml")]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("#     - network.dns  (pending)"), "{text}");
+    assert!(text.contains("#     - network.egress:203.0.113.0/24:443  (pending)"));
+    let digest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#   capabilityDigest: "))
+        .expect("the digest is shown");
+    assert!(text.contains(&format!(
+        "kubectl annotate mcpserver fetch -n team-a mcpwarden.dev/approve={digest}"
+    )));
+    // What is printed is what is in force: no egress rule yet.
+    assert!(!text.contains("ipBlock"), "egress opened before approval");
+
+    // The same file with that digest approved renders the egress rule.
+    let source = std::fs::read_to_string(root().join("examples/with-egress.yaml")).unwrap();
+    let approved = source.replacen(
+        "  name: fetch\n  namespace: team-a\nspec:\n  image",
+        &format!(
+            "  name: fetch\n  namespace: team-a\n  annotations: {{mcpwarden.dev/approve: \"{digest}\"}}\nspec:\n  image"
+        ),
+        1,
+    );
+    assert_ne!(approved, source, "the annotation was inserted");
+    let dir = std::env::temp_dir().join(format!("render-approved-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("approved.yaml");
+    std::fs::write(&file, approved).unwrap();
+    let out = render(&[file]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("cidr: 203.0.113.0/24"), "{text}");
+    assert!(text.contains("CapabilitiesApproved: True"));
+}

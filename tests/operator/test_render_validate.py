@@ -113,3 +113,63 @@ def test_replicated_example_has_the_scale_out_objects():
     assert facade["readinessProbe"]["httpGet"]["path"] == "/readyz"
     peer_volume = next(v for v in pod["volumes"] if v["name"] == "peer-key")
     assert peer_volume["secret"]["secretName"] == "memory-peer-key"
+
+
+ALL_CAPABILITIES = """\
+apiVersion: mcpwarden.dev/v1alpha1
+kind: SandboxProfile
+metadata: {name: wide, namespace: team-a}
+spec:
+  workspaceAccess: readWrite
+  automountServiceAccountToken: true
+  network: {egress: {dns: true, rules: [{cidr: 10.0.0.0/8, ports: [443, 80]}]}}
+---
+apiVersion: mcpwarden.dev/v1alpha1
+kind: ToolProfile
+metadata: {name: tp, namespace: team-a}
+spec:
+  tools: [{name: write_file, risk: high}, {name: read_file, risk: low}]
+---
+apiVersion: mcpwarden.dev/v1alpha1
+kind: MCPServer
+metadata:
+  name: wide
+  namespace: team-a
+  annotations: {ANNOTATIONS}
+spec:
+  image: img
+  command: [srv]
+  replicas: 2
+  workspace: {persistentVolumeClaim: {claimName: data}}
+  toolProfileRef: {name: tp}
+  sandboxProfileRef: {name: wide}
+"""
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_every_capability_approved_is_valid(tmp_path: Path, version: str):
+    """Approval changes the objects (egress rules, RW workspace, projected token): still valid."""
+    pending = tmp_path / "pending.yaml"
+    pending.write_text(ALL_CAPABILITIES.replace("{ANNOTATIONS}", "{}"))
+    text = subprocess.run(
+        [str(operator()), "render", "-f", str(pending)], capture_output=True, text=True, check=True
+    ).stdout
+    digest = next(l.split(": ", 1)[1] for l in text.splitlines() if l.startswith("#   capabilityDigest: "))
+    approved = tmp_path / "approved.yaml"
+    approved.write_text(ALL_CAPABILITIES.replace("{ANNOTATIONS}", f'{{mcpwarden.dev/approve: "{digest}"}}'))
+    objects = render(approved)
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+    np = next(o for o in objects if o["kind"] == "NetworkPolicy")["spec"]
+    assert {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+            "ports": [{"port": 80, "protocol": "TCP"}, {"port": 443, "protocol": "TCP"}]} in np["egress"]
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    server = next(c for c in pod["containers"] if c["name"] == "server")
+    mounts = {m["name"]: m for m in server["volumeMounts"]}
+    assert "readOnly" not in mounts["workspace"]
+    assert mounts["sa-token"]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    facade = next(c for c in pod["containers"] if c["name"] == "facade")
+    assert "sa-token" not in {m["name"] for m in facade["volumeMounts"]}
+    policy = yaml.safe_load(next(o for o in objects if o["kind"] == "ConfigMap")["data"]["policy.yaml"])
+    assert policy["approvedTools"] == ["write_file"]
+    assert policy["sandbox"]["writeAllowed"] is True

@@ -25,11 +25,13 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment},
         core::v1::{
-            Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-            EnvVar, EnvVarSource, HTTPGetAction, Lifecycle, LifecycleHandler, ObjectFieldSelector,
-            PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-            ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource,
-            SecurityContext, SleepAction, Volume, VolumeMount,
+            Capabilities, ConfigMapProjection, ConfigMapVolumeSource, Container, ContainerPort,
+            DownwardAPIProjection, DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar,
+            EnvVarSource, HTTPGetAction, KeyToPath, Lifecycle, LifecycleHandler,
+            ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
+            PodTemplateSpec, Probe, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
+            SecretKeySelector, SecretVolumeSource, SecurityContext, ServiceAccountTokenProjection,
+            SleepAction, Volume, VolumeMount, VolumeProjection,
         },
     },
     apimachinery::pkg::{
@@ -234,8 +236,17 @@ fn server_container(input: BuildInput<'_>) -> Container {
         mounts.push(mount("run-mcp", SOCKET_DIR, false));
     }
     if let Some(ws) = &spec.workspace {
-        // Read-only until a `workspace.write` approval exists (capability issue).
-        mounts.push(mount("workspace", &ws.mount_path, true));
+        // Read-only until `workspace.write` is approved.
+        mounts.push(mount(
+            "workspace",
+            &ws.mount_path,
+            !workspace_writable(input),
+        ));
+    }
+    if input.approved.service_account_token {
+        // The server's own token, where client libraries look for it; the
+        // facade never sees it.
+        mounts.push(mount("sa-token", SA_TOKEN_DIR, true));
     }
     Container {
         name: "server".into(),
@@ -353,6 +364,61 @@ fn facade_container(input: BuildInput<'_>) -> Container {
     }
 }
 
+/// Where Kubernetes client libraries look for the in-cluster token.
+const SA_TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// `workspace.write` approved (which implies the sandbox asks for readWrite).
+fn workspace_writable(input: BuildInput<'_>) -> bool {
+    input.approved.workspace_write
+}
+
+/// The projected token volume `serviceaccount.token` grants: what automount
+/// would give, mounted into the server container only.
+fn service_account_token_volume() -> Volume {
+    Volume {
+        name: "sa-token".into(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: Some(0o440),
+            sources: Some(vec![
+                VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        path: "token".into(),
+                        expiration_seconds: Some(3600),
+                        audience: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: "kube-root-ca.crt".into(),
+                        items: Some(vec![KeyToPath {
+                            key: "ca.crt".into(),
+                            path: "ca.crt".into(),
+                            mode: None,
+                        }]),
+                        optional: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    downward_api: Some(DownwardAPIProjection {
+                        items: Some(vec![DownwardAPIVolumeFile {
+                            path: "namespace".into(),
+                            field_ref: Some(ObjectFieldSelector {
+                                field_path: "metadata.namespace".into(),
+                                api_version: None,
+                            }),
+                            ..DownwardAPIVolumeFile::default()
+                        }]),
+                    }),
+                    ..VolumeProjection::default()
+                },
+            ]),
+        }),
+        ..Volume::default()
+    }
+}
+
 fn empty_dir(name: &str, size: &str) -> Volume {
     Volume {
         name: name.into(),
@@ -410,7 +476,7 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
         if let Some(claim) = &ws.persistent_volume_claim {
             volume.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
                 claim_name: claim.claim_name.clone(),
-                read_only: Some(true),
+                read_only: Some(!workspace_writable(input)),
             });
         } else if let Some(dir) = &ws.empty_dir {
             volume.empty_dir = Some(EmptyDirVolumeSource {
@@ -419,6 +485,9 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             });
         }
         volumes.push(volume);
+    }
+    if input.approved.service_account_token {
+        volumes.push(service_account_token_volume());
     }
     volumes
 }

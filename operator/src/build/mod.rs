@@ -30,7 +30,7 @@ use k8s_openapi::api::{
 };
 use mcp_warden_crds::{MCPServer, SandboxProfileSpec};
 
-use crate::config::BuildConfig;
+use crate::{compile::Approved, config::BuildConfig};
 
 /// Everything a builder may look at.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +43,8 @@ pub struct BuildInput<'a> {
     pub policy_yaml: &'a str,
     /// The cluster's service-account issuer JWKS, if the operator read it.
     pub jwks: Option<&'a str>,
+    /// The capabilities in force (approved); everything else is baseline.
+    pub approved: &'a Approved,
     /// Operator settings.
     pub config: &'a BuildConfig,
 }

@@ -5,14 +5,15 @@
 //!          :9090 from the monitoring namespace + the operator's pods (/metrics, /tools)
 //!          :8080 from the same MCPServer's pods (relay)     replicas > 1
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
-//!          DNS, approved CIDR:port rules                    only when approved (capability issue)
+//!          cluster DNS (UDP+TCP 53)                         `network.dns` approved
+//!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
 //!          nothing else
 //! ```
 
 use k8s_openapi::{
     api::networking::v1::{
-        NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
-        NetworkPolicyPort, NetworkPolicySpec,
+        IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
+        NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
     },
     apimachinery::pkg::{apis::meta::v1::LabelSelector, util::intstr::IntOrString},
 };
@@ -80,13 +81,51 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
             to: Some(vec![same_server]),
         });
     }
+    if input.approved.dns {
+        let port = |protocol: &str| NetworkPolicyPort {
+            port: Some(IntOrString::Int(53)),
+            protocol: Some(protocol.into()),
+            ..NetworkPolicyPort::default()
+        };
+        egress.push(NetworkPolicyEgressRule {
+            ports: Some(vec![port("UDP"), port("TCP")]),
+            to: Some(vec![NetworkPolicyPeer {
+                namespace_selector: labels(
+                    &[(
+                        "kubernetes.io/metadata.name".to_string(),
+                        "kube-system".to_string(),
+                    )]
+                    .into(),
+                ),
+                pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
+                ..NetworkPolicyPeer::default()
+            }]),
+        });
+    }
+    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet).
+    let mut by_cidr: std::collections::BTreeMap<&str, Vec<NetworkPolicyPort>> = Default::default();
+    for (cidr, port) in &input.approved.egress {
+        by_cidr.entry(cidr).or_default().push(tcp(*port));
+    }
+    for (cidr, ports) in by_cidr {
+        egress.push(NetworkPolicyEgressRule {
+            ports: Some(ports),
+            to: Some(vec![NetworkPolicyPeer {
+                ip_block: Some(IPBlock {
+                    cidr: cidr.into(),
+                    except: None,
+                }),
+                ..NetworkPolicyPeer::default()
+            }]),
+        });
+    }
     NetworkPolicy {
         metadata: names::metadata(input.server, names::object_name(input.server)),
         spec: Some(NetworkPolicySpec {
             pod_selector: labels(&names::selector(input.server)),
             policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
             ingress: Some(ingress),
-            // Present and empty: deny every egress.
+            // Present (and empty unless something is allowed): deny the rest.
             egress: Some(egress),
         }),
     }

@@ -141,7 +141,8 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     let outcome = status::Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         missing_secrets: &resolved.missing_secrets,
-        sandbox: &plan.sandbox,
+        capabilities: &plan.capabilities,
+        tools: None,
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
     };

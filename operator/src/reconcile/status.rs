@@ -5,8 +5,14 @@
 //!
 //! Conditions: `PolicyCompiled` (the profiles resolved, validated and
 //! compiled), `Ready` (the Deployment has its replicas available),
-//! `Degraded` (running, but worse than asked: a missing Secret, a stuck
-//! rollout, or capabilities that wait for approval).
+//! `CapabilitiesApproved` (everything requested above the baseline is
+//! approved; else `PendingApproval` with the command to approve), `Degraded`
+//! (running, but worse than asked: a missing Secret, a stuck rollout, or
+//! capabilities that wait for approval).
+//!
+//! Capability transitions (approved, revoked, a new digest pending) are each
+//! an Event and a log line ([`capability_events`]); the approval Event names
+//! the approver the webhook recorded in `mcpwarden.dev/approved-by`.
 
 use k8s_openapi::{
     api::apps::v1::Deployment,
@@ -17,11 +23,15 @@ use kube::{
     runtime::events::{Event, EventType, Recorder},
     Api, Resource, ResourceExt,
 };
-use mcp_warden_crds::{
-    sandboxprofile::WorkspaceAccess, MCPServer, MCPServerStatus, SandboxProfileSpec,
-};
+use mcp_warden_crds::{mcpserver::ObservedTool, MCPServer, MCPServerStatus};
+use tracing::info;
 
-use crate::{config::FIELD_MANAGER, names, plan::PlanError};
+use crate::{
+    capabilities::{ApprovalState, Decision, APPROVED_BY_ANNOTATION},
+    config::FIELD_MANAGER,
+    names,
+    plan::PlanError,
+};
 
 /// What the pipeline reached.
 #[derive(Clone, Copy, Debug)]
@@ -34,8 +44,10 @@ pub enum Outcome<'a> {
         deployment: Option<&'a Deployment>,
         /// `secretEnv` Secrets that do not exist.
         missing_secrets: &'a [String],
-        /// The sandbox in force.
-        sandbox: &'a SandboxProfileSpec,
+        /// The capabilities asked for and in force.
+        capabilities: &'a Decision,
+        /// The tools the facades report (`None`: keep what status has).
+        tools: Option<&'a [ObservedTool]>,
         /// The URL agents connect to.
         endpoint: &'a str,
         /// The peer-key Secret exists but holds no usable key.
@@ -58,13 +70,25 @@ pub struct StatusError {
 pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> MCPServerStatus {
     let old = server.status.clone().unwrap_or_default();
     let generation = server.metadata.generation;
-    let (compiled, ready, degraded, endpoint) = match outcome {
+    let mut capability_fields = (
+        old.requested_capabilities.clone(),
+        old.capability_digest.clone(),
+        old.approved_digest.clone(),
+        old.approved_capabilities.clone(),
+    );
+    let mut tools_now = old.tools.clone();
+    let (compiled, ready, approved, degraded, endpoint) = match outcome {
         Outcome::Waiting(e) => (
             ("False", e.reason(), e.to_string()),
             (
                 "False",
                 e.reason(),
                 format!("waiting for a valid spec: {e}"),
+            ),
+            (
+                "Unknown",
+                "SpecInvalid",
+                "capabilities are computed once the spec is valid".to_string(),
             ),
             (
                 "False",
@@ -76,28 +100,41 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         Outcome::Applied {
             deployment,
             missing_secrets,
-            sandbox,
+            capabilities,
+            tools,
             endpoint,
             peer_key_unusable,
-        } => (
+        } => {
+            capability_fields = (
+                capabilities.requested.iter().cloned().collect(),
+                Some(capabilities.digest.clone()),
+                capabilities.approved_digest.clone(),
+                capabilities.in_force.iter().cloned().collect(),
+            );
+            if let Some(tools) = tools {
+                tools_now = tools.to_vec();
+            }
             (
-                "True",
-                "Compiled",
-                format!(
-                    "policy compiled into ConfigMap {}",
-                    names::policy_config_map(server)
+                (
+                    "True",
+                    "Compiled",
+                    format!(
+                        "policy compiled into ConfigMap {}",
+                        names::policy_config_map(server)
+                    ),
                 ),
-            ),
-            ready_condition(server, deployment),
-            degraded_condition(
-                server,
-                deployment,
-                missing_secrets,
-                sandbox,
-                peer_key_unusable,
-            ),
-            Some(endpoint.to_string()),
-        ),
+                ready_condition(server, deployment),
+                capabilities.condition(server),
+                degraded_condition(
+                    server,
+                    deployment,
+                    missing_secrets,
+                    capabilities,
+                    peer_key_unusable,
+                ),
+                Some(endpoint.to_string()),
+            )
+        }
     };
     let condition = |type_: &str, (status, reason, message): (&str, &str, String)| {
         let previous = old.conditions.iter().find(|c| c.type_ == type_);
@@ -118,10 +155,16 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         conditions: vec![
             condition("Ready", ready),
             condition("PolicyCompiled", compiled),
+            condition("CapabilitiesApproved", approved),
             condition("Degraded", degraded),
         ],
         observed_generation: generation,
         endpoint,
+        requested_capabilities: capability_fields.0,
+        capability_digest: capability_fields.1,
+        approved_digest: capability_fields.2,
+        approved_capabilities: capability_fields.3,
+        tools: tools_now,
     }
 }
 
@@ -156,7 +199,7 @@ fn degraded_condition(
     server: &MCPServer,
     deployment: Option<&Deployment>,
     missing_secrets: &[String],
-    sandbox: &SandboxProfileSpec,
+    capabilities: &Decision,
     peer_key_unusable: bool,
 ) -> (&'static str, &'static str, String) {
     if peer_key_unusable {
@@ -191,20 +234,10 @@ fn degraded_condition(
             "the rollout is stuck; see the Deployment's pods".into(),
         );
     }
-    let mut pending = Vec::new();
-    if !sandbox.network.egress.rules.is_empty() || sandbox.network.egress.dns {
-        pending.push("network egress");
-    }
-    if sandbox.workspace_access == WorkspaceAccess::ReadWrite {
-        pending.push("workspace write");
-    }
-    if sandbox.automount_service_account_token {
-        pending.push("service-account token");
-    }
-    if !pending.is_empty() {
+    if capabilities.state == ApprovalState::Pending {
         let message = format!(
-            "running with the baseline sandbox; not applied until approved: {}",
-            pending.join(", ")
+            "running without capabilities that wait for approval: {}",
+            capabilities.pending().join(", ")
         );
         return ("True", "CapabilitiesNotApplied", message);
     }
@@ -239,7 +272,21 @@ pub async fn publish(
     if old == desired {
         return Ok(());
     }
+    for (type_, reason, note) in capability_events(server, &old, &desired) {
+        info!(reason, "{note}");
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Approval".into(),
+            secondary: None,
+        };
+        recorder.publish(&event, &reference).await.map_err(err)?;
+    }
     for c in &desired.conditions {
+        if c.type_ == "CapabilitiesApproved" {
+            continue; // its transitions are the capability events above
+        }
         let before = old.conditions.iter().find(|o| o.type_ == c.type_);
         if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
             continue;
@@ -276,4 +323,60 @@ pub async fn publish(
         .await
         .map_err(err)?;
     Ok(())
+}
+
+/// The Events (and log lines) for a change of the approval state: approved
+/// (naming the approver), revoked, and a new digest pending. Pure.
+pub fn capability_events(
+    server: &MCPServer,
+    old: &MCPServerStatus,
+    new: &MCPServerStatus,
+) -> Vec<(EventType, &'static str, String)> {
+    let mut events = Vec::new();
+    if new.approved_digest != old.approved_digest {
+        match (&old.approved_digest, &new.approved_digest) {
+            (_, Some(digest)) => {
+                let by = server
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(APPROVED_BY_ANNOTATION))
+                    .map(String::as_str)
+                    .unwrap_or("an unrecorded user");
+                events.push((
+                    EventType::Normal,
+                    "CapabilitiesApproved",
+                    format!(
+                        "{digest} approved by {by}; in force: {}",
+                        new.approved_capabilities.join(", ")
+                    ),
+                ));
+            }
+            (Some(digest), None) => events.push((
+                EventType::Warning,
+                "CapabilitiesRevoked",
+                format!("approval {digest} withdrawn; back to the baseline"),
+            )),
+            (None, None) => {}
+        }
+    }
+    let pending = new
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "CapabilitiesApproved" && c.reason == "PendingApproval");
+    if let Some(pending) = pending {
+        let was_pending_same = old.capability_digest == new.capability_digest
+            && old
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "CapabilitiesApproved" && c.reason == "PendingApproval");
+        if !was_pending_same {
+            events.push((
+                EventType::Warning,
+                "CapabilitiesPending",
+                pending.message.clone(),
+            ));
+        }
+    }
+    events
 }

@@ -1,0 +1,382 @@
+//! Capabilities (pure; DESIGN.md §5): what an MCPServer asks for above the
+//! baseline, its digest, and which of it an admin's approval puts in force.
+//!
+//! ```text
+//! spec + ToolProfile + SandboxProfile ─▶ requested (sorted names) ─▶ digest "sha256:<hex>"
+//! annotation mcpwarden.dev/approve ─┐
+//! status.approvedDigest/-Capabilities ┴─▶ decide ─▶ in force (→ compile + build) + condition
+//! ```
+//!
+//! The baseline: no egress, read-only workspace, no service-account token,
+//! tools up to risk `medium`. Every capability above it has a stable name:
+//!
+//! | name | from |
+//! |---|---|
+//! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port |
+//! | `network.dns` | SandboxProfile `network.egress.dns: true` |
+//! | `workspace.write` | SandboxProfile `workspaceAccess: readWrite` |
+//! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
+//! | `tool:<upstream name>` | a ToolProfile tool with risk `high` or `critical` |
+//!
+//! The digest is sha256 over the sorted names, each followed by `\n`, as
+//! `sha256:<lowercase hex>`. Rules, in order:
+//! 1. the annotation names the current digest → the whole requested set is in force;
+//! 2. else the annotation names `status.approvedDigest` (approved earlier, the
+//!    spec changed since) → the earlier approved set, minus what is no longer
+//!    requested, stays in force and the new digest is pending;
+//! 3. else (no annotation, or a digest that matches neither) → nothing above
+//!    the baseline is in force: removing the annotation revokes.
+
+use std::{collections::BTreeSet, fmt};
+
+use mcp_warden_crds::{
+    sandboxprofile::WorkspaceAccess, MCPServer, MCPServerStatus, RiskLevel, SandboxProfileSpec,
+    ToolProfileSpec,
+};
+use sha2::{Digest, Sha256};
+
+use crate::names;
+
+/// The annotation a cluster admin sets to approve (contract).
+pub const APPROVE_ANNOTATION: &str = "mcpwarden.dev/approve";
+/// The annotation the webhook sets to the approving user (contract).
+pub const APPROVED_BY_ANNOTATION: &str = "mcpwarden.dev/approved-by";
+
+/// A capability above the baseline. Ordered and printed by its stable name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capability {
+    /// Outbound TCP to a CIDR block and port.
+    Egress {
+        /// The block.
+        cidr: String,
+        /// The port.
+        port: i32,
+    },
+    /// DNS lookups to the cluster DNS.
+    Dns,
+    /// A writable workspace.
+    WorkspaceWrite,
+    /// A service-account token in the server container.
+    ServiceAccountToken,
+    /// A `high`/`critical` tool, by upstream name.
+    Tool(String),
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Capability::Egress { cidr, port } => write!(f, "network.egress:{cidr}:{port}"),
+            Capability::Dns => f.write_str("network.dns"),
+            Capability::WorkspaceWrite => f.write_str("workspace.write"),
+            Capability::ServiceAccountToken => f.write_str("serviceaccount.token"),
+            Capability::Tool(name) => write!(f, "tool:{name}"),
+        }
+    }
+}
+
+impl Capability {
+    /// Parse a stable name (as stored in `status.approvedCapabilities`).
+    pub fn parse(name: &str) -> Option<Capability> {
+        match name {
+            "network.dns" => return Some(Capability::Dns),
+            "workspace.write" => return Some(Capability::WorkspaceWrite),
+            "serviceaccount.token" => return Some(Capability::ServiceAccountToken),
+            _ => {}
+        }
+        if let Some(tool) = name.strip_prefix("tool:") {
+            return (!tool.is_empty()).then(|| Capability::Tool(tool.into()));
+        }
+        let rest = name.strip_prefix("network.egress:")?;
+        let (cidr, port) = rest.rsplit_once(':')?;
+        Some(Capability::Egress {
+            cidr: cidr.into(),
+            port: port.parse().ok()?,
+        })
+    }
+}
+
+/// Everything the server asks for above the baseline, by stable name, sorted.
+pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    for rule in &sandbox.network.egress.rules {
+        for port in &rule.ports {
+            set.insert(Capability::Egress {
+                cidr: rule.cidr.clone(),
+                port: *port,
+            });
+        }
+    }
+    if sandbox.network.egress.dns {
+        set.insert(Capability::Dns);
+    }
+    if sandbox.workspace_access == WorkspaceAccess::ReadWrite {
+        set.insert(Capability::WorkspaceWrite);
+    }
+    if sandbox.automount_service_account_token {
+        set.insert(Capability::ServiceAccountToken);
+    }
+    for tool in &tools.tools {
+        if tool.risk.is_some_and(|r| r > RiskLevel::Medium) {
+            set.insert(Capability::Tool(tool.name.clone()));
+        }
+    }
+    set.iter().map(Capability::to_string).collect()
+}
+
+/// `sha256:<hex>` over the sorted names, each followed by `\n`.
+pub fn digest(names: &BTreeSet<String>) -> String {
+    let mut hasher = Sha256::new();
+    for name in names {
+        hasher.update(name.as_bytes());
+        hasher.update(b"\n");
+    }
+    format!("sha256:{}", hex::encode(hasher.finalize()))
+}
+
+/// Where the approval stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalState {
+    /// Nothing above the baseline is requested.
+    Baseline,
+    /// The requested set is approved and in force.
+    Approved,
+    /// Some or all of the requested set waits for approval of `digest`.
+    Pending,
+}
+
+/// The outcome of [`decide`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The requested set (sorted names).
+    pub requested: BTreeSet<String>,
+    /// Its digest (what an admin approves).
+    pub digest: String,
+    /// What is in force (a subset of `requested`).
+    pub in_force: BTreeSet<String>,
+    /// The digest whose approval is in force, if any.
+    pub approved_digest: Option<String>,
+    /// Where it stands.
+    pub state: ApprovalState,
+}
+
+/// Apply the rules of the module header.
+pub fn decide(
+    requested: BTreeSet<String>,
+    annotation: Option<&str>,
+    previous: &MCPServerStatus,
+) -> Decision {
+    let digest = digest(&requested);
+    let annotation = annotation.map(str::trim).filter(|a| !a.is_empty());
+    let (in_force, approved_digest) = if annotation == Some(digest.as_str()) {
+        (requested.clone(), Some(digest.clone()))
+    } else if annotation.is_some() && annotation == previous.approved_digest.as_deref() {
+        let earlier: BTreeSet<String> = previous.approved_capabilities.iter().cloned().collect();
+        (
+            earlier.intersection(&requested).cloned().collect(),
+            previous.approved_digest.clone(),
+        )
+    } else {
+        (BTreeSet::new(), None)
+    };
+    let state = if requested.is_empty() {
+        ApprovalState::Baseline
+    } else if in_force == requested {
+        ApprovalState::Approved
+    } else {
+        ApprovalState::Pending
+    };
+    Decision {
+        requested,
+        digest,
+        in_force,
+        approved_digest,
+        state,
+    }
+}
+
+/// The `mcpwarden.dev/approve` annotation of a server, if set.
+pub fn annotation(server: &MCPServer) -> Option<&str> {
+    server
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(APPROVE_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// The exact command an admin runs to approve `digest`.
+pub fn approve_command(server: &MCPServer, digest: &str) -> String {
+    format!(
+        "kubectl annotate mcpserver {} -n {} {APPROVE_ANNOTATION}={digest} --overwrite",
+        names::object_name(server),
+        names::namespace(server)
+    )
+}
+
+impl Decision {
+    /// Requested but not in force, sorted.
+    pub fn pending(&self) -> Vec<&str> {
+        self.requested
+            .difference(&self.in_force)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The `CapabilitiesApproved` condition: (status, reason, message).
+    pub fn condition(&self, server: &MCPServer) -> (&'static str, &'static str, String) {
+        match self.state {
+            ApprovalState::Baseline => (
+                "True",
+                "Baseline",
+                "nothing above the baseline is requested".into(),
+            ),
+            ApprovalState::Approved => (
+                "True",
+                "Approved",
+                format!(
+                    "{} approved and in force: {}",
+                    self.digest,
+                    join(self.in_force.iter().map(String::as_str))
+                ),
+            ),
+            ApprovalState::Pending => {
+                let in_force = if self.in_force.is_empty() {
+                    "nothing above the baseline is in force".to_string()
+                } else {
+                    format!(
+                        "still in force from {}: {}",
+                        self.approved_digest.as_deref().unwrap_or("?"),
+                        join(self.in_force.iter().map(String::as_str))
+                    )
+                };
+                (
+                    "False",
+                    "PendingApproval",
+                    format!(
+                        "waiting for approval of {}: {}; {in_force}. To approve: {}",
+                        self.digest,
+                        join(self.pending().into_iter()),
+                        approve_command(server, &self.digest)
+                    ),
+                )
+            }
+        }
+    }
+}
+
+fn join<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(yaml: &str) -> SandboxProfileSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn tools(yaml: &str) -> ToolProfileSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn requested_names_are_stable_and_sorted() {
+        let got = requested(
+            &tools("{tools: [{name: rm, risk: critical}, {name: ls, risk: low}, {name: w, risk: high}, {name: x}]}"),
+            &sandbox(
+                "{network: {egress: {dns: true, rules: [{cidr: 203.0.113.0/24, ports: [443, 80]}]}}, \
+                 workspaceAccess: readWrite, automountServiceAccountToken: true}",
+            ),
+        );
+        assert_eq!(
+            got.into_iter().collect::<Vec<_>>(),
+            [
+                "network.dns",
+                "network.egress:203.0.113.0/24:443",
+                "network.egress:203.0.113.0/24:80",
+                "serviceaccount.token",
+                "tool:rm",
+                "tool:w",
+                "workspace.write",
+            ]
+        );
+        assert!(requested(&ToolProfileSpec::default(), &SandboxProfileSpec::default()).is_empty());
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for name in [
+            "network.egress:2001:db8::/32:443",
+            "network.dns",
+            "workspace.write",
+            "serviceaccount.token",
+            "tool:git_push",
+        ] {
+            assert_eq!(Capability::parse(name).unwrap().to_string(), name);
+        }
+        assert_eq!(Capability::parse("network.egress:x:notaport"), None);
+        assert_eq!(Capability::parse("root.shell"), None);
+    }
+
+    #[test]
+    fn digest_is_canonical() {
+        // sha256("a\nb\n"), the same in any language
+        assert_eq!(
+            digest(&set(&["b", "a"])),
+            "sha256:911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2"
+        );
+        assert_ne!(digest(&set(&["a"])), digest(&set(&["a", "b"])));
+        assert_ne!(
+            digest(&set(&["ab"])),
+            digest(&set(&["a", "b"])),
+            "names are delimited"
+        );
+    }
+
+    #[test]
+    fn approval_rules() {
+        let none = MCPServerStatus::default();
+        let want = set(&["network.dns", "workspace.write"]);
+        let d = digest(&want);
+        // unapproved, or a wrong digest: nothing in force
+        for annotation in [None, Some("sha256:0000")] {
+            let got = decide(want.clone(), annotation, &none);
+            assert!(got.in_force.is_empty() && got.approved_digest.is_none());
+            assert_eq!(got.state, ApprovalState::Pending);
+        }
+        // the right digest: all of it
+        let approved = decide(want.clone(), Some(&d), &none);
+        assert_eq!(
+            (approved.in_force.clone(), approved.state.clone()),
+            (want.clone(), ApprovalState::Approved)
+        );
+        // the spec asks for more: the earlier set stays, the new digest is pending
+        let earlier = MCPServerStatus {
+            approved_digest: Some(d.clone()),
+            approved_capabilities: want.iter().cloned().collect(),
+            ..Default::default()
+        };
+        let more = set(&["network.dns", "serviceaccount.token", "workspace.write"]);
+        let got = decide(more.clone(), Some(&d), &earlier);
+        assert_eq!(got.in_force, want);
+        assert_eq!(got.approved_digest.as_deref(), Some(d.as_str()));
+        assert_eq!(got.pending(), ["serviceaccount.token"]);
+        assert_ne!(got.digest, d);
+        // asking for less keeps only what is still asked for
+        let less = decide(set(&["network.dns"]), Some(&d), &earlier);
+        assert_eq!(less.in_force, set(&["network.dns"]));
+        // removing the annotation revokes
+        let revoked = decide(more, None, &earlier);
+        assert!(revoked.in_force.is_empty() && revoked.approved_digest.is_none());
+        // nothing requested: the baseline, approved by definition
+        assert_eq!(
+            decide(BTreeSet::new(), None, &none).state,
+            ApprovalState::Baseline
+        );
+    }
+}
