@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import sys
 import threading
 import time
@@ -641,7 +642,8 @@ def test_slow_body_drip_gets_408(slow_run):
 
 def test_other_sessions_work_while_slow_clients_hang_on(slow, slow_run):
     assert len(slow_run.latencies) > 20
-    assert max(slow_run.latencies) < 2, max(slow_run.latencies)
+    assert statistics.median(slow_run.latencies) < 0.5, sorted(slow_run.latencies)[-5:]
+    assert max(slow_run.latencies) < 5, sorted(slow_run.latencies)[-5:]
     assert slow.proc.alive()
     rss0, rss1 = slow_run.rss
     assert rss1 - rss0 < 50 * 1024, slow_run.rss

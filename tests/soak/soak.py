@@ -187,9 +187,14 @@ def run(args, facade_pid: int, url: str, admin_url: str) -> dict:
             t.join(30)
             m = box.get("m") or {}
             err = m.get("error") or {}
-            ok = err.get("code") == -32603 and (err.get("data") or {}).get("reason") == "upstream_failed"
+            if err.get("code") == -32603 and (err.get("data") or {}).get("reason") == "upstream_failed":
+                kind = "failed_clearly"
+            elif "result" in m:
+                kind = "reached_the_restarted_server"  # sent just after the kill: fine
+            else:
+                kind = "other"
             with lock:
-                in_flight["failed_clearly" if ok else "other"] += 1
+                in_flight[kind] = in_flight.get(kind, 0) + 1
             side.append(t)
 
     def sampler():
