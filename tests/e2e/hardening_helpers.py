@@ -146,8 +146,9 @@ class Ledger:
     def record(self, kind: str, problem: str | None = None):
         with self.lock:
             self.kinds[kind] += 1
-            if problem and len(self.problems) < 20:
-                self.problems.append(problem)
+            # the first few problems of each kind
+            if problem and sum(p.startswith(f"[{kind}]") for p in self.problems) < 5:
+                self.problems.append(f"[{kind}] {problem}")
 
 
 def one_request(s: RawMcp, ledger: Ledger, method: str, params: dict | None, timeout: float = 20) -> dict | None:
@@ -164,6 +165,12 @@ def one_request(s: RawMcp, ledger: Ledger, method: str, params: dict | None, tim
         ledger.record("lost", f"{method} id={rid}: {e!r}")
         return None
     msgs = [m for m in messages_of(r) if isinstance(m, dict) and "method" not in m]
+    if r.status_code >= 400 and len(msgs) == 1 and msgs[0].get("id") is None and "error" in msgs[0]:
+        # refused at the HTTP level (e.g. 404: the session ended): an answer, and a clear one
+        with ledger.lock:
+            ledger.answered += 1
+        ledger.record(f"http{r.status_code}")
+        return msgs[0]
     mine = [m for m in msgs if m.get("id") == rid]
     if len(mine) != 1 or len(msgs) != 1:
         ledger.record("lost" if not mine else "duplicated", f"{method} id={rid}: HTTP {r.status_code} {msgs[:2]}")
@@ -178,7 +185,7 @@ def one_request(s: RawMcp, ledger: Ledger, method: str, params: dict | None, tim
         reason = (err.get("data") or {}).get("reason")
         kind = f"{err.get('code')}/{reason}"
         clear = err.get("code") == -32603 and len(err.get("message", "")) > 20 and (
-            reason == "upstream_failed"
+            reason in ("upstream_failed", "session_closed")
             # tools/list is answered by the facade's own list pipeline (no data.reason)
             or (method == "tools/list" and "did not answer" in err.get("message", "")))
         ledger.record(kind, None if clear else f"unclear error for {method}: {msg}")

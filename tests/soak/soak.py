@@ -47,6 +47,9 @@ from hardening_helpers import Ledger, fd_count, one_request, pid_alive, rss_kb  
 from helpers import RawMcp, fixture_stdio, metric  # noqa: E402
 
 
+ROTATE_EVERY = 400  # requests by one worker before its session is replaced
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 600)))
@@ -64,10 +67,21 @@ def main() -> int:
         print(f"{binary} does not exist: cargo build -p mcp-warden-sidecar", file=sys.stderr)
         return 2
     port, admin = free_port(), free_port()
+    # Budgets high enough that the soak measures the data path, not the
+    # per-session call budget (long-lived sessions are also rotated below).
+    policy = tempfile.NamedTemporaryFile("w", prefix="soak-policy-", suffix=".yaml", delete=False)
+    policy.write(json.dumps({
+        "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "FacadePolicy",
+        "defaultAction": "allow", "riskCeiling": "critical", "sandbox": {"writeAllowed": True},
+        "auth": {"anonymous": {"role": "admin"}},
+        "limits": {"maxCallsPerSession": 100000, "callsPerMinute": 100000, "callTimeoutSeconds": 30},
+    }))
+    policy.close()
     log = tempfile.NamedTemporaryFile("w+", prefix="soak-facade-", suffix=".log", delete=False)
     cmd = [str(binary), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
            "--max-restarts", "1000", "--restart-backoff-ms", "50", "--restart-backoff-max-ms", "1000",
            "--idle-timeout-secs", "10", "--audit", "off", "--drain-timeout-secs", "1",
+           "--policy", policy.name,
            "--", *fixture_stdio()]
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     url, admin_url = f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{admin}"
@@ -101,14 +115,35 @@ def run(args, facade_pid: int, url: str, admin_url: str) -> dict:
         sessions.append(s)
     samples: list[dict] = []
     kills: list[int] = []
-    churn = {"opened": 0, "ended": 0, "abandoned": 0, "refused": 0}
+    churn = {"opened": 0, "ended": 0, "abandoned": 0, "refused": 0, "rotated": 0}
     bad = {"sent": 0, "clear": 0, "unclear": 0}
     in_flight = {"failed_clearly": 0, "other": 0}
     lock = threading.Lock()
 
-    def worker(s: RawMcp, seed: int):
+    def rotate(slot: int) -> RawMcp:
+        """End a long-lived session and put a fresh one in its place."""
+        old = sessions[slot]
+        new = RawMcp(url, timeout=30)
+        new.initialize(client_name=f"soak-{slot}")
+        sessions[slot] = new
+        with lock:
+            churn["rotated"] += 1
+        try:
+            old.delete()
+        except httpx.HTTPError:
+            pass
+        return new
+
+    def worker(slot: int, seed: int):
         rnd = random.Random(seed)
+        s = sessions[slot]
+        n = 0
         while not stop.is_set():
+            n += 1
+            if seed % 2 == 0 and n % ROTATE_EVERY == 0:  # one worker per slot rotates its session
+                s = rotate(slot)
+            elif sessions[slot] is not s:
+                s = sessions[slot]
             p = rnd.random()
             if p < 0.45:
                 one_request(s, ledger, "tools/call", {"name": "echo", "arguments": {"text": f"soak {seed}"}})
@@ -209,8 +244,8 @@ def run(args, facade_pid: int, url: str, admin_url: str) -> dict:
             if stop.wait(args.sample_every):
                 break
 
-    threads = [threading.Thread(target=worker, args=(s, i * 100 + k), daemon=True)
-               for i, s in enumerate(sessions) for k in range(args.workers_per_session)]
+    threads = [threading.Thread(target=worker, args=(i, i * 100 + k), daemon=True)
+               for i in range(len(sessions)) for k in range(args.workers_per_session)]
     threads += [threading.Thread(target=f, daemon=True) for f in (churner, killer, sampler)]
     for t in threads:
         t.start()
@@ -230,7 +265,7 @@ def run(args, facade_pid: int, url: str, admin_url: str) -> dict:
 
     # every long-lived session recovers
     recovered = 0
-    for s in sessions:
+    for s in list(sessions):
         until = time.monotonic() + 15
         while time.monotonic() < until:
             m = one_request(s, ledger, "tools/call", {"name": "echo", "arguments": {"text": "final"}})
@@ -246,8 +281,9 @@ def run(args, facade_pid: int, url: str, admin_url: str) -> dict:
     baseline = statistics.median(rss[1:warm + 1] or rss)
     growth_mb = (rss[-1] - baseline) / 1024
     errors = {k: v for k, v in ledger.kinds.items() if k not in ("ok",)}
+    lost = ledger.sent - ledger.answered
     verdict_checks = {
-        "no_lost_responses": ledger.sent == ledger.answered and ledger.kinds["lost"] == 0,
+        "no_lost_responses": lost == 0 and ledger.kinds["lost"] == 0,
         "no_duplicates": ledger.kinds["duplicated"] == 0,
         "no_stuck_threads": stuck == 0,
         "errors_clear": not ledger.problems,
@@ -260,7 +296,7 @@ def run(args, facade_pid: int, url: str, admin_url: str) -> dict:
         "seconds": args.seconds,
         "requests_sent": ledger.sent,
         "responses_received": ledger.answered,
-        "lost_responses": ledger.sent - ledger.answered,
+        "lost_responses": lost,
         "outcomes": dict(ledger.kinds),
         "errors_by_kind": errors,
         "unclear_errors": ledger.problems,
