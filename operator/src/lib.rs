@@ -11,6 +11,7 @@
 //!   approval puts in force), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
 //!   both go through [`plan`], so what `render` prints is what `run` applies.
 //! - [`reconcile`]: the controller (watches, the pipeline, error policy).
+//! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
 //!   metrics, logging.
 //! - [`crdgen`], [`render`]: the offline subcommands; [`pss`] checks pods
@@ -29,3 +30,4 @@ pub mod reconcile;
 pub mod render;
 pub mod runtime;
 pub mod validate;
+pub mod webhook;

@@ -9,6 +9,7 @@ use mcp_warden_operator::{
     config::{self, BuildConfig},
     crdgen, reconcile, render,
     runtime::{http, leader, logging, metrics::Metrics},
+    webhook::{self, certs},
 };
 
 #[derive(Parser)]
@@ -83,10 +84,62 @@ struct BuildArgs {
     operator_pod_labels: String,
 }
 
+/// What `run` serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    /// The controller (leader-elected) and the admission webhook.
+    All,
+    /// Only the controller.
+    Controller,
+    /// Only the admission webhook (every replica serves; no leader election).
+    Webhook,
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     #[command(flatten)]
     build: BuildArgs,
+    /// What to serve.
+    #[arg(long, env = "MCP_WARDEN_MODE", value_enum, default_value_t = Mode::All)]
+    mode: Mode,
+    /// Where the HTTPS admission webhook listens.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_WEBHOOK_LISTEN",
+        default_value = "0.0.0.0:8443"
+    )]
+    webhook_listen: SocketAddr,
+    /// Directory with tls.crt and tls.key (a mounted kubernetes.io/tls
+    /// Secret); without them the operator generates a certificate.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_WEBHOOK_CERT_DIR",
+        default_value = "/etc/mcp-warden/webhook-tls"
+    )]
+    webhook_cert_dir: PathBuf,
+    /// Self-generated mode: the Secret (operator namespace) that keeps the
+    /// generated certificate for every replica.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_WEBHOOK_CERT_SECRET",
+        default_value = "mcp-warden-webhook-tls"
+    )]
+    webhook_cert_secret: String,
+    /// The webhook's Service (the certificate's DNS names).
+    #[arg(
+        long,
+        env = "MCP_WARDEN_WEBHOOK_SERVICE",
+        default_value = "mcp-warden-webhook"
+    )]
+    webhook_service: String,
+    /// Self-generated mode: the Validating- and MutatingWebhookConfiguration
+    /// whose caBundle the operator writes.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_WEBHOOK_CONFIG_NAME",
+        default_value = "mcp-warden"
+    )]
+    webhook_config_name: String,
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     #[arg(long, env = "MCP_WARDEN_ADMIN_LISTEN", default_value = "0.0.0.0:8081")]
     admin_listen: SocketAddr,
@@ -149,9 +202,16 @@ async fn run(args: RunArgs) -> Result<(), String> {
         ..http::Admin::default()
     };
     tokio::spawn(http::serve(args.admin_listen, admin.clone()));
+    if args.mode != Mode::Controller {
+        start_webhook(&args, &client, &config).await?;
+    }
     admin
         .ready
         .store(true, std::sync::atomic::Ordering::Relaxed);
+    if args.mode == Mode::Webhook {
+        shutdown_signal().await;
+        return Ok(());
+    }
 
     let lease_cfg = leader::LeaderConfig {
         namespace: config.operator_namespace.clone(),
@@ -201,6 +261,64 @@ async fn run(args: RunArgs) -> Result<(), String> {
     if lost_leadership {
         return Err("lost leadership".into());
     }
+    Ok(())
+}
+
+/// The TLS certificate (mounted, or generated and kept in a Secret with its
+/// caBundle written into the webhook configurations), then the HTTPS server.
+async fn start_webhook(
+    args: &RunArgs,
+    client: &kube::Client,
+    config: &BuildConfig,
+) -> Result<(), String> {
+    let pair = match certs::load_dir(&args.webhook_cert_dir).map_err(|e| e.to_string())? {
+        Some(pair) => {
+            tracing::info!(dir = %args.webhook_cert_dir.display(), "webhook certificate from the mounted Secret");
+            pair
+        }
+        None => {
+            let names = certs::service_dns_names(
+                &args.webhook_service,
+                &config.operator_namespace,
+                &config.cluster_domain,
+            );
+            let pair = certs::ensure_secret(
+                client,
+                &config.operator_namespace,
+                &args.webhook_cert_secret,
+                names,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            tracing::info!(secret = %args.webhook_cert_secret, "webhook certificate self-generated");
+            // Keep the caBundle right: the chart may re-apply the configurations.
+            let (client, name, ca) = (
+                client.clone(),
+                args.webhook_config_name.clone(),
+                pair.cert_pem.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    match certs::patch_ca_bundles(&client, &name, &ca).await {
+                        Ok(n) => tracing::debug!(configurations = n, "caBundle written"),
+                        Err(e) => tracing::warn!(error = %e, "cannot write the webhook caBundle"),
+                    }
+                    tokio::time::sleep(Duration::from_secs(300)).await;
+                }
+            });
+            pair
+        }
+    };
+    let tls = certs::server_config(&pair).map_err(|e| e.to_string())?;
+    let authorizer = Arc::new(webhook::KubeAuthorizer {
+        client: client.clone(),
+    });
+    let listen = args.webhook_listen;
+    tokio::spawn(async move {
+        if let Err(e) = webhook::serve(listen, tls, authorizer).await {
+            tracing::error!(error = %e, "the admission webhook stopped");
+        }
+    });
     Ok(())
 }
 
