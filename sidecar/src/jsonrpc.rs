@@ -30,7 +30,12 @@ pub struct RequestId(Box<str>);
 
 impl RequestId {
     pub fn from_raw(raw: &str) -> Self {
-        RequestId(raw.trim().into())
+        // Numeric ids match by value: a server may answer `-0` as `0`.
+        // (Only safe integers are accepted, so `-0` is the one other spelling.)
+        match raw.trim() {
+            "-0" => RequestId("0".into()),
+            text => RequestId(text.into()),
+        }
     }
     /// The id as JSON text, ready to splice into a message.
     pub fn as_json(&self) -> &str {
@@ -221,6 +226,32 @@ fn is_safe_integer(text: &str) -> bool {
         && digits.parse::<u64>().is_ok_and(|n| n < (1u64 << 53))
 }
 
+/// Change `params` of a message without touching anything else: every other
+/// member (and every value inside `params` not edited) keeps its exact text,
+/// so numbers like `-0` or `1e400` reach the server as the client wrote them.
+pub fn edit_params(
+    msg: &Message,
+    edit: impl FnOnce(&mut std::collections::BTreeMap<String, Box<RawValue>>),
+) -> Result<Message, String> {
+    use std::collections::BTreeMap;
+    let mut top: BTreeMap<String, Box<RawValue>> =
+        serde_json::from_slice(&msg.bytes).map_err(|e| e.to_string())?;
+    let mut params: BTreeMap<String, Box<RawValue>> = match top.get("params") {
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string())?,
+        None => BTreeMap::new(),
+    };
+    edit(&mut params);
+    let params = serde_json::value::to_raw_value(&params).map_err(|e| e.to_string())?;
+    top.insert("params".into(), params);
+    let bytes = Bytes::from(serde_json::to_vec(&top).map_err(|e| e.to_string())?);
+    Message::parse(bytes).map_err(|(e, _)| e.to_string())
+}
+
+/// A JSON string value as raw JSON.
+pub fn raw_string(s: &str) -> Box<RawValue> {
+    serde_json::value::to_raw_value(s).expect("strings serialize")
+}
+
 /// Build an error response. `id` is raw JSON (`null` when unknown).
 pub fn error_response(
     id: Option<&RequestId>,
@@ -405,5 +436,30 @@ mod tests {
     fn internal_ids_are_reserved() {
         assert!(RequestId::internal(1).is_reserved());
         assert!(!RequestId::from_raw("\"mcp\"").is_reserved());
+    }
+
+    #[test]
+    fn editing_params_keeps_every_other_byte_meaning() {
+        let m = parse(r#"{"jsonrpc":"2.0","id":-0,"method":"tools/call","params":{"name":"a","arguments":{"n":123456789012345678901234567890,"z":-0}},"x":1}"#).unwrap();
+        let edited = edit_params(&m, |p| {
+            p.insert("name".into(), raw_string("b"));
+        })
+        .unwrap();
+        let text = String::from_utf8(edited.bytes.to_vec()).unwrap();
+        assert!(text.contains(r#""name":"b""#), "{text}");
+        assert!(
+            text.contains("123456789012345678901234567890") && text.contains(r#""z":-0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#""id":-0"#) && text.contains(r#""x":1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn numeric_ids_match_by_value() {
+        assert_eq!(RequestId::from_raw("-0"), RequestId::from_raw("0"));
+        assert_ne!(RequestId::from_raw("\"0\""), RequestId::from_raw("0"));
     }
 }

@@ -64,6 +64,8 @@ pub struct Metrics {
     pub calls_in_flight: IntGauge,
     /// Requests relayed to the replica that owns their session.
     pub forwarded: IntCounter,
+    /// Server notifications shed because the client was not reading.
+    pub notifications_dropped: IntCounter,
 }
 
 impl Metrics {
@@ -195,8 +197,14 @@ impl Metrics {
             "Requests relayed to the replica that owns their session",
         )
         .expect("valid metric");
+        let notifications_dropped = IntCounter::new(
+            "mcpwarden_notifications_dropped_total",
+            "Server notifications shed because the client was not reading its stream",
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(forwarded.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(notifications_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(forwarded.clone()),
             Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
             Box::new(tool_output_bytes.clone()),
@@ -241,6 +249,7 @@ impl Metrics {
             audit_dropped,
             calls_in_flight,
             forwarded,
+            notifications_dropped,
         }
     }
 

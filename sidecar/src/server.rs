@@ -1,4 +1,4 @@
-//! Accept loops for the MCP and admin listeners: HTTP/1.1 and HTTP/2 with
+//! Accept loops for the MCP and admin listeners: HTTP/1.1 with
 //! bounded headers and a header read timeout (slow clients cannot hold
 //! connections open for free).
 
@@ -25,16 +25,14 @@ pub async fn serve<F, Fut>(
     F: Fn(Arc<App>, Request<Incoming>) -> Fut + Copy + Send + Sync + 'static,
     Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
 {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // HTTP/1.1 only: MCP clients speak it, and sniffing for an HTTP/2
+    // preface is a read hyper's header timeout does not cover.
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(app.limits.header_read_timeout)
         .max_buf_size(app.limits.max_header_bytes.max(8192));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(app.limits.max_header_bytes as u32);
     let builder = Arc::new(builder);
     loop {
         let (tcp, _) = tokio::select! {
@@ -52,6 +50,13 @@ pub async fn serve<F, Fut>(
         let app = app.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
+            // The protocol sniffing before hyper's own header timeout has no
+            // timeout of its own: a connection that sends nothing is dropped here.
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(app.limits.header_read_timeout, tcp.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
             let service = service_fn(move |req| {
                 let app = app.clone();
                 async move { Ok::<_, std::convert::Infallible>(handler(app, req).await) }

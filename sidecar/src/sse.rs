@@ -147,13 +147,19 @@ pub fn encode_message(id: Option<&str>, data: &[u8]) -> Bytes {
         out.extend_from_slice(id.as_bytes());
         out.extend_from_slice(b"\n");
     }
-    // JSON-RPC messages from the facade's transports are single-line JSON;
-    // split defensively so an embedded newline cannot end the event early.
-    for line in data.split(|&b| b == b'\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
-        out.extend_from_slice(b"\n");
+    // CR and LF both end an SSE line. In valid JSON they can only be
+    // whitespace between tokens (inside strings they are escaped), so they
+    // become spaces: one data line, the same JSON value.
+    out.extend_from_slice(b"data: ");
+    if memchr::memchr2(b'\r', b'\n', data).is_some() {
+        out.extend(
+            data.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+    } else {
+        out.extend_from_slice(data);
     }
+    out.extend_from_slice(b"\n");
     out.extend_from_slice(b"\n");
     out.freeze()
 }
@@ -217,5 +223,18 @@ mod tests {
                 retry: None
             }]
         );
+    }
+
+    #[test]
+    fn line_breaks_between_json_tokens_cannot_cut_an_event() {
+        let mut p = Parser::new(1024);
+        let bytes = encode_message(
+            Some("1-1"),
+            b"{\"jsonrpc\":\r\"2.0\",\r\n\"id\":1,\n\"result\":{}}",
+        );
+        let events = p.feed(&bytes).unwrap();
+        assert_eq!(events.len(), 1);
+        let v: serde_json::Value = serde_json::from_str(&events[0].data).unwrap();
+        assert_eq!(v["id"], 1);
     }
 }

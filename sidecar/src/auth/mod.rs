@@ -14,7 +14,6 @@ mod static_tokens;
 
 use std::path::Path;
 
-use bytes::Bytes;
 use mcp_warden_crds::AuthConfig;
 use mcp_warden_crds::ServerRef;
 
@@ -124,25 +123,19 @@ pub fn strip_params_auth(msg: Message) -> (Message, Option<String>) {
     if !msg.mentions(b"\"auth\"") {
         return (msg, None);
     }
-    let mut value = msg.to_value();
-    let Some(params) = value
-        .get_mut("params")
-        .and_then(serde_json::Value::as_object_mut)
-    else {
+    let mut auth = None;
+    let Ok(stripped) = crate::jsonrpc::edit_params(&msg, |p| auth = p.remove("auth")) else {
         return (msg, None);
     };
-    let Some(auth) = params.remove("auth") else {
-        return (msg, None);
-    };
-    let token = auth
-        .get("token")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_string);
-    let bytes = Bytes::from(serde_json::to_vec(&value).expect("values serialize"));
-    match Message::parse(bytes) {
-        Ok(stripped) => (stripped, token),
-        Err(_) => (msg, token),
-    }
+    let Some(auth) = auth else { return (msg, None) };
+    let token = serde_json::from_str::<serde_json::Value>(auth.get())
+        .ok()
+        .and_then(|a| {
+            a.get("token")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        });
+    (stripped, token)
 }
 
 #[cfg(test)]
@@ -160,7 +153,7 @@ mod tests {
 
     #[test]
     fn params_auth_is_removed_before_forwarding() {
-        let msg = Message::parse(Bytes::from_static(
+        let msg = Message::parse(bytes::Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"auth":{"token":"s3cret"},"cursor":"c"}}"#,
         ))
         .unwrap();

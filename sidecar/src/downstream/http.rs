@@ -29,7 +29,6 @@ use hyper::header::{
     HOST, ORIGIN, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
-use tokio::sync::mpsc;
 
 use super::forward;
 use crate::app::App;
@@ -39,7 +38,7 @@ use crate::pipeline::audit::{self, Record};
 use crate::pipeline::identity::Identity;
 use crate::pipeline::refusal::Refusal;
 use crate::session::ids::Owner;
-use crate::session::stream::Out;
+use crate::session::stream::{Out, StreamRx};
 use crate::session::Session;
 use crate::sse;
 
@@ -352,7 +351,7 @@ async fn batch(
 
 /// Wait for the first item of a request's stream and choose JSON or SSE.
 async fn answer(
-    mut rx: mpsc::Receiver<Out>,
+    mut rx: StreamRx,
     stream: u64,
     session: &Session,
     resumable: bool,
@@ -566,7 +565,7 @@ fn encode(stream: u64, out: &Out) -> Bytes {
 
 /// An SSE body fed by a session stream.
 struct SseBody {
-    rx: mpsc::Receiver<Out>,
+    rx: StreamRx,
     stream: u64,
     pending: std::collections::VecDeque<Bytes>,
 }
@@ -591,7 +590,7 @@ impl Body for SseBody {
     }
 }
 
-fn sse_response(rx: mpsc::Receiver<Out>, stream: Option<u64>) -> Response<ResponseBody> {
+fn sse_response(rx: StreamRx, stream: Option<u64>) -> Response<ResponseBody> {
     sse(SseBody {
         rx,
         stream: stream.unwrap_or(0),

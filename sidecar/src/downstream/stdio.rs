@@ -36,7 +36,7 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
         let mut out = BufWriter::new(tokio::io::stdout());
         while let Some(item) = rx.recv().await {
             let mut batch = vec![item];
-            while let Ok(more) = rx.try_recv() {
+            while let Some(more) = rx.try_recv() {
                 batch.push(more);
             }
             for item in batch {

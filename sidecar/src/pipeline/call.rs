@@ -153,7 +153,21 @@ impl Session {
             let outbound = if grant.upstream_name == name {
                 msg.clone()
             } else {
-                rename(&request, grant.upstream_name)
+                let upstream = jsonrpc::raw_string(grant.upstream_name);
+                jsonrpc::edit_params(&msg, |p| {
+                    p.insert("name".into(), upstream);
+                })
+                .map_err(|why| {
+                    let v = mcp_warden_policy::Violation {
+                        instance_path: String::new(),
+                        keyword: "json".into(),
+                        message: why,
+                    };
+                    Refusal::Policy(Denial::InvalidParams {
+                        tool: grant.exposed_name.to_string(),
+                        violations: vec![v],
+                    })
+                })?
             };
             let answer = self
                 .forward_and_wait(outbound, stream, grant.limits.call_timeout)
@@ -287,14 +301,6 @@ impl Session {
         };
         app.audit.write(&record, &app.metrics);
     }
-}
-
-/// The same request with `params.name` replaced (only for aliased tools).
-fn rename(request: &Value, upstream: &str) -> Message {
-    let mut request = request.clone();
-    request["params"]["name"] = Value::String(upstream.to_string());
-    let bytes = Bytes::from(serde_json::to_vec(&request).expect("values serialize"));
-    Message::parse(bytes).expect("a re-serialized request parses")
 }
 
 /// A caller-chosen name, bounded so an audit line stays small.

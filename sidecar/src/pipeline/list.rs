@@ -143,13 +143,9 @@ fn take_tools(page: &mut Value) -> Vec<Value> {
 }
 
 fn without_cursor(msg: &Message) -> Message {
-    let mut v = msg.to_value();
-    if let Some(params) = v.get_mut("params").and_then(Value::as_object_mut) {
-        params.remove("cursor");
-    }
-    Message::parse(Bytes::from(
-        serde_json::to_vec(&v).expect("values serialize"),
-    ))
+    jsonrpc::edit_params(msg, |p| {
+        p.remove("cursor");
+    })
     .unwrap_or_else(|_| msg.clone())
 }
 

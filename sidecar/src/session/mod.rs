@@ -26,14 +26,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use crate::app::App;
 use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
 use crate::pipeline::budget::SessionBudget;
 use crate::pipeline::identity::Identity;
 use crate::upstream::Link;
-use stream::{Out, Stream};
+use stream::{Stream, StreamRx};
 
 /// Server messages kept for a client that has no stream open yet.
 const BACKLOG_DEPTH: usize = 256;
@@ -143,8 +143,8 @@ impl Session {
 
     /// Open a stream that owes `responses` answers (`usize::MAX`: open-ended,
     /// as for the stdio transport). Returns its id and the live receiver.
-    pub fn open_stream(&self, responses: usize) -> (u64, mpsc::Receiver<Out>) {
-        let (tx, rx) = mpsc::channel(self.app.limits.stream_queue_depth);
+    pub fn open_stream(&self, responses: usize) -> (u64, StreamRx) {
+        let (tx, rx) = stream::channel(self.app.limits.stream_queue_depth);
         let mut st = self.state.lock().unwrap();
         st.next_stream += 1;
         let id = st.next_stream;
@@ -154,9 +154,9 @@ impl Session {
 
     /// Open the standalone stream (GET), delivering the backlog first.
     /// `None` when one is already connected.
-    pub fn open_standalone(&self) -> Option<(u64, mpsc::Receiver<Out>)> {
+    pub fn open_standalone(&self) -> Option<(u64, StreamRx)> {
         self.touch();
-        let (tx, rx) = mpsc::channel(self.app.limits.stream_queue_depth);
+        let (tx, rx) = stream::channel(self.app.limits.stream_queue_depth);
         let mut st = self.state.lock().unwrap();
         if let Some(old) = st.standalone {
             if st.streams.get(&old).is_some_and(Stream::has_live) {
@@ -168,7 +168,7 @@ impl Session {
         let id = st.next_stream;
         let mut stream = Stream::new(usize::MAX, tx);
         for bytes in std::mem::take(&mut st.backlog) {
-            stream.push(bytes, false);
+            stream.push(bytes, false, false);
         }
         st.streams.insert(id, stream);
         st.standalone = Some(id);
@@ -176,11 +176,11 @@ impl Session {
     }
 
     /// Reattach to a stream after `Last-Event-ID` `<stream>-<seq>`.
-    pub fn resume(&self, last_event_id: &str) -> Option<(u64, mpsc::Receiver<Out>)> {
+    pub fn resume(&self, last_event_id: &str) -> Option<(u64, StreamRx)> {
         self.touch();
         let (stream, seq) = last_event_id.split_once('-')?;
         let (stream, seq): (u64, u64) = (stream.parse().ok()?, seq.parse().ok()?);
-        let (tx, rx) = mpsc::channel(self.app.limits.stream_queue_depth.max(1024));
+        let (tx, rx) = stream::channel(self.app.limits.stream_queue_depth.max(1024));
         let mut st = self.state.lock().unwrap();
         st.streams
             .get_mut(&stream)?
@@ -548,11 +548,16 @@ impl Session {
 }
 
 /// Queue on a stream; forget finished streams beyond the replay window.
-fn push(st: &mut State, stream: u64, bytes: Bytes, response: bool) {
+/// Returns false when a notification was shed (the client is not reading).
+fn push(st: &mut State, stream: u64, bytes: Bytes, response: bool) -> bool {
+    push_item(st, stream, bytes, response, false)
+}
+
+fn push_item(st: &mut State, stream: u64, bytes: Bytes, response: bool, droppable: bool) -> bool {
     let Some(s) = st.streams.get_mut(&stream) else {
-        return;
+        return true;
     };
-    s.push(bytes, response);
+    let delivered = s.push(bytes, response, droppable);
     if s.finished() {
         st.finished.push_back(stream);
         while st.finished.len() > FINISHED_STREAMS_KEPT {
@@ -561,6 +566,7 @@ fn push(st: &mut State, stream: u64, bytes: Bytes, response: bool) {
             }
         }
     }
+    delivered
 }
 
 fn error(id: &RequestId, code: i64, message: &str, reason: &str) -> Bytes {

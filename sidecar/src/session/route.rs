@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{push, Session, State, BACKLOG_DEPTH};
+use super::{push, push_item, Session, State, BACKLOG_DEPTH};
 use crate::jsonrpc::{codes, Kind, Message, RequestId};
 
 impl Session {
@@ -101,7 +101,12 @@ impl Session {
                 _ => newest_request(&st).or_else(|| live_standalone(&st)),
             });
         match target {
-            Some(stream) => push(&mut st, stream, msg.bytes, false),
+            Some(stream) => {
+                let droppable = msg.kind == Kind::Notification;
+                if !push_item(&mut st, stream, msg.bytes, false, droppable) {
+                    self.app.metrics.notifications_dropped.inc();
+                }
+            }
             None => {
                 if st.backlog.len() == BACKLOG_DEPTH {
                     st.backlog.pop_front();

@@ -4,9 +4,18 @@
 //! request has its response), plus at most one standalone stream (GET) for
 //! messages tied to no request. Every item gets a sequence number and is kept
 //! in a bounded replay buffer, so a client that lost an SSE connection can
-//! resume with `Last-Event-ID` (`<stream>-<seq>`) and miss nothing.
+//! resume with `Last-Event-ID` (`<stream>-<seq>`).
+//!
+//! Nothing a stream owes is ever dropped: responses and server requests are
+//! always delivered and never evicted from the replay buffer. Only
+//! notifications are shed — live, when the client has not read `depth` items
+//! yet (a flood cannot make the facade buffer without bound), and from the
+//! replay buffer first when it is full.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -22,11 +31,88 @@ pub struct Out {
     /// The last response this stream owes: the transport may answer with
     /// plain JSON when this is the first and only item.
     pub last: bool,
+    /// A notification, which may be shed under pressure.
+    droppable: bool,
+}
+
+/// The sending half: unbounded for what must arrive, with a count of what
+/// the client has not read yet so notifications can be shed.
+#[derive(Debug)]
+pub struct Live {
+    tx: mpsc::UnboundedSender<Out>,
+    queued: Arc<AtomicUsize>,
+    depth: usize,
+}
+
+/// The receiving half, read by the transport.
+#[derive(Debug)]
+pub struct StreamRx {
+    rx: mpsc::UnboundedReceiver<Out>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A live channel that sheds notifications beyond `depth` unread items.
+pub fn channel(depth: usize) -> (Live, StreamRx) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    (
+        Live {
+            tx,
+            queued: queued.clone(),
+            depth: depth.max(1),
+        },
+        StreamRx { rx, queued },
+    )
+}
+
+impl StreamRx {
+    pub async fn recv(&mut self) -> Option<Out> {
+        let out = self.rx.recv().await;
+        self.took(out.is_some());
+        out
+    }
+
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Out>> {
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(out) = &polled {
+            self.took(out.is_some());
+        }
+        polled
+    }
+
+    pub fn try_recv(&mut self) -> Option<Out> {
+        let out = self.rx.try_recv().ok();
+        self.took(out.is_some());
+        out
+    }
+
+    fn took(&self, got: bool) {
+        if got {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Live {
+    /// Send unless it is a notification and the client is `depth` behind.
+    /// Returns false when the receiver is gone.
+    fn send(&self, out: Out) -> Result<(), Shed> {
+        if out.droppable && self.queued.load(Ordering::Acquire) >= self.depth {
+            return Err(Shed::Lagging);
+        }
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.tx.send(out).map_err(|_| Shed::Gone)
+    }
+}
+
+enum Shed {
+    Lagging,
+    Gone,
 }
 
 #[derive(Debug)]
 pub struct Stream {
-    live: Option<mpsc::Sender<Out>>,
+    live: Option<Live>,
     replay: VecDeque<Out>,
     next_seq: u64,
     /// Responses still owed on this stream; `usize::MAX` for open-ended ones.
@@ -34,7 +120,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub fn new(remaining: usize, live: mpsc::Sender<Out>) -> Self {
+    pub fn new(remaining: usize, live: Live) -> Self {
         Stream {
             live: Some(live),
             replay: VecDeque::new(),
@@ -48,11 +134,13 @@ impl Stream {
     }
 
     pub fn has_live(&self) -> bool {
-        self.live.as_ref().is_some_and(|tx| !tx.is_closed())
+        self.live.as_ref().is_some_and(|l| !l.tx.is_closed())
     }
 
-    /// Queue a message; `response` marks one of the responses this stream owes.
-    pub fn push(&mut self, bytes: Bytes, response: bool) {
+    /// Queue a message; `response` marks one of the responses this stream
+    /// owes, `droppable` a notification. Returns false if a notification was
+    /// shed because the client is not reading.
+    pub fn push(&mut self, bytes: Bytes, response: bool, droppable: bool) -> bool {
         if response && self.remaining != usize::MAX {
             self.remaining = self.remaining.saturating_sub(1);
         }
@@ -60,22 +148,32 @@ impl Stream {
             seq: self.next_seq,
             bytes,
             last: self.finished(),
+            droppable,
         };
         self.next_seq += 1;
         if self.replay.len() == REPLAY_DEPTH {
-            self.replay.pop_front();
+            match self.replay.iter().position(|o| o.droppable) {
+                Some(i) => {
+                    self.replay.remove(i);
+                }
+                None => {
+                    self.replay.pop_front();
+                }
+            }
         }
         self.replay.push_back(out.clone());
-        if let Some(tx) = &self.live {
-            // A client that does not read cannot make the facade buffer
-            // without bound: detach it; it can resume from the replay buffer.
-            if tx.try_send(out).is_err() {
-                self.live = None;
+        let mut delivered = true;
+        if let Some(live) = &self.live {
+            match live.send(out) {
+                Ok(()) => {}
+                Err(Shed::Lagging) => delivered = false,
+                Err(Shed::Gone) => self.live = None,
             }
         }
         if self.finished() {
             self.live = None;
         }
+        delivered
     }
 
     /// One owed response will never come (the client cancelled the request).
@@ -88,15 +186,17 @@ impl Stream {
         }
     }
 
-    /// Attach a new live connection after `after_seq`: replays what it missed.
-    pub fn resume(&mut self, after_seq: u64, live: mpsc::Sender<Out>) -> bool {
-        if self.replay.front().is_some_and(|o| o.seq > after_seq + 1) {
-            return false; // what it missed is no longer buffered
+    /// Attach a new live connection after `after_seq`: replays what is still
+    /// buffered (only notifications can have been evicted).
+    pub fn resume(&mut self, after_seq: u64, live: Live) -> bool {
+        if after_seq >= self.next_seq {
+            return false; // an id this stream never sent
         }
         for out in self.replay.iter().filter(|o| o.seq > after_seq) {
-            if live.try_send(out.clone()).is_err() {
+            if live.tx.send(out.clone()).is_err() {
                 return false;
             }
+            live.queued.fetch_add(1, Ordering::AcqRel);
         }
         if !self.finished() {
             self.live = Some(live);
@@ -116,42 +216,58 @@ mod tests {
 
     #[test]
     fn ends_after_the_owed_responses_and_marks_the_last() {
-        let (tx, mut rx) = mpsc::channel(8);
+        let (tx, mut rx) = channel(8);
         let mut s = Stream::new(1, tx);
-        s.push(Bytes::from_static(b"progress"), false);
-        s.push(Bytes::from_static(b"answer"), true);
+        s.push(Bytes::from_static(b"progress"), false, true);
+        s.push(Bytes::from_static(b"answer"), true, false);
         assert!(s.finished());
         assert!(!rx.try_recv().unwrap().last);
         assert!(rx.try_recv().unwrap().last);
         assert!(
-            rx.try_recv().is_err(),
+            rx.try_recv().is_none(),
             "the live channel is closed once finished"
         );
     }
 
     #[test]
     fn resume_replays_only_what_was_missed() {
-        let (tx, rx) = mpsc::channel(8);
+        let (tx, rx) = channel(8);
         let mut s = Stream::new(1, tx);
         drop(rx);
-        s.push(Bytes::from_static(b"a"), false);
-        s.push(Bytes::from_static(b"b"), false);
-        let (tx2, mut rx2) = mpsc::channel(8);
+        s.push(Bytes::from_static(b"a"), false, false);
+        s.push(Bytes::from_static(b"b"), false, false);
+        let (tx2, mut rx2) = channel(8);
         assert!(s.resume(1, tx2));
         assert_eq!(&rx2.try_recv().unwrap().bytes[..], b"b");
-        s.push(Bytes::from_static(b"c"), true);
+        s.push(Bytes::from_static(b"c"), true, false);
         assert_eq!(&rx2.try_recv().unwrap().bytes[..], b"c");
     }
 
     #[test]
-    fn a_slow_client_is_detached_not_buffered_live() {
-        let (tx, _rx) = mpsc::channel(1);
-        let mut s = Stream::new(usize::MAX, tx);
-        s.push(Bytes::from_static(b"1"), false);
-        s.push(Bytes::from_static(b"2"), false);
-        assert!(!s.has_live());
-        let (tx2, mut rx2) = mpsc::channel(8);
-        assert!(s.resume(1, tx2));
-        assert_eq!(&rx2.try_recv().unwrap().bytes[..], b"2");
+    fn a_flood_of_notifications_never_costs_the_answer() {
+        let (tx, mut rx) = channel(4);
+        let mut s = Stream::new(1, tx);
+        let shed = (0..10_000)
+            .filter(|_| !s.push(Bytes::from_static(b"note"), false, true))
+            .count();
+        assert_eq!(shed, 10_000 - 4, "only `depth` notifications wait unread");
+        s.push(Bytes::from_static(b"answer"), true, false);
+        let mut got = Vec::new();
+        while let Some(out) = rx.try_recv() {
+            got.push(out);
+        }
+        assert_eq!(got.len(), 5);
+        assert!(got.last().unwrap().last && &got.last().unwrap().bytes[..] == b"answer");
+        // The replay buffer kept the answer too, though notifications overflowed it.
+        let (tx2, mut rx2) = channel(4);
+        assert!(!s.resume(20_000, tx2), "an id the stream never sent");
+        let (tx3, mut rx3) = channel(4);
+        assert!(s.resume(9_990, tx3));
+        let mut replayed = Vec::new();
+        while let Some(out) = rx3.try_recv() {
+            replayed.push(out);
+        }
+        assert_eq!(&replayed.last().unwrap().bytes[..], b"answer");
+        assert!(rx2.try_recv().is_none());
     }
 }
