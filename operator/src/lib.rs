@@ -26,6 +26,7 @@ pub mod crdgen;
 pub mod names;
 pub mod plan;
 pub mod pss;
+pub mod rbac;
 pub mod reconcile;
 pub mod render;
 pub mod runtime;

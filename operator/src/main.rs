@@ -236,6 +236,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         metrics: admin.metrics.clone(),
         config,
         failures: Default::default(),
+        tools: Arc::new(reconcile::observe::HttpTools),
+        jwks: Default::default(),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({

@@ -14,16 +14,17 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use kube::{
     client::Body,
     runtime::{controller::Action, events::Recorder},
     Client,
 };
-use mcp_warden_crds::MCPServer;
+use mcp_warden_crds::{mcpserver::ObservedTool, MCPServer};
 use mcp_warden_operator::{
     config::BuildConfig,
-    reconcile::{self, controller, Context, RESYNC},
+    reconcile::{self, controller, observe::ToolsSource, Context, RESYNC},
     runtime::metrics::Metrics,
 };
 use serde_json::{json, Value};
@@ -55,6 +56,22 @@ impl Call {
 struct Fixture {
     objects: BTreeMap<String, Value>,
     server: Option<MCPServer>,
+    facades: FakeFacades,
+}
+
+/// The facades' `/tools` answers by `ip:9090`.
+#[derive(Clone, Default)]
+struct FakeFacades(BTreeMap<String, Vec<ObservedTool>>);
+
+impl ToolsSource for FakeFacades {
+    fn fetch<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+        let answer = self
+            .0
+            .get(addr)
+            .cloned()
+            .ok_or_else(|| format!("connection refused: {addr}"));
+        Box::pin(async move { answer })
+    }
 }
 
 impl Fixture {
@@ -152,12 +169,21 @@ impl Fixture {
             metrics: Metrics::default(),
             config: BuildConfig::default(),
             failures: Default::default(),
+            tools: Arc::new(self.facades.clone()),
+            jwks: Default::default(),
         });
         let action = reconcile::reconcile(Arc::new(self.server()), ctx)
             .await
             .expect("reconcile succeeds");
         api.abort();
         let calls = calls.lock().unwrap().clone();
+        for call in &calls {
+            assert!(
+                mcp_warden_operator::rbac::allows(&call.method, &call.path),
+                "{} is not in rbac::API_CALLS (and operator/RBAC.md)",
+                call.short()
+            );
+        }
         let after = state.lock().unwrap().clone();
         (action, calls, after)
     }
@@ -187,6 +213,13 @@ async fn answer(
     let mut state = state.lock().unwrap();
     let server_path = format!("/apis/mcpwarden.dev/v1alpha1/namespaces/{NS}/mcpservers/git");
     match method.as_str() {
+        "GET" if path.ends_with("/pods") && !state.objects.contains_key(&path) => (
+            StatusCode::OK,
+            serde_json::to_vec(
+                &json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
+            )
+            .unwrap(),
+        ),
         "GET" => match state.objects.get(&path) {
             Some(obj) if metadata_only_wanted => (StatusCode::OK, metadata_only(obj)),
             Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
@@ -287,6 +320,7 @@ async fn create_applies_every_object_with_owner_references() {
     let sequence: Vec<String> = calls.iter().map(Call::short).collect();
     let expected = [
         format!("GET {TP_PATH}"),
+        "GET /.well-known/openid-configuration".into(),
         "GET /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
@@ -301,6 +335,7 @@ async fn create_applies_every_object_with_owner_references() {
         "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /apis/policy/v1/namespaces/team-a/poddisruptionbudgets/git".into(),
+        "GET /api/v1/namespaces/team-a/pods".into(),
         "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
         "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
     ];
@@ -314,7 +349,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[15].body;
+    let event = &calls[17].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -415,11 +450,12 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         sequence,
         [
             format!("GET {TP_PATH}"),
+            "GET /.well-known/openid-configuration".into(),
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[1].body;
+    let event = &calls[2].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();
@@ -650,4 +686,71 @@ async fn approval_lifecycle_egress_is_applied_only_for_the_approved_digest() {
     assert!(events(&calls)
         .iter()
         .any(|(r, n)| r == "CapabilitiesRevoked" && n.contains(&digest)));
+}
+
+#[tokio::test]
+async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() {
+    let mut fixture = Fixture::new().with_server().with_tool_profile(tools_v1());
+    let jwks = r#"{"keys":[{"kty":"RSA","kid":"k1","n":"AQAB","e":"AQAB"}]}"#;
+    fixture.objects.insert(
+        "/.well-known/openid-configuration".into(),
+        json!({"issuer": "https://oidc.example.com/cluster-7", "jwks_uri": "https://x/openid/v1/jwks"}),
+    );
+    fixture.objects.insert(
+        "/openid/v1/jwks".into(),
+        serde_json::from_str(jwks).unwrap(),
+    );
+    let pod = |name: &str, ip: &str, phase: &str| json!({"metadata": {"name": name, "namespace": NS}, "status": {"phase": phase, "podIP": ip}});
+    fixture.objects.insert(
+        "/api/v1/namespaces/team-a/pods".into(),
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
+            pod("git-a", "10.1.0.1", "Running"), pod("git-b", "10.1.0.2", "Running"),
+            pod("git-c", "10.1.0.3", "Pending")]}),
+    );
+    let tool = |state: &str, hash: &str| ObservedTool {
+        name: "git_log".into(),
+        exposed_as: Some("log".into()),
+        hash: Some(hash.into()),
+        state: state.into(),
+        reason: (state == "quarantined").then(|| "definition changed".into()),
+        risk: Some("low".into()),
+    };
+    fixture
+        .facades
+        .0
+        .insert("10.1.0.1:9090".into(), vec![tool("exposed", "sha256:old")]);
+    fixture.facades.0.insert(
+        "10.1.0.2:9090".into(),
+        vec![tool("quarantined", "sha256:new")],
+    );
+    fixture
+        .facades
+        .0
+        .insert("10.1.0.3:9090".into(), vec![tool("hidden", "sha256:x")]);
+
+    let (_, calls, after) = fixture.reconcile().await;
+    let tools = after.server().status.unwrap().tools;
+    assert_eq!(
+        tools,
+        [tool("quarantined", "sha256:new")],
+        "the worst state of the running pods"
+    );
+    let cm = &after.objects["/api/v1/namespaces/team-a/configmaps/git-jwks"];
+    let published: Value = serde_json::from_str(cm["data"]["jwks.json"].as_str().unwrap()).unwrap();
+    assert_eq!(published, serde_json::from_str::<Value>(jwks).unwrap());
+    assert_eq!(cm["metadata"]["ownerReferences"][0]["uid"], "uid-git");
+    let policy = after.objects["/api/v1/namespaces/team-a/configmaps/git-policy"]["data"]
+        ["policy.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        policy.contains("issuer: https://oidc.example.com/cluster-7"),
+        "{policy}"
+    );
+    assert!(
+        policy.contains("jwksFile: /etc/mcp-warden/jwks/jwks.json"),
+        "{policy}"
+    );
+    assert!(calls.iter().any(|c| c.path == "/openid/v1/jwks"));
 }

@@ -1,15 +1,18 @@
 //! The controller's reconcile: the named pipeline for one MCPServer.
 //!
 //! ```text
-//! resolve (resolve.rs, reads) → plan (crate::plan, pure: validate, compile, build)
+//! resolve (resolve.rs, reads; + issuer JWKS, observe.rs) → plan (crate::plan, pure:
+//!   capabilities, validate, compile, build)
 //!   ├─ invalid / missing profile → status PolicyCompiled=False + Event → wait for a change
-//!   └─ ok → apply (apply.rs, SSA, skips matching objects) → status (status.rs) → requeue later
+//!   └─ ok → apply (apply.rs, SSA, skips matching objects) → observe the facades' /tools
+//!        (observe.rs) → status (status.rs) → requeue later
 //! ```
 //! Transient API errors back off per object ([`error_policy`]); invalid specs
 //! do not retry. Watches and wiring live in [`controller`].
 
 pub mod apply;
 pub mod controller;
+pub mod observe;
 pub mod resolve;
 pub mod status;
 
@@ -41,6 +44,30 @@ pub struct Context {
     pub config: BuildConfig,
     /// Consecutive failures per `namespace/name`, for the backoff.
     pub failures: Mutex<BTreeMap<String, u32>>,
+    /// Reads the facades' `/tools` (mocked in tests).
+    pub tools: Arc<dyn observe::ToolsSource>,
+    /// The cluster's service-account issuer keys.
+    pub jwks: observe::JwksCache,
+}
+
+impl Context {
+    /// A context with the production facade reader and an empty JWKS cache.
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        metrics: Metrics,
+        config: BuildConfig,
+    ) -> Context {
+        Context {
+            client,
+            recorder,
+            metrics,
+            config,
+            failures: Default::default(),
+            tools: Arc::new(observe::HttpTools),
+            jwks: Default::default(),
+        }
+    }
 }
 
 /// A reconcile failed; every variant is transient and retried with backoff.
@@ -115,14 +142,19 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
 
     // 1. resolve (reads)
     let resolved = resolve::resolve(&ctx.client, server).await?;
+    let issuer_keys = ctx.jwks.get(&ctx.client).await;
+    let mut config = ctx.config.clone();
+    if let Some(keys) = &issuer_keys {
+        config.service_account_issuer = keys.issuer.clone();
+    }
     let inputs = plan::Inputs {
         server,
         tool_profile: resolved.tool_profile.as_ref().map(|p| &p.spec),
         sandbox_profile: resolved.sandbox_profile.as_ref().map(|p| &p.spec),
-        jwks: resolved.jwks.as_deref(),
+        jwks: issuer_keys.as_ref().map(|k| k.jwks.as_str()),
     };
     // 2.–4. validate, compile, build (pure)
-    let plan = match plan::plan(&inputs, &ctx.config) {
+    let plan = match plan::plan(&inputs, &config) {
         Ok(plan) => plan,
         Err(invalid) => {
             info!(reason = invalid.reason(), error = %invalid, "spec cannot be built; waiting for a change");
@@ -136,13 +168,15 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     if !applied.written.is_empty() {
         info!(written = ?applied.written, "applied");
     }
-    // 6. status + Events
+    // 6. observe what the facades report
+    let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server).await;
+    // 7. status + Events
     let endpoint = names::endpoint(server, &ctx.config);
     let outcome = status::Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         missing_secrets: &resolved.missing_secrets,
         capabilities: &plan.capabilities,
-        tools: None,
+        tools: tools.as_deref(),
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
     };

@@ -19,8 +19,6 @@ pub struct Resolved {
     pub sandbox_profile: Option<SandboxProfile>,
     /// Names of `secretEnv` Secrets that do not exist (sorted).
     pub missing_secrets: Vec<String>,
-    /// The cluster's service-account issuer JWKS, if it could be read.
-    pub jwks: Option<String>,
 }
 
 /// A read failed (transient: the reconcile backs off and retries).
@@ -74,6 +72,5 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
         tool_profile,
         sandbox_profile,
         missing_secrets,
-        jwks: None,
     })
 }

@@ -1,0 +1,260 @@
+//! Observe (reads only, after apply): what the running facades report, and
+//! the cluster's service-account issuer keys.
+//!
+//! ```text
+//! pods (label mcpwarden.dev/server=<name>, Running, with an IP)
+//!   └─ ToolsSource::fetch("<podIP>:9090")  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
+//! API server GET /.well-known/openid-configuration (issuer) + /openid/v1/jwks
+//!   └─ JwksCache (5 min; a failure keeps the last good copy) ─▶ ConfigMap <name>-jwks + policy issuer
+//! ```
+//! The HTTP fetch sits behind [`ToolsSource`] so reconcile tests can mock it.
+
+use std::{
+    collections::BTreeMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{api::ListParams, Api, Client};
+use mcp_warden_crds::mcpserver::ObservedTool;
+use serde::Deserialize;
+use tracing::{debug, warn};
+
+use crate::names::{self, ADMIN_PORT};
+
+/// Reads one facade's `/tools`.
+pub trait ToolsSource: Send + Sync {
+    /// `GET http://{addr}/tools`, decoded.
+    fn fetch<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>>;
+}
+
+/// The real source: HTTP/1.1 to the pod's admin port, 3 s timeout.
+pub struct HttpTools;
+
+#[derive(Deserialize)]
+struct ToolsDoc {
+    tools: Vec<ObservedTool>,
+}
+
+impl ToolsSource for HttpTools {
+    fn fetch<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+        Box::pin(async move {
+            let work = async {
+                let tcp = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tokio::spawn(conn);
+                let request = hyper::Request::get("/tools")
+                    .header("host", addr)
+                    .body(Empty::<Bytes>::new())
+                    .map_err(|e| e.to_string())?;
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !response.status().is_success() {
+                    return Err(format!("HTTP {}", response.status()));
+                }
+                let body = http_body_util::Limited::new(response.into_body(), 4 << 20)
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                parse_tools(&body)
+            };
+            tokio::time::timeout(Duration::from_secs(3), work)
+                .await
+                .map_err(|_| "timed out".to_string())?
+        })
+    }
+}
+
+/// Decode a facade's `/tools` document.
+pub fn parse_tools(body: &[u8]) -> Result<Vec<ObservedTool>, String> {
+    serde_json::from_slice::<ToolsDoc>(body)
+        .map(|d| d.tools)
+        .map_err(|e| format!("not a /tools document: {e}"))
+}
+
+fn severity(state: &str) -> u8 {
+    match state {
+        "quarantined" => 2,
+        "hidden" => 1,
+        _ => 0,
+    }
+}
+
+/// One entry per tool name, sorted; where replicas disagree, the worst
+/// state wins (quarantined > hidden > exposed) with its hash and reason.
+pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
+    let mut by_name: BTreeMap<String, ObservedTool> = BTreeMap::new();
+    for tool in per_pod.into_iter().flatten() {
+        match by_name.get(&tool.name) {
+            Some(have) if severity(&have.state) >= severity(&tool.state) => {}
+            _ => {
+                by_name.insert(tool.name.clone(), tool);
+            }
+        }
+    }
+    by_name.into_values().collect()
+}
+
+/// The tools every running facade of `server` reports; `None` when no pod
+/// answered (status keeps what it had).
+pub async fn observe_tools(
+    client: &Client,
+    source: &dyn ToolsSource,
+    server: &mcp_warden_crds::MCPServer,
+) -> Option<Vec<ObservedTool>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &names::namespace(server));
+    let selector = format!("{}={}", names::SERVER_LABEL, names::object_name(server));
+    let list = match pods.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => list,
+        Err(e) => {
+            warn!(error = %e, "cannot list the facade pods");
+            return None;
+        }
+    };
+    let mut addrs: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|p| p.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Running"))
+        .filter_map(|s| s.pod_ip.clone())
+        .map(|ip| format!("{ip}:{ADMIN_PORT}"))
+        .collect();
+    addrs.sort();
+    let mut answers = Vec::new();
+    for addr in &addrs {
+        match source.fetch(addr).await {
+            Ok(tools) => answers.push(tools),
+            Err(e) => debug!(%addr, error = %e, "no /tools from this facade"),
+        }
+    }
+    (!answers.is_empty()).then(|| merge(answers))
+}
+
+/// The issuer and its JWKS, as read from the API server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IssuerKeys {
+    /// `issuer` of `/.well-known/openid-configuration`.
+    pub issuer: String,
+    /// The body of `/openid/v1/jwks`.
+    pub jwks: String,
+}
+
+/// A 5-minute cache of [`IssuerKeys`]; a failed refresh keeps the last copy.
+#[derive(Default)]
+pub struct JwksCache {
+    state: Mutex<Option<(Instant, Option<IssuerKeys>)>>,
+}
+
+/// How long a read (or a failure) is kept.
+pub const JWKS_REFRESH: Duration = Duration::from_secs(300);
+
+impl JwksCache {
+    /// A cache that already holds `keys` (tests, or a fixed issuer).
+    pub fn with(keys: Option<IssuerKeys>) -> JwksCache {
+        JwksCache {
+            state: Mutex::new(Some((Instant::now(), keys))),
+        }
+    }
+
+    /// The issuer keys, refreshed when older than [`JWKS_REFRESH`].
+    pub async fn get(&self, client: &Client) -> Option<IssuerKeys> {
+        let cached = self.state.lock().expect("jwks lock").clone();
+        if let Some((at, keys)) = &cached {
+            if at.elapsed() < JWKS_REFRESH {
+                return keys.clone();
+            }
+        }
+        let fresh = match fetch_issuer_keys(client).await {
+            Ok(keys) => Some(keys),
+            Err(e) => {
+                warn!(error = %e, "cannot read the service-account issuer JWKS; tokens stay unverifiable until it can be read");
+                cached.and_then(|(_, k)| k)
+            }
+        };
+        *self.state.lock().expect("jwks lock") = Some((Instant::now(), fresh.clone()));
+        fresh
+    }
+}
+
+async fn fetch_issuer_keys(client: &Client) -> Result<IssuerKeys, String> {
+    let get = |path: &str| {
+        http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| e.to_string())
+    };
+    let discovery = client
+        .request_text(get("/.well-known/openid-configuration")?)
+        .await
+        .map_err(|e| format!("/.well-known/openid-configuration: {e}"))?;
+    let issuer = serde_json::from_str::<serde_json::Value>(&discovery)
+        .ok()
+        .and_then(|v| v.get("issuer")?.as_str().map(str::to_string))
+        .ok_or("/.well-known/openid-configuration has no issuer")?;
+    let jwks = client
+        .request_text(get("/openid/v1/jwks")?)
+        .await
+        .map_err(|e| format!("/openid/v1/jwks: {e}"))?;
+    let keys = serde_json::from_str::<serde_json::Value>(&jwks)
+        .ok()
+        .and_then(|v| v.get("keys").map(|k| k.is_array()))
+        .unwrap_or(false);
+    if !keys {
+        return Err("/openid/v1/jwks is not a JWK set".into());
+    }
+    Ok(IssuerKeys { issuer, jwks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, state: &str, hash: &str) -> ObservedTool {
+        ObservedTool {
+            name: name.into(),
+            hash: Some(hash.into()),
+            state: state.into(),
+            ..ObservedTool::default()
+        }
+    }
+
+    #[test]
+    fn parses_the_facade_document() {
+        let body = br#"{"tools":[{"name":"git_log","exposedAs":"log","hash":"sha256:1","firstSeenHash":"sha256:0",
+            "state":"quarantined","reason":"definition changed","risk":"low","findings":[{"kind":"drift","location":"description"}]}]}"#;
+        let tools = parse_tools(body).unwrap();
+        assert_eq!(tools[0].name, "git_log");
+        assert_eq!(tools[0].exposed_as.as_deref(), Some("log"));
+        assert_eq!(tools[0].state, "quarantined");
+        assert_eq!(tools[0].risk.as_deref(), Some("low"));
+        assert!(parse_tools(b"[]").is_err());
+    }
+
+    #[test]
+    fn merge_keeps_the_worst_state_sorted() {
+        let merged = merge(vec![
+            vec![tool("b", "exposed", "h1"), tool("a", "exposed", "h1")],
+            vec![tool("b", "quarantined", "h2")],
+            vec![tool("b", "hidden", "h3")],
+        ]);
+        assert_eq!(
+            merged.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(
+            (merged[1].state.as_str(), merged[1].hash.as_deref()),
+            ("quarantined", Some("h2"))
+        );
+    }
+}
