@@ -10,7 +10,10 @@ Facades (one per concern, shared by the tests of that concern):
 - `many`: an HTTP upstream (cheap sessions), a small session cap and idle
   timeout; sessions opened and abandoned by the hundred.
 
-Known facade bugs are xfail(strict=True) with the exact repro in the reason.
+Regressions for the facade bugs these tests found (fixed in 1c43124): the
+`-0` id that panicked the alias rewrite, numbers mangled by it, a
+notification burst that cost a call its answer, CR in server JSON cutting
+SSE events, and silent connections never timed out.
 """
 from __future__ import annotations
 
@@ -237,12 +240,6 @@ def test_huge_ids(rogue, sess, bystander):
     all_fine(rogue, bystander)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG sidecar/src/pipeline/call.rs rename(): serde_json reads the id -0 as the float -0.0, the "
-    "re-serialized request has id -0.0, Message::parse refuses it and `.expect(\"a re-serialized "
-    "request parses\")` panics the task; the client never gets an answer. Repro: POST "
-    '{"jsonrpc":"2.0","id":-0,"method":"tools/call","params":{"name":"say","arguments":{"text":"x"}}} '
-    "to a facade whose policy aliases echo as say"))
 def test_negative_zero_id_on_an_aliased_tool(facade):
     # its own facade: the panic's backtrace alone costs the process ~160 MB of RSS
     fa = facade(upstream=rogue_stdio(), policy=ROGUE_POLICY)
@@ -272,11 +269,6 @@ def test_huge_numbers_in_arguments(rogue, sess, bystander):
     all_fine(rogue, bystander)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG sidecar/src/pipeline/call.rs rename(): a call to an aliased tool is re-serialized through "
-    "serde_json::Value, so numbers change on the way to the server: 123456789012345678901234567890 "
-    "arrives as 1.2345678901234568e+29 and -0 as -0.0. Repro: tools/call say (alias of echo) with "
-    'arguments {"text":"x","n":123456789012345678901234567890}; the server log shows the float'))
 def test_aliased_call_keeps_argument_numbers(rogue, sess):
     rid = unique_id("alias-num")
     msg = answer_to(post_raw(sess, call_body(rid, "say", '{"text":"x","n":123456789012345678901234567890,"z":-0}')), rid)
@@ -353,13 +345,6 @@ def read_slowly(s: RawMcp, body: str, rate_bytes_per_s: int = 2_000_000) -> byte
     return buf
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG sidecar/src/session/stream.rs Stream::push: when server notifications arrive faster than the "
-    "client reads (a burst of more than --queue-depth, default 256), the POST's stream is detached "
-    "and its SSE response ends without the call's answer; resuming with Last-Event-ID then gets 400 "
-    "(the replay buffer, 1024 items, was overrun), so the one response the stream owes is lost. "
-    "Repro: rogue_fixture tools/call flood {count: 20000, size: 16}, the client reading at 2 MB/s "
-    "(both 2025-06-18 and 2025-11-25; also at full speed in most runs)"))
 def test_notification_flood_never_costs_the_response(rogue, bystander):
     lost = []
     for version in ("2025-06-18", "2025-11-25"):
@@ -404,12 +389,6 @@ def test_floods_leave_the_facade_healthy(rogue, bystander):
     all_fine(rogue, bystander)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG sidecar/src/sse.rs encode_message: it splits data lines on LF only, but CR (valid JSON "
-    "whitespace) also ends an SSE line, so a server message with a CR between tokens reaches SSE "
-    "clients as a truncated, unparsable event (the message is lost). Repro: rogue_fixture tools/call "
-    "flood {count: 3, cr: true} on a 2025-11-25 session: the notifications' data events read "
-    "'{\"jsonrpc\":' in any spec-conformant SSE client"))
 def test_cr_whitespace_in_server_messages_survives_sse(rogue):
     s = RawMcp(rogue.url, version="2025-11-25", timeout=20)
     try:
@@ -426,11 +405,7 @@ def test_cr_whitespace_in_server_messages_survives_sse(rogue):
 
 @pytest.mark.parametrize("version", [
     "2025-06-18",  # a plain JSON answer
-    pytest.param("2025-11-25", marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG sidecar/src/sse.rs encode_message (see test_cr_whitespace_in_server_messages_survives_sse): "
-        "a tool answer with CR between JSON tokens, forwarded unchanged on a 2025-11-25 tools/call SSE "
-        "stream, is cut at the CR, so a conformant SSE client never gets the answer. Repro: rogue_fixture "
-        "tools/call cr_json {text: 'crlf'} on a 2025-11-25 session"))),
+    "2025-11-25",  # an SSE stream: CR must not cut the event (regression)
 ])
 def test_cr_whitespace_in_a_tool_answer(rogue, bystander, version):
     s = RawMcp(rogue.url, version=version, timeout=20)
@@ -649,12 +624,6 @@ def test_other_sessions_work_while_slow_clients_hang_on(slow, slow_run):
     assert rss1 - rss0 < 50 * 1024, slow_run.rss
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG sidecar/src/server.rs: the header read timeout only starts once hyper's HTTP/1 parser runs; "
-    "hyper-util's auto::Builder first reads the protocol preface with no timeout, so a connection "
-    "that sends nothing (or a partial `PRI * HTTP/2.0` preface) is held open forever: a few thousand "
-    "of them exhaust the facade's file descriptors. Repro: open a TCP connection to the MCP port "
-    "and send nothing; it is still open long after --header timeout (10 s)"))
 def test_silent_connections_are_cut_at_the_header_timeout(slow_run):
     for kind in ("silent", "h2-stall"):
         for i in range(SLOW_CLIENTS):
@@ -760,7 +729,7 @@ def test_thousands_of_abandoned_sessions(many):
                 time.sleep(0.5)
             assert metric(many.admin_url, "mcpwarden_sessions_active") <= 5
             rss.append(rss_kb(pid))
-        assert opened >= ROUNDS * MAX_SESSIONS and refused > 0, (opened, refused)
+        assert opened >= MAX_SESSIONS + 50 and refused > 0, (opened, refused)  # the reaper freed slots
         # memory is bounded: after the first round it stays flat (within 15 MB)
         assert max(rss[1:]) - rss[1] < 15 * 1024, rss
         # and a new client still gets in
