@@ -123,3 +123,24 @@ static-binaries:
 	  if ldd "$$b" 2>/dev/null | grep -q '=>'; then echo "$$b is dynamically linked" >&2; exit 1; fi; \
 	  echo "static: $$b"; \
 	done
+
+# ---------------------------------------------------------------------------
+# Hardening (issue 9): fuzzing and the soak test. Not part of `make test`.
+# ---------------------------------------------------------------------------
+FUZZ_SECONDS ?= 60
+SOAK_SECONDS ?= 600
+
+.PHONY: fuzz fuzz-regress soak
+
+## fuzz: run every cargo-fuzz target (nightly + cargo-fuzz) for FUZZ_SECONDS each; prints executions and crashes
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh
+
+## fuzz-regress: run the inputs of bugs the fuzzers found (fuzz/regressions): each must pass
+fuzz-regress:
+	bash fuzz/run.sh regress
+
+## soak: SOAK_SECONDS of mixed load through the facade with upstream kills; reports requests, errors, lost responses, RSS
+soak: setup
+	$(CARGO) build -q -p mcp-warden-sidecar
+	MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) $(PYTHON) tests/soak/soak.py --seconds $(SOAK_SECONDS)
