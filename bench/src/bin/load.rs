@@ -1,0 +1,688 @@
+//! A small MCP load generator over Streamable HTTP, for loopback benchmarks.
+//!
+//!   mcp-bench-load run --url URL -c C [--sessions S] [--requests N] [--duration SECS]
+//!                      [--warmup SECS] [--tool NAME] [--arguments JSON] [--expect-text TEXT]
+//!                      [--header 'K: V']... [--watch NAME=PID]... [--version V]
+//!   mcp-bench-load idle --url URL --sessions N [--header 'K: V']... [--hold-secs T]
+//!
+//! `run`: opens S sessions (initialize + notifications/initialized; default
+//! min(C, 16)), then C workers, each on its own keep-alive connection and bound
+//! to session `worker % S`, send `tools/call` back to back: first for `--warmup`
+//! seconds (not recorded), then until N calls were sent or `--duration`
+//! seconds passed, whichever comes first. Every answer is checked (HTTP 200,
+//! a JSON-RPC result with the same id, not `isError`, and the echoed text when
+//! `--expect-text` is given), JSON or SSE. Sessions are deleted at the end.
+//! For each `--watch` process it samples utime+stime (and that of the
+//! process's descendants) around the measured phase, and VmHWM/VmRSS after it.
+//! Prints one JSON object on stdout.
+//!
+//! `idle`: opens N sessions, prints `READY <n>` and holds them until stdin
+//! closes or a line arrives (at most --hold-secs, default 120), then deletes them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::Barrier;
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+const CLK_TCK: f64 = 100.0; // USER_HZ on Linux x86_64/aarch64
+
+#[derive(Clone)]
+struct Target {
+    addr: String, // host:port
+    path: String,
+    headers: Vec<(String, String)>,
+    version: String,
+}
+
+struct Session {
+    id: Option<String>,
+    version: String,
+}
+
+fn die(msg: impl std::fmt::Display) -> ! {
+    eprintln!("mcp-bench-load: {msg}");
+    std::process::exit(2)
+}
+
+fn parse_url(url: &str) -> (String, String) {
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| die("only http:// URLs"));
+    let (addr, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr);
+    if !(host == "localhost" || host.starts_with("127.") || host == "[::1]") {
+        die("loopback addresses only");
+    }
+    (addr.to_string(), path.to_string())
+}
+
+async fn connect(t: &Target) -> Result<SendRequest<Full<Bytes>>, String> {
+    let stream = tokio::net::TcpStream::connect(&t.addr)
+        .await
+        .map_err(|e| format!("connect {}: {e}", t.addr))?;
+    stream.set_nodelay(true).ok();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+struct Answer {
+    status: u16,
+    session: Option<String>,
+    body: Bytes,
+    sse: bool,
+}
+
+async fn post(
+    tx: &mut SendRequest<Full<Bytes>>,
+    t: &Target,
+    s: Option<&Session>,
+    method: Method,
+    body: Bytes,
+) -> Result<Answer, String> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(&t.path)
+        .header("host", &t.addr)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(s) = s {
+        if let Some(id) = &s.id {
+            b = b.header("mcp-session-id", id);
+        }
+        b = b.header("mcp-protocol-version", &s.version);
+    }
+    for (k, v) in &t.headers {
+        b = b.header(k, v);
+    }
+    let req = b.body(Full::new(body)).map_err(|e| e.to_string())?;
+    let fut = async {
+        tx.ready().await.map_err(|e| format!("connection: {e}"))?;
+        let resp = tx
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = resp.status().as_u16();
+        let session = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        Ok(Answer {
+            status,
+            session,
+            body,
+            sse,
+        })
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, fut)
+        .await
+        .map_err(|_| "timeout".to_string())?
+}
+
+/// The JSON-RPC response with this id in a JSON or SSE body.
+fn response_for(a: &Answer, id: u64) -> Option<Value> {
+    let matches =
+        |v: &Value| v.get("id").and_then(Value::as_u64) == Some(id) && v.get("method").is_none();
+    if a.sse {
+        let text = std::str::from_utf8(&a.body).ok()?;
+        for event in text.split("\n\n") {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if data.is_empty() {
+                continue;
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
+                if matches(&v) {
+                    return Some(v);
+                }
+            }
+        }
+        None
+    } else {
+        let v: Value = serde_json::from_slice(&a.body).ok()?;
+        match v {
+            Value::Array(items) => items.into_iter().find(matches),
+            v if matches(&v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+async fn open_session(t: &Target, n: u64) -> Result<Session, String> {
+    let mut tx = connect(t).await?;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": t.version, "capabilities": {},
+        "clientInfo": {"name": "mcp-bench-load", "version": format!("{n}")}}});
+    let a = post(
+        &mut tx,
+        t,
+        None,
+        Method::POST,
+        Bytes::from(init.to_string()),
+    )
+    .await?;
+    if a.status != 200 {
+        return Err(format!(
+            "initialize: HTTP {}: {}",
+            a.status,
+            String::from_utf8_lossy(&a.body)
+        ));
+    }
+    let r = response_for(&a, 0).ok_or("initialize: no response")?;
+    let version = r
+        .pointer("/result/protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("initialize failed: {r}"))?
+        .to_string();
+    let s = Session {
+        id: a.session,
+        version,
+    };
+    let note = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let a = post(&mut tx, t, Some(&s), Method::POST, note).await?;
+    if a.status != 202 && a.status != 200 {
+        return Err(format!("notifications/initialized: HTTP {}", a.status));
+    }
+    Ok(s)
+}
+
+async fn close_session(t: &Target, s: &Session) {
+    if s.id.is_none() {
+        return;
+    }
+    if let Ok(mut tx) = connect(t).await {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(3),
+            post(&mut tx, t, Some(s), Method::DELETE, Bytes::new()),
+        )
+        .await;
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    own: u64,  // utime+stime ticks of the process (all its threads)
+    tree: u64, // plus those of its live descendants
+}
+
+fn stat_fields(pid: u32) -> Option<(u32, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ppid = f.get(1)?.parse().ok()?;
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((ppid, ticks))
+}
+
+fn cpu_of(pid: u32) -> Cpu {
+    let own = stat_fields(pid).map(|(_, t)| t).unwrap_or(0);
+    // Descendants: walk /proc once, then follow parent links.
+    let mut parent: HashMap<u32, (u32, u64)> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            if let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                if let Some(v) = stat_fields(p) {
+                    parent.insert(p, v);
+                }
+            }
+        }
+    }
+    let mut tree = 0;
+    for (&p, &(_, ticks)) in &parent {
+        let mut cur = p;
+        for _ in 0..64 {
+            if cur == pid {
+                tree += ticks;
+                break;
+            }
+            match parent.get(&cur) {
+                Some(&(pp, _)) if pp != 0 => cur = pp,
+                _ => break,
+            }
+        }
+    }
+    Cpu { own, tree }
+}
+
+fn status_kb(pid: u32, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+struct Args {
+    mode: String,
+    url: String,
+    concurrency: usize,
+    sessions: Option<usize>,
+    requests: u64,
+    duration: f64,
+    warmup: f64,
+    tool: String,
+    arguments: String,
+    expect_text: Option<String>,
+    headers: Vec<(String, String)>,
+    watch: Vec<(String, u32)>,
+    version: String,
+    hold_secs: f64,
+}
+
+fn parse_args() -> Args {
+    let mut it = std::env::args().skip(1);
+    let mode = it
+        .next()
+        .unwrap_or_else(|| die("usage: mcp-bench-load run|idle --url URL ..."));
+    let mut a = Args {
+        mode,
+        url: String::new(),
+        concurrency: 1,
+        sessions: None,
+        requests: 10_000,
+        duration: 3.0,
+        warmup: 0.5,
+        tool: "echo".into(),
+        arguments: r#"{"message":"hello"}"#.into(),
+        expect_text: None,
+        headers: Vec::new(),
+        watch: Vec::new(),
+        version: "2025-06-18".into(),
+        hold_secs: 120.0,
+    };
+    while let Some(flag) = it.next() {
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| die(format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--url" => a.url = val(),
+            "-c" | "--concurrency" => a.concurrency = val().parse().unwrap_or_else(|_| die("-c")),
+            "--sessions" => a.sessions = Some(val().parse().unwrap_or_else(|_| die("--sessions"))),
+            "-n" | "--requests" => a.requests = val().parse().unwrap_or_else(|_| die("-n")),
+            "-d" | "--duration" => a.duration = val().parse().unwrap_or_else(|_| die("-d")),
+            "--warmup" => a.warmup = val().parse().unwrap_or_else(|_| die("--warmup")),
+            "--tool" => a.tool = val(),
+            "--arguments" => a.arguments = val(),
+            "--expect-text" => a.expect_text = Some(val()),
+            "--version" => a.version = val(),
+            "--hold-secs" => a.hold_secs = val().parse().unwrap_or_else(|_| die("--hold-secs")),
+            "-H" | "--header" => {
+                let h = val();
+                let (k, v) = h.split_once(':').unwrap_or_else(|| die("--header 'K: V'"));
+                a.headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+            "--watch" => {
+                let w = val();
+                let (n, p) = w.split_once('=').unwrap_or_else(|| die("--watch NAME=PID"));
+                a.watch.push((
+                    n.to_string(),
+                    p.parse().unwrap_or_else(|_| die("--watch pid")),
+                ));
+            }
+            other => die(format!("unknown flag {other}")),
+        }
+    }
+    if a.url.is_empty() {
+        die("--url is required");
+    }
+    // Bounded: at most 10 minutes and 10 million calls per invocation.
+    a.duration = a.duration.clamp(0.1, 600.0);
+    a.warmup = a.warmup.clamp(0.0, 60.0);
+    a.requests = a.requests.clamp(1, 10_000_000);
+    a.concurrency = a.concurrency.clamp(1, 4096);
+    a.hold_secs = a.hold_secs.clamp(0.0, 600.0);
+    a
+}
+
+#[derive(Default)]
+struct WorkerOut {
+    lat_ns: Vec<u64>,
+    errors: u64,
+    samples: Vec<String>,
+    warm_calls: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn worker(
+    t: Arc<Target>,
+    s: Arc<Session>,
+    tool: Arc<String>,
+    arguments: Arc<String>,
+    expect: Arc<Option<String>>,
+    warm_until: Instant,
+    start: Arc<(Barrier, Barrier)>,
+    budget: Arc<AtomicI64>,
+    end: Arc<AtomicU64>, // ns after `origin`: the measured phase's deadline
+    origin: Instant,
+    next_id: Arc<AtomicU64>,
+) -> WorkerOut {
+    let mut out = WorkerOut {
+        lat_ns: Vec::with_capacity(4096),
+        ..Default::default()
+    };
+    let mut tx = connect(&t).await.ok();
+    let one = |tx: &mut Option<SendRequest<Full<Bytes>>>| {
+        let t = t.clone();
+        let s = s.clone();
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{}}}}}"#,
+            tool, arguments
+        );
+        let expect = expect.clone();
+        let taken = tx.take();
+        async move {
+            let mut conn = match taken {
+                Some(c) => c,
+                None => connect(&t).await?,
+            };
+            let a = post(&mut conn, &t, Some(&s), Method::POST, Bytes::from(body)).await;
+            let a = match a {
+                Ok(a) => a,
+                Err(e) => return Err(e), // drop the connection: reconnect next time
+            };
+            let res: Result<(), String> = (|| {
+                if a.status != 200 {
+                    return Err(format!(
+                        "HTTP {}: {}",
+                        a.status,
+                        String::from_utf8_lossy(&a.body[..a.body.len().min(200)])
+                    ));
+                }
+                let r = response_for(&a, id).ok_or_else(|| {
+                    format!(
+                        "no response for id {id}: {}",
+                        String::from_utf8_lossy(&a.body[..a.body.len().min(200)])
+                    )
+                })?;
+                let result = r
+                    .get("result")
+                    .ok_or_else(|| format!("error: {}", r.get("error").unwrap_or(&r)))?;
+                if result.get("isError").and_then(Value::as_bool) == Some(true) {
+                    return Err(format!("isError: {result}"));
+                }
+                if let Some(want) = expect.as_ref() {
+                    let got = result.pointer("/content/0/text").and_then(Value::as_str);
+                    if got != Some(want.as_str()) {
+                        return Err(format!("unexpected text: {got:?}"));
+                    }
+                }
+                Ok(())
+            })();
+            Ok((conn, res))
+        }
+    };
+    // Warm-up: not recorded.
+    while Instant::now() < warm_until {
+        match one(&mut tx).await {
+            Ok((c, _)) => tx = Some(c),
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+        out.warm_calls += 1;
+    }
+    start.0.wait().await; // everyone warmed up
+    start.1.wait().await; // the main task sampled CPU: go
+    let deadline = origin + Duration::from_nanos(end.load(Ordering::Relaxed));
+    loop {
+        if Instant::now() >= deadline || budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
+            break;
+        }
+        let t0 = Instant::now();
+        match one(&mut tx).await {
+            Ok((c, Ok(()))) => {
+                out.lat_ns.push(t0.elapsed().as_nanos() as u64);
+                tx = Some(c);
+            }
+            Ok((c, Err(e))) => {
+                out.errors += 1;
+                if out.samples.len() < 3 {
+                    out.samples.push(e);
+                }
+                tx = Some(c);
+            }
+            Err(e) => {
+                out.errors += 1;
+                if out.samples.len() < 3 {
+                    out.samples.push(e);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    out
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
+}
+
+async fn run(a: Args) {
+    let (addr, path) = parse_url(&a.url);
+    let t = Arc::new(Target {
+        addr,
+        path,
+        headers: a.headers.clone(),
+        version: a.version.clone(),
+    });
+    let n_sessions = a
+        .sessions
+        .unwrap_or(a.concurrency.min(16))
+        .clamp(1, a.concurrency);
+    let setup0 = Instant::now();
+    let mut sessions = Vec::with_capacity(n_sessions);
+    for i in 0..n_sessions {
+        match open_session(&t, i as u64).await {
+            Ok(s) => sessions.push(Arc::new(s)),
+            Err(e) => die(format!("session {i}: {e}")),
+        }
+    }
+    let setup_s = setup0.elapsed().as_secs_f64();
+    let origin = Instant::now();
+    let warm_until = origin + Duration::from_secs_f64(a.warmup);
+    let barriers = Arc::new((
+        Barrier::new(a.concurrency + 1),
+        Barrier::new(a.concurrency + 1),
+    ));
+    let budget = Arc::new(AtomicI64::new(a.requests as i64));
+    let end = Arc::new(AtomicU64::new(u64::MAX / 4));
+    let next_id = Arc::new(AtomicU64::new(1));
+    let tool = Arc::new(a.tool.clone());
+    let arguments = Arc::new(a.arguments.clone());
+    let expect = Arc::new(a.expect_text.clone());
+    let mut handles = Vec::with_capacity(a.concurrency);
+    for w in 0..a.concurrency {
+        handles.push(tokio::spawn(worker(
+            t.clone(),
+            sessions[w % n_sessions].clone(),
+            tool.clone(),
+            arguments.clone(),
+            expect.clone(),
+            warm_until,
+            barriers.clone(),
+            budget.clone(),
+            end.clone(),
+            origin,
+            next_id.clone(),
+        )));
+    }
+    barriers.0.wait().await;
+    let cpu0: Vec<Cpu> = a.watch.iter().map(|(_, p)| cpu_of(*p)).collect();
+    let t0 = Instant::now();
+    end.store(
+        (t0 + Duration::from_secs_f64(a.duration) - origin).as_nanos() as u64,
+        Ordering::Relaxed,
+    );
+    barriers.1.wait().await;
+    let mut lat = Vec::new();
+    let (mut errors, mut samples, mut warm) = (0u64, Vec::new(), 0u64);
+    for h in handles {
+        let o = h.await.unwrap_or_default();
+        lat.extend(o.lat_ns);
+        errors += o.errors;
+        warm += o.warm_calls;
+        for s in o.samples {
+            if samples.len() < 5 && !samples.contains(&s) {
+                samples.push(s);
+            }
+        }
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpu1: Vec<Cpu> = a.watch.iter().map(|(_, p)| cpu_of(*p)).collect();
+    lat.sort_unstable();
+    let ok = lat.len() as u64;
+    let mean = if ok > 0 {
+        lat.iter().sum::<u64>() as f64 / ok as f64 / 1000.0
+    } else {
+        f64::NAN
+    };
+    let mut watch = serde_json::Map::new();
+    for (i, (name, pid)) in a.watch.iter().enumerate() {
+        let own = (cpu1[i].own.saturating_sub(cpu0[i].own)) as f64 / CLK_TCK;
+        let tree = (cpu1[i].tree.saturating_sub(cpu0[i].tree)) as f64 / CLK_TCK;
+        let calls = (ok + errors).max(1) as f64;
+        watch.insert(
+            name.clone(),
+            json!({
+                "pid": pid,
+                "cpu_s": own,
+                "cpu_us_per_call": own / calls * 1e6,
+                "cpu_tree_s": tree,
+                "cpu_tree_us_per_call": tree / calls * 1e6,
+                "vmhwm_kib": status_kb(*pid, "VmHWM:"),
+                "vmrss_kib": status_kb(*pid, "VmRSS:"),
+            }),
+        );
+    }
+    for s in &sessions {
+        close_session(&t, s).await;
+    }
+    let report = json!({
+        "url": a.url,
+        "concurrency": a.concurrency,
+        "sessions": n_sessions,
+        "session_ids": sessions.iter().filter(|s| s.id.is_some()).count(),
+        "protocol_version": sessions[0].version,
+        "setup_s": setup_s,
+        "warmup_calls": warm,
+        "ok": ok,
+        "errors": errors,
+        "error_samples": samples,
+        "elapsed_s": elapsed,
+        "throughput_rps": ok as f64 / elapsed,
+        "latency_us": {
+            "min": pct(&lat, 0.0001),
+            "p50": pct(&lat, 50.0),
+            "p90": pct(&lat, 90.0),
+            "p99": pct(&lat, 99.0),
+            "p999": pct(&lat, 99.9),
+            "max": lat.last().map(|v| *v as f64 / 1000.0),
+            "mean": mean,
+        },
+        "watch": watch,
+    });
+    println!("{report}");
+}
+
+async fn idle(a: Args) {
+    let (addr, path) = parse_url(&a.url);
+    let t = Arc::new(Target {
+        addr,
+        path,
+        headers: a.headers.clone(),
+        version: a.version.clone(),
+    });
+    let n = a.sessions.unwrap_or(1000).clamp(1, 100_000);
+    let t0 = Instant::now();
+    // 8 openers at a time.
+    let next = Arc::new(AtomicU64::new(0));
+    let mut hs = Vec::new();
+    for _ in 0..8 {
+        let (t, next) = (t.clone(), next.clone());
+        hs.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n as u64 {
+                    return Ok::<_, String>(mine);
+                }
+                mine.push(
+                    open_session(&t, i)
+                        .await
+                        .map_err(|e| format!("session {i}: {e}"))?,
+                );
+            }
+        }));
+    }
+    let mut sessions = Vec::with_capacity(n);
+    for h in hs {
+        match h.await.unwrap() {
+            Ok(s) => sessions.extend(s),
+            Err(e) => die(e),
+        }
+    }
+    println!("READY {} {:.3}", sessions.len(), t0.elapsed().as_secs_f64());
+    let mut line = String::new();
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let _ = tokio::time::timeout(
+        Duration::from_secs_f64(a.hold_secs),
+        stdin.read_line(&mut line),
+    )
+    .await;
+    for s in &sessions {
+        close_session(&t, s).await;
+    }
+    println!("CLOSED {}", sessions.len());
+}
+
+fn main() {
+    let a = parse_args();
+    // One thread: the load generator takes at most one core of the two.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match a.mode.as_str() {
+        "run" => rt.block_on(run(a)),
+        "idle" => rt.block_on(idle(a)),
+        m => die(format!("unknown mode {m}")),
+    }
+}
