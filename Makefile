@@ -69,23 +69,6 @@ bench: setup
 		--sidecar $(BENCH_TARGET_DIR)/release/mcp-warden-sidecar --bin-dir $(BENCH_TARGET_DIR)/release \
 		--target-dir $(BENCH_TARGET_DIR) --cargo "$(CARGO)" $(BENCH_ARGS)
 
-# ---------------------------------------------------------------------------
-# bench: performance benchmarks. NOT part of `make test` (nothing is timed in
-# tests); see bench/README.md. Release builds go to $(BENCH_TARGET_DIR).
-# On a shared machine: make bench CARGO="flock /tmp/cargo-build.lock cargo"
-# ---------------------------------------------------------------------------
-BENCH_TARGET_DIR ?= /tmp/target-bench
-BENCH_ARGS       ?=
-
-## bench: facade vs direct vs peer proxies, facade RSS, criterion, operator scale (one run, < 10 min)
-bench: setup
-	bash bench/setup.sh
-	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) $(CARGO) build --release -p mcp-warden-sidecar
-	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) $(CARGO) build --release --manifest-path bench/Cargo.toml
-	bench/.venv/bin/python bench/run_bench.py \
-		--sidecar $(BENCH_TARGET_DIR)/release/mcp-warden-sidecar --bin-dir $(BENCH_TARGET_DIR)/release \
-		--target-dir $(BENCH_TARGET_DIR) --cargo "$(CARGO)" $(BENCH_ARGS)
-
 clean:
 	$(CARGO) clean
 
