@@ -212,7 +212,7 @@ def operator_metrics(start_module_process, tmp_path_factory) -> dict[str, str]:
         "users": [{"name": "none", "user": {"token": "none"}}],
         "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none", "namespace": "default"}}]}))
     admin = free_port()
-    proc = start_module_process([binary, "run", "--admin-listen", f"127.0.0.1:{admin}"],
+    proc = start_module_process([binary, "run", "--mode", "controller", "--admin-listen", f"127.0.0.1:{admin}"],
                                 env={"KUBECONFIG": str(kubeconfig), "RUST_LOG": "error"})
     wait_http_ok(f"http://127.0.0.1:{admin}/healthz", proc=proc)
     return _families(httpx.get(f"http://127.0.0.1:{admin}/metrics", timeout=10).text)
