@@ -462,7 +462,8 @@ class Bench:
         env = {**os.environ, "CARGO_TARGET_DIR": self.a.target_dir}
         crit_dir = Path(self.a.target_dir) / "criterion"
         cmd = [*shlex.split(self.a.cargo), "bench", "-q", "-p", "mcp-warden-policy", "--bench", "policy", "--",
-               "--warm-up-time", "1", "--measurement-time", str(self.a.criterion_secs), "--noplot"]
+               "--warm-up-time", "1", "--measurement-time", str(self.a.criterion_secs), "--sample-size", "30",
+               "--noplot"]
         t0, wall0 = time.monotonic(), time.time()
         r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
