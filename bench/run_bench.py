@@ -664,10 +664,20 @@ def print_tables(res: dict) -> None:
     elif crit:
         print(f"\n### criterion FAILED: {crit.get('failed', '')[-500:]}")
     op = res.get("operator_scale")
-    if op:
-        print("\n### operator scale")
-        print("  " + json.dumps({k: v for k, v in op.items() if k != "failed"}) if "failed" not in op
-              else f"  FAILED: {op['failed'][-800:]}")
+    if op and "failed" in op:
+        print(f"\n### operator scale FAILED: {op['failed'][-800:]}")
+    elif op:
+        print(f"\n### operator scale ({op['servers']} MCPServers, {op['namespaces']} namespaces, in-process mock API)")
+        b = op["build"]
+        print(f"  build (validate+compile+{op['objects_per_server']:.0f} objects): p50 {b['p50_us']} µs, "
+              f"p99 {b['p99_us']} µs, total {b['total_ms']} ms")
+        for name, r in op["reconcile"].items():
+            print(f"  reconcile {name:<7} p50 {r['p50_us']} µs, p99 {r['p99_us']} µs, total {r['total_ms']} ms, "
+                  f"{r['api_calls_per_reconcile']:.0f} API calls ({r['writes_per_reconcile']:.0f} writes) each")
+        m = op["rss_mib"]
+        print(f"  RSS: {m['with_store']} MiB with the {op['servers']} servers cached in a reflector store "
+              f"(the store itself +{m['store_of_servers_delta']} MiB); {m['end_with_mock_api_state']} MiB at the "
+              "end, including the mock API's copy of every object")
     print("\n### goals")
     for g in res.get("goals", []):
         print(f"  [{'MET ' if g['met'] else 'MISS'}] {g['goal']}: {json.dumps(g['value'])}"
