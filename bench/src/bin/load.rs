@@ -546,6 +546,7 @@ async fn run(a: Args) {
     }
     barriers.0.wait().await;
     let cpu0: Vec<Cpu> = a.watch.iter().map(|(_, p)| cpu_of(*p)).collect();
+    let me0 = stat_fields(std::process::id()).map_or(0, |(_, t)| t);
     let t0 = Instant::now();
     end.store(
         (t0 + Duration::from_secs_f64(a.duration) - origin).as_nanos() as u64,
@@ -567,6 +568,7 @@ async fn run(a: Args) {
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu1: Vec<Cpu> = a.watch.iter().map(|(_, p)| cpu_of(*p)).collect();
+    let me1 = stat_fields(std::process::id()).map_or(0, |(_, t)| t);
     lat.sort_unstable();
     let ok = lat.len() as u64;
     let mean = if ok > 0 {
@@ -618,6 +620,8 @@ async fn run(a: Args) {
             "mean": mean,
         },
         "watch": watch,
+        // The load generator's own CPU: on a small machine it shares the cores.
+        "client_cpu_us_per_call": (me1.saturating_sub(me0)) as f64 / CLK_TCK / (ok + errors).max(1) as f64 * 1e6,
     });
     println!("{report}");
 }
