@@ -30,6 +30,10 @@ pub struct Limits {
     pub idle_timeout: Duration,
     pub stream_queue_depth: usize,
     pub upstream_wait: Duration,
+    /// How long a request the policy does not time (everything but
+    /// tools/call: ping, resources/read, prompts/get, …) may wait for the
+    /// server before the client gets -32007 and the server a cancellation.
+    pub request_timeout: Duration,
     pub max_restarts: u32,
     pub restart_window: Duration,
     pub restart_backoff_initial: Duration,
@@ -49,6 +53,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(15 * 60),
             stream_queue_depth: 256,
             upstream_wait: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(120),
             max_restarts: 5,
             restart_window: Duration::from_secs(60),
             restart_backoff_initial: Duration::from_millis(100),

@@ -98,6 +98,14 @@ struct RunArgs {
     /// process (command or socket upstream), 1024 for an HTTP upstream.
     #[arg(long)]
     max_sessions: Option<usize>,
+    /// Seconds a client may take to send a request's headers (and the first
+    /// byte of a connection); slower connections are closed.
+    #[arg(long, default_value_t = Limits::default().header_read_timeout.as_secs())]
+    header_timeout_secs: u64,
+    /// Seconds a forwarded request other than tools/call (whose limit is the
+    /// policy's) may wait for the server's answer before it fails with -32007.
+    #[arg(long, default_value_t = Limits::default().request_timeout.as_secs())]
+    request_timeout_secs: u64,
     /// Seconds a request body may take to arrive.
     #[arg(long, default_value_t = Limits::default().body_read_timeout.as_secs())]
     body_timeout_secs: u64,
@@ -227,6 +235,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             _ => 64,
         }),
         body_read_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
+        header_read_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
+        request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         restart_backoff_initial: Duration::from_millis(args.restart_backoff_ms.max(1)),
         restart_backoff_max: Duration::from_millis(
             args.restart_backoff_max_ms
@@ -277,6 +287,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     tokio::spawn(crate::session::manager::Sessions::reap(app.clone()));
+    tokio::spawn(crate::session::manager::Sessions::expire_requests(
+        app.clone(),
+    ));
 
     if args.stdio {
         app.ready.store(true, Ordering::Relaxed);

@@ -29,4 +29,5 @@ pub mod probe;
 pub mod server;
 pub mod session;
 pub mod sse;
+pub mod strict_json;
 pub mod upstream;

@@ -186,7 +186,7 @@ def one_request(s: RawMcp, ledger: Ledger, method: str, params: dict | None, tim
         kind = f"{err.get('code')}/{reason}"
         clear = err.get("code") == -32603 and len(err.get("message", "")) > 20 and (
             reason in ("upstream_failed", "session_closed")
-            # tools/list is answered by the facade's own list pipeline (no data.reason)
-            or (method == "tools/list" and "did not answer" in err.get("message", "")))
+            # the facade's own list pipeline gave up waiting for the server
+            or (method == "tools/list" and reason == "upstream_timeout"))
         ledger.record(kind, None if clear else f"unclear error for {method}: {msg}")
     return msg

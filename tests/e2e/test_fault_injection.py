@@ -133,3 +133,39 @@ def test_repeated_upstream_kills_under_load_lose_nothing(facade):
     assert rss_kb(facade_pid) - rss0 < 50 * 1024
     for s in sessions:
         s.close()
+
+
+def test_ending_a_session_mid_request_still_answers_every_request(facade):
+    """DELETE racing requests on the same session (and the policed ones,
+    which the facade runs as their own task): each request gets exactly one
+    answer — the server's, a clear session_closed error, or 404 when the
+    session was already gone — never an empty 200."""
+    fa = facade(upstream=fixture_stdio(), extra_args=["--spares", "2"])
+    ledger = Ledger()
+    closed_errors = []
+    rounds = 60
+    for i in range(rounds):
+        s = RawMcp(fa.url, timeout=20)
+        s.initialize(client_name=f"race-{i}")
+        with ThreadPoolExecutor(6) as pool:
+            calls = [pool.submit(one_request, s, ledger, m, p) for m, p in [
+                ("tools/list", None), ("tools/list", None), ("ping", None),
+                ("tools/call", {"name": "echo", "arguments": {"text": "x"}}),
+                ("tools/call", {"name": "sleep", "arguments": {"seconds": 0.05 * (i % 4)}}),
+            ]]
+            time.sleep(0.002 * (i % 10))
+            assert s.http.delete(s.url, headers=s.headers()).status_code == 200
+            for c in calls:
+                msg = c.result(timeout=30)
+                if msg and "error" in msg and msg.get("id") is not None:
+                    closed_errors.append(msg["error"])
+        s.close()
+    summary = f"sent={ledger.sent} answered={ledger.answered} kinds={dict(ledger.kinds)}"
+    print(summary)
+    assert ledger.problems == [], f"{summary}\n" + "\n".join(ledger.problems)
+    assert ledger.sent == ledger.answered == rounds * 5, summary
+    for err in closed_errors:
+        assert err["code"] == -32603 and err["data"]["reason"] == "session_closed", err
+    # the race was really run: some requests lost their session mid-flight
+    assert ledger.kinds["ok"] > 0 and (closed_errors or ledger.kinds["http404"]), summary
+    assert fa.proc.alive()

@@ -50,6 +50,7 @@ ROGUE_POLICY = policy_doc(
            *[{"name": n} for n in ROGUE_TOOLS[2:] if n not in ("hang", "wedge")]],
 )
 MAX_UPSTREAM_MESSAGE = 1 << 20
+REQUEST_TIMEOUT = 2   # --request-timeout-secs: forwarded requests other than tools/call
 RSS_BUDGET_KB = 60 * 1024  # growth allowed over a module's whole run
 
 
@@ -62,6 +63,7 @@ def rogue(module_facade, tmp_path_factory):
     fa = module_facade(upstream=rogue_stdio(), policy=ROGUE_POLICY, env={"ROGUE_LOG": str(log)},
                        extra_args=["--max-upstream-message-bytes", str(MAX_UPSTREAM_MESSAGE),
                                    "--max-restarts", "20", "--restart-backoff-ms", "50",
+                                   "--request-timeout-secs", str(REQUEST_TIMEOUT),
                                    "--drain-timeout-secs", "1"])
     fa.log = log
     fa.rss0 = rss_kb(fa.proc.proc.pid)
@@ -134,6 +136,17 @@ def upstream_calls(fa, rid) -> list[dict]:
     return out
 
 
+def upstream_lines(fa) -> list[dict]:
+    """Every JSON line the server read (from ROGUE_LOG)."""
+    out = []
+    for line in fa.log.read_bytes().splitlines():
+        try:
+            out.append(json.loads(line))
+        except (ValueError, RecursionError):
+            pass
+    return out
+
+
 def whoami_pid(sess: RawMcp) -> int:
     return json.loads(text_of(sess.call_tool("whoami")))["pid"]
 
@@ -183,30 +196,24 @@ def test_duplicate_envelope_keys_are_invalid(sess):
         assert r.status_code == 400 and r.json()["error"]["code"] == -32600, (raw, r.text)
 
 
-@pytest.mark.parametrize("params,allowed_name", [
-    ('{"name":"crash","name":"whoami","arguments":{}}', "whoami"),     # the facade reads the last
-    ('{"name":"whoami","name":"crash","arguments":{}}', None),         # denied: crash is not allowed
-    ('{"name":"whoami","arguments":{"mode":"ROOT!"},"arguments":{"mode":"ok"}}', "whoami"),
-    ('{"name":"whoami","arguments":{"mode":"ok","mode":"ROOT!"}}', None),        # argument rule denies
+@pytest.mark.parametrize("params", [
+    '{"name":"crash","name":"whoami","arguments":{}}',
+    '{"name":"whoami","name":"crash","arguments":{}}',
+    '{"name":"whoami","arguments":{"mode":"ROOT!"},"arguments":{"mode":"ok"}}',
+    '{"name":"whoami","arguments":{"mode":"ok","mode":"ROOT!"}}',
+    '{"name":"whoami","arguments":{"nested":{"k":1,"\\u006b":2}}}',   # the same key, spelled twice
 ])
-def test_duplicate_keys_cannot_smuggle_past_the_policy(rogue, sess, bystander, params, allowed_name):
-    """Whatever the facade decides on must be what a (last-wins) server acts on:
-    either the call is refused, or the upstream's reading of what it got is
-    the allowed one."""
+def test_duplicate_keys_cannot_smuggle_past_the_policy(rogue, sess, bystander, params):
+    """Parsers disagree on which of two equal keys wins (most keep the last,
+    some the first) and the server gets the client's bytes: a tools/call with
+    a key given twice is refused before the policy, and nothing reaches the server."""
     pid = whoami_pid(sess)
     rid = unique_id("dup")
     raw = f'{{"jsonrpc":"2.0","id":"{rid}","method":"tools/call","params":{params}}}'
     msg = answer_to(post_raw(sess, raw), rid)
-    calls = upstream_calls(rogue, rid)
-    if allowed_name is None:
-        clear_error(msg, -32004)
-        assert calls == [], f"a refused call reached the server: {calls}"
-    else:
-        assert "result" in msg, msg
-        (seen,) = calls
-        assert seen["params"]["name"] == allowed_name, seen
-        if "mode" in params:
-            assert seen["params"]["arguments"] == {"mode": "ok"}, seen
+    err = clear_error(msg, -32602)
+    assert err["data"]["reason"] == "duplicate_key" and "duplicate key" in err["message"], err
+    assert upstream_calls(rogue, rid) == [], "a call with duplicate keys reached the server"
     assert whoami_pid(sess) == pid, "the smuggled `crash` ran"
     all_fine(rogue, bystander)
 
@@ -299,20 +306,37 @@ def test_non_json_on_stdout_is_dropped(rogue, sess, bystander):
     all_fine(rogue, bystander)
 
 
-def test_invalid_utf8_on_stdout_fails_the_call_clearly_and_recovers(rogue, sess, bystander):
-    """The facade treats undecodable output as a broken link: the call in
-    flight gets one clear upstream_failed error, the server is restarted."""
+def test_invalid_utf8_on_stdout_is_dropped(rogue, sess, bystander):
+    """A line that is not UTF-8 is a line that is not JSON-RPC: dropped and
+    counted, the call answered, the server kept."""
+    invalid0 = metric(rogue.admin_url, "mcpwarden_upstream_invalid_messages_total")
     pid = whoami_pid(sess)
+    assert text_of(sess.call_tool("garbage", {"utf8": True})) == "ok"
+    assert whoami_pid(sess) == pid, "undecodable output must not cost the server its life"
+    assert metric(rogue.admin_url, "mcpwarden_upstream_invalid_messages_total") >= invalid0 + 9
+    all_fine(rogue, bystander)
+
+
+def test_forwarded_requests_time_out(rogue, sess, bystander):
+    """A request the policy does not time (here a method of the server's
+    own) fails with -32007 after --request-timeout-secs, and the server is
+    told to cancel it."""
+    rid = unique_id("hang")
     t0 = time.monotonic()
-    msg = sess.call_tool("garbage", {"utf8": True})
-    assert time.monotonic() - t0 < PROFILE_TIMEOUT - 2
-    if "error" in msg:
-        err = clear_error(msg, -32603)
-        assert err["data"]["reason"] == "upstream_failed" and "restart" in err["message"], err
-        assert whoami_pid(sess) != pid
-    else:
-        assert text_of(msg) == "ok"
-    assert text_of(sess.call_tool("say", {"text": "recovered"})) == "recovered"
+    msg = sess.request("rogue/hang", rid=rid)
+    took = time.monotonic() - t0
+    err = clear_error(msg, -32007)
+    assert err["data"] == {"reason": "timeout", "limit": REQUEST_TIMEOUT}, err
+    assert REQUEST_TIMEOUT - 0.5 < took < REQUEST_TIMEOUT + 2.5, took
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        cancels = [m for m in upstream_lines(rogue) if m.get("method") == "notifications/cancelled"
+                   and m.get("params", {}).get("requestId") == rid]
+        if cancels:
+            break
+        time.sleep(0.1)
+    assert cancels, "the server was not told to cancel the request"
+    assert sess.request("ping")["result"] == {}
     all_fine(rogue, bystander)
 
 
@@ -495,7 +519,7 @@ def test_no_stray_processes(rogue):
 # ---------------------------------------------------------------------------
 # Slow and oversized clients
 # ---------------------------------------------------------------------------
-HEADER_TIMEOUT = 10  # the facade's header read timeout (not a flag)
+HEADER_TIMEOUT = 4  # --header-timeout-secs (the default is 10)
 BODY_TIMEOUT = 2
 SLOW_CLIENTS = 40
 
@@ -559,6 +583,7 @@ class SlowClients:
 def slow(module_facade):
     return module_facade(upstream=rogue_stdio(), policy=ROGUE_POLICY,
                          extra_args=["--body-timeout-secs", str(BODY_TIMEOUT),
+                                     "--header-timeout-secs", str(HEADER_TIMEOUT),
                                      "--max-header-bytes", "16384", "--drain-timeout-secs", "1"])
 
 
@@ -602,7 +627,7 @@ def slow_run(slow):
 def test_slow_header_drip_is_cut_at_the_header_timeout(slow_run):
     for i in range(SLOW_CLIENTS):
         when = slow_run.closed.get(f"header-drip-{i}")
-        assert when is not None and when < HEADER_TIMEOUT + 2, (i, when)
+        assert when is not None and HEADER_TIMEOUT - 1 < when < HEADER_TIMEOUT + 2, (i, when)
 
 
 def test_slow_body_drip_gets_408(slow_run):
@@ -629,6 +654,8 @@ def test_silent_connections_are_cut_at_the_header_timeout(slow_run):
         for i in range(SLOW_CLIENTS):
             when = slow_run.closed.get(f"{kind}-{i}")
             assert when is not None and when < HEADER_TIMEOUT + 2, (kind, i, when)
+            if kind == "silent":  # (an HTTP/2 preface is refused at once)
+                assert when > HEADER_TIMEOUT - 1, (kind, i, when)
 
 
 @pytest.mark.parametrize("headers", [

@@ -292,9 +292,10 @@ async fn single(
     // Tool calls can run long: give 2025-11-25 clients a resumable stream
     // from the start (priming event + retry), as SDK servers do.
     let resumable = msg.method() == "tools/call" && priming_version(&session);
+    let id = msg.id.clone();
     let (stream, rx) = session.open_stream(1);
     session.client_message(msg, stream, &caller).await;
-    let mut resp = answer(rx, stream, &session, resumable).await;
+    let mut resp = answer(rx, stream, &session, resumable, id.as_ref()).await;
     if new_session {
         if resp.status() != StatusCode::OK || session.protocol_version().is_none() {
             // The server refused initialize: no session was established.
@@ -355,6 +356,7 @@ async fn answer(
     stream: u64,
     session: &Session,
     resumable: bool,
+    id: Option<&jsonrpc::RequestId>,
 ) -> Response<ResponseBody> {
     if resumable {
         let priming = sse::encode_priming(&format!("{stream}-0"), RETRY_MS);
@@ -365,7 +367,22 @@ async fn answer(
         });
     }
     match rx.recv().await {
-        None => sse_response(rx, Some(stream)),
+        // The client cancelled the request: it gets no answer.
+        None if !session.is_closed() => sse_response(rx, Some(stream)),
+        // The session owes every request an answer before its streams close;
+        // should that ever fail, the client still gets one, not an empty body.
+        None => {
+            tracing::error!(session = %session.id, "a request's stream ended without its answer");
+            json_response(
+                StatusCode::OK,
+                jsonrpc::error_response(
+                    id,
+                    codes::INTERNAL_ERROR,
+                    "the session ended before this request was answered; start a new session",
+                    Some(serde_json::json!({ "reason": "session_closed" })),
+                ),
+            )
+        }
         Some(out) if out.last => json_response(StatusCode::OK, out.bytes),
         Some(out) => {
             let mut first = std::collections::VecDeque::new();

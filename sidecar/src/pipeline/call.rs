@@ -51,20 +51,31 @@ impl Session {
         let id = msg.id.clone().expect("requests have ids");
         let app = self.app.clone();
         let policy = app.policy.load_full();
-        let request = match msg.try_value() {
+        // Read strictly: a key given twice means different things to
+        // different parsers, and the server gets the client's bytes.
+        let request = match crate::strict_json::from_slice(&msg.bytes) {
             Ok(request) => request,
             Err(e) => {
-                let text = format!(
-                    "Invalid params: the request cannot be read ({e}); send valid UTF-8 strings"
-                );
-                let data = serde_json::json!({ "reason": "unreadable_params" });
+                let duplicate = e.to_string().contains("duplicate key");
+                let (text, reason) = if duplicate {
+                    (
+                        format!("Invalid params: {e}; send each key once"),
+                        "duplicate_key",
+                    )
+                } else {
+                    (
+                        format!("Invalid params: the request cannot be read ({e}); send valid UTF-8 strings"),
+                        "unreadable_params",
+                    )
+                };
+                let data = serde_json::json!({ "reason": reason });
                 let bytes = jsonrpc::error_response(
                     Some(&id),
                     jsonrpc::codes::INVALID_PARAMS,
                     &text,
                     Some(data),
                 );
-                return self.answer_call(stream, bytes);
+                return self.answer_call(&id, bytes);
             }
         };
         let params = request.get("params").cloned().unwrap_or(Value::Null);
@@ -170,7 +181,7 @@ impl Session {
                 })?
             };
             let answer = self
-                .forward_and_wait(outbound, stream, grant.limits.call_timeout)
+                .forward_and_wait(outbound, grant.limits.call_timeout)
                 .await;
             let answer = match answer {
                 Ok(Some(answer)) => answer,
@@ -201,13 +212,13 @@ impl Session {
         match result {
             Ok((bytes, filtered)) => {
                 if !bytes.is_empty() {
-                    self.answer_call(stream, bytes);
+                    self.answer_call(&id, bytes);
                 }
                 outcome.filtered = Some(filtered);
             }
             Err(r) => {
                 refusal = r;
-                self.answer_call(stream, refusal.to_response(Some(&id)));
+                self.answer_call(&id, refusal.to_response(Some(&id)));
                 outcome.refusal = Some(&refusal);
             }
         }

@@ -26,13 +26,8 @@ use crate::session::Session;
 const MAX_PAGES: usize = 100;
 
 impl Session {
-    /// Answer one client tools/list (exactly once, on `stream`).
-    pub(crate) async fn tools_list(
-        self: Arc<Self>,
-        msg: Message,
-        stream: u64,
-        identity: Arc<Identity>,
-    ) {
+    /// Answer one client tools/list (exactly once).
+    pub(crate) async fn tools_list(self: Arc<Self>, msg: Message, identity: Arc<Identity>) {
         let started = std::time::Instant::now();
         let id = msg.id.clone().expect("requests have ids");
         // The client's cursor points into the single page the facade serves:
@@ -43,31 +38,23 @@ impl Session {
             msg
         };
         let answer = match self
-            .forward_and_wait(first, stream, self.app.limits.upstream_wait)
+            .forward_and_wait(first, self.app.limits.upstream_wait)
             .await
         {
             Ok(Some(answer)) => answer,
             Ok(None) => return,
             Err(()) => {
                 let text = "the MCP server did not answer tools/list in time; retry";
-                return self.answer_call(
-                    stream,
-                    jsonrpc::error_response(Some(&id), jsonrpc::codes::INTERNAL_ERROR, text, None),
-                );
+                return self.answer_call(&id, list_error(&id, text, "upstream_timeout"));
             }
         };
         if answer.is_error {
-            return self.answer_call(stream, answer.bytes);
+            return self.answer_call(&id, answer.bytes);
         }
         let mut value = answer.to_value();
         let definitions = match self.collect_pages(&mut value).await {
             Ok(defs) => defs,
-            Err(text) => {
-                return self.answer_call(
-                    stream,
-                    jsonrpc::error_response(Some(&id), jsonrpc::codes::INTERNAL_ERROR, &text, None),
-                )
-            }
+            Err(text) => return self.answer_call(&id, list_error(&id, &text, "upstream_pages")),
         };
         let policy = self.app.policy.load_full();
         let observed = self
@@ -90,7 +77,7 @@ impl Session {
             .metrics
             .observe_request("tools/list", "ok", started.elapsed());
         self.answer_call(
-            stream,
+            &id,
             Bytes::from(serde_json::to_vec(&value).expect("values serialize")),
         );
     }
@@ -133,6 +120,16 @@ impl Session {
             self.app.registry.observe(defs, &policy, &self.app.metrics);
         }
     }
+}
+
+/// A failed tools/list, with a stable reason like every other facade error.
+fn list_error(id: &jsonrpc::RequestId, text: &str, reason: &str) -> Bytes {
+    jsonrpc::error_response(
+        Some(id),
+        jsonrpc::codes::INTERNAL_ERROR,
+        text,
+        Some(json!({ "reason": reason })),
+    )
 }
 
 fn take_tools(page: &mut Value) -> Vec<Value> {

@@ -86,6 +86,29 @@ impl Sessions {
         }
     }
 
+    /// Periodically fail forwarded requests the server sits on past
+    /// `--request-timeout-secs` (one sweep for all sessions instead of a
+    /// timer per request).
+    pub async fn expire_requests(app: Arc<App>) {
+        let every = (app.limits.request_timeout / 8)
+            .clamp(Duration::from_millis(100), Duration::from_secs(1));
+        loop {
+            tokio::time::sleep(every).await;
+            let busy: Vec<Arc<Session>> = app
+                .sessions
+                .map
+                .read()
+                .unwrap()
+                .values()
+                .filter(|s| s.in_flight() > 0)
+                .cloned()
+                .collect();
+            for session in busy {
+                session.expire_requests().await;
+            }
+        }
+    }
+
     /// Periodically end sessions idle past the limit, and forget closed ones.
     pub async fn reap(app: Arc<App>) {
         let every = (app.limits.idle_timeout / 4)

@@ -40,15 +40,37 @@ const BACKLOG_DEPTH: usize = 256;
 /// Finished streams kept for `Last-Event-ID` replay.
 const FINISHED_STREAMS_KEPT: usize = 64;
 
-/// A client request waiting for its answer.
+/// A client request the session owes an answer. It is registered when the
+/// request is taken, before anything else happens to it, so whoever removes
+/// it (the server's answer, the pipeline, a crash, the session's end, the
+/// client's cancellation) is the one who answers, exactly once.
 #[derive(Debug)]
 struct Pending {
     stream: u64,
     method: Box<str>,
     progress_token: Option<String>,
     started: Instant,
-    /// The pipeline wants the answer (to filter it) instead of the stream.
-    intercept: Option<oneshot::Sender<Message>>,
+    route: AnswerRoute,
+}
+
+/// Where the answer to a pending request comes from.
+#[derive(Debug)]
+enum AnswerRoute {
+    /// The facade's pipeline answers it (it is being policed, or the server
+    /// already answered and the pipeline is filtering, or it timed out). A
+    /// server "answer" to an id in this state is not accepted: the server
+    /// was never asked, or is too late.
+    Pipeline,
+    /// Forwarded as is: the server's answer goes straight to the stream.
+    Server,
+    /// Forwarded by the pipeline, which wants the server's answer back.
+    Intercept(oneshot::Sender<Message>),
+}
+
+impl AnswerRoute {
+    fn is_upstream(&self) -> bool {
+        !matches!(self, AnswerRoute::Pipeline)
+    }
 }
 
 #[derive(Default)]
@@ -245,6 +267,7 @@ impl Session {
         } else {
             None
         };
+        let policed = matches!(msg.method(), "tools/call" | "tools/list");
         {
             let mut st = self.state.lock().unwrap();
             if st.closed {
@@ -274,6 +297,18 @@ impl Session {
                     .pointer("/params/capabilities/elicitation")
                     .is_some();
             }
+            let pending = Pending {
+                stream,
+                method: msg.method.clone().unwrap_or_default(),
+                progress_token,
+                started: Instant::now(),
+                route: if policed {
+                    AnswerRoute::Pipeline
+                } else {
+                    AnswerRoute::Server
+                },
+            };
+            st.pending.insert(id.clone(), pending);
         }
         // The policed methods run as their own task: a tool call may need to
         // ask the client something (elicitation) before it has an answer,
@@ -281,27 +316,15 @@ impl Session {
         match msg.method() {
             "tools/call" => {
                 tokio::spawn(self.clone().tools_call(msg, stream, caller.clone()));
-                return;
             }
             "tools/list" => {
-                tokio::spawn(self.clone().tools_list(msg, stream, caller.clone()));
-                return;
+                tokio::spawn(self.clone().tools_list(msg, caller.clone()));
             }
-            _ => {}
-        }
-        {
-            let mut st = self.state.lock().unwrap();
-            let pending = Pending {
-                stream,
-                method: msg.method.clone().unwrap_or_default(),
-                progress_token,
-                started: Instant::now(),
-                intercept: None,
-            };
-            st.pending.insert(id.clone(), pending);
-        }
-        if let Err(reason) = self.send_upstream(msg).await {
-            self.fail_request(&id, &reason);
+            _ => {
+                if let Err(reason) = self.send_upstream(msg).await {
+                    self.fail_request(&id, &reason);
+                }
+            }
         }
     }
 
@@ -352,41 +375,25 @@ impl Session {
 
     /// Forward a policed request and wait (bounded) for its answer, which
     /// comes back here instead of going to the stream. `Ok(None)`: the
-    /// request was answered another way (server gone, client cancelled).
-    /// `Err(())`: it timed out; the server was told to cancel it.
+    /// request was answered another way (server gone, session ended, client
+    /// cancelled). `Err(())`: it timed out; the server was told to cancel it
+    /// and the pipeline still owes the answer.
     pub(crate) async fn forward_and_wait(
         &self,
         msg: Message,
-        stream: u64,
         timeout: std::time::Duration,
     ) -> Result<Option<Message>, ()> {
         let id = msg.id.clone().expect("requests have ids");
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.state.lock().unwrap();
-            if st.pending.contains_key(&id) {
-                drop(st);
-                let text = "a request with this id is still in flight; use a new id";
-                self.answer(
-                    stream,
-                    error(&id, codes::INVALID_REQUEST, text, "duplicate_id"),
-                );
-                return Ok(None);
+            match st.pending.get_mut(&id) {
+                Some(p) if !p.route.is_upstream() => {
+                    p.route = AnswerRoute::Intercept(tx);
+                    p.started = Instant::now();
+                }
+                _ => return Ok(None),
             }
-            let progress_token = if msg.mentions(b"progressToken") {
-                progress_token_of(&msg)
-            } else {
-                None
-            };
-            let method = msg.method.clone().unwrap_or_default();
-            let pending = Pending {
-                stream,
-                method,
-                progress_token,
-                started: Instant::now(),
-                intercept: Some(tx),
-            };
-            st.pending.insert(id.clone(), pending);
         }
         if let Err(reason) = self.send_upstream(msg).await {
             self.fail_request(&id, &reason);
@@ -396,9 +403,14 @@ impl Session {
             Ok(Ok(answer)) => Ok(Some(answer)),
             Ok(Err(_)) => Ok(None),
             Err(_) => {
-                let removed = self.state.lock().unwrap().pending.remove(&id).is_some();
-                if !removed {
-                    return Ok(None);
+                {
+                    let mut st = self.state.lock().unwrap();
+                    match st.pending.get_mut(&id) {
+                        // Back to the pipeline, which answers with the
+                        // timeout; a late server answer is dropped.
+                        Some(p) if p.route.is_upstream() => p.route = AnswerRoute::Pipeline,
+                        _ => return Ok(None),
+                    }
                 }
                 let params = serde_json::json!({
                     "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
@@ -414,9 +426,62 @@ impl Session {
         }
     }
 
-    /// The pipeline's answer to a policed request.
-    pub(crate) fn answer_call(&self, stream: u64, bytes: Bytes) {
-        self.answer(stream, bytes)
+    /// Fail forwarded requests the server has not answered within the
+    /// request timeout (the pipeline times tools/call itself), and tell the
+    /// server to stop working on them.
+    pub async fn expire_requests(&self) {
+        let limit = self.app.limits.request_timeout;
+        let expired: Vec<RequestId> = {
+            let mut st = self.state.lock().unwrap();
+            let ids: Vec<RequestId> = st
+                .pending
+                .iter()
+                .filter(|(_, p)| {
+                    matches!(p.route, AnswerRoute::Server) && p.started.elapsed() > limit
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &ids {
+                let p = st.pending.remove(id).expect("listed above");
+                self.app
+                    .metrics
+                    .observe_request(&p.method, "timeout", p.started.elapsed());
+                let text = format!(
+                    "the MCP server did not answer `{}` within {} s",
+                    p.method,
+                    limit.as_secs()
+                );
+                let bytes = jsonrpc::error_response(
+                    Some(id),
+                    crate::pipeline::refusal::TIMEOUT,
+                    &text,
+                    Some(serde_json::json!({ "reason": "timeout", "limit": limit.as_secs() })),
+                );
+                push(&mut st, p.stream, bytes, true);
+            }
+            ids
+        };
+        for id in expired {
+            let params = serde_json::json!({
+                "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
+                "reason": "mcp-warden: the request exceeded its time limit",
+            });
+            if let Ok(cancel) =
+                Message::parse(jsonrpc::notification("notifications/cancelled", &params))
+            {
+                let _ = self.send_upstream(cancel).await;
+            }
+        }
+    }
+
+    /// The pipeline's answer to a policed request: delivered unless the
+    /// request was answered already (the session ended, the server crashed
+    /// while it was in flight) or the client cancelled it.
+    pub(crate) fn answer_call(&self, id: &RequestId, bytes: Bytes) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(p) = st.pending.remove(id) {
+            push(&mut st, p.stream, bytes, true);
+        }
     }
 
     /// A request of the facade's own to the server, on the current link.
@@ -489,27 +554,46 @@ impl Session {
         }
     }
 
-    /// Answer every pending request: the server went away.
-    fn fail_all(&self, reason: &str) {
+    /// The server went away: answer every request it had. Requests still in
+    /// the pipeline are not lost with it; they go to the next server.
+    fn fail_in_flight(&self, reason: &str) {
         let mut st = self.state.lock().unwrap();
-        let pending: Vec<_> = st.pending.drain().collect();
-        for (id, p) in pending {
+        self.fail_pending(&mut st, reason, "upstream_failed", AnswerRoute::is_upstream);
+        st.internal.clear();
+    }
+
+    fn fail_pending(
+        &self,
+        st: &mut State,
+        text: &str,
+        reason: &str,
+        which: impl Fn(&AnswerRoute) -> bool,
+    ) {
+        let ids: Vec<RequestId> = st
+            .pending
+            .iter()
+            .filter(|(_, p)| which(&p.route))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let p = st.pending.remove(&id).expect("listed above");
             self.app
                 .metrics
                 .observe_request(&p.method, "failed", p.started.elapsed());
             push(
-                &mut st,
+                st,
                 p.stream,
-                error(&id, codes::INTERNAL_ERROR, reason, "upstream_failed"),
+                error(&id, codes::INTERNAL_ERROR, text, reason),
                 true,
             );
         }
-        st.internal.clear();
-        st.client_internal.clear();
     }
 
-    /// End the session: answer what is in flight, close streams, drop the
-    /// link (which stops the server process or ends the upstream session).
+    /// End the session: answer everything owed, close the streams that owe
+    /// nothing more, drop the link (which stops the server process or ends
+    /// the upstream session). All under one lock, so no request can slip in
+    /// between the answers and the streams closing: one taken later sees
+    /// `closed` and is answered on its stream, which is still open.
     pub fn close(&self, reason: &str) {
         {
             let mut st = self.state.lock().unwrap();
@@ -517,13 +601,15 @@ impl Session {
                 return;
             }
             st.closed = true;
+            self.fail_pending(&mut st, reason, "session_closed", |_| true);
+            st.internal.clear();
+            st.client_internal.clear();
+            for s in st.streams.values_mut() {
+                if s.open_ended() {
+                    s.detach();
+                }
+            }
         }
-        self.fail_all(reason);
-        let mut st = self.state.lock().unwrap();
-        for s in st.streams.values_mut() {
-            s.detach();
-        }
-        drop(st);
         self.link.send_replace(None);
     }
 

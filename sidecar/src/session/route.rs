@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{push, push_item, Session, State, BACKLOG_DEPTH};
+use super::{push, push_item, AnswerRoute, Session, State, BACKLOG_DEPTH};
 use crate::jsonrpc::{codes, Kind, Message, RequestId};
 
 impl Session {
@@ -64,17 +64,27 @@ impl Session {
             }
             return;
         }
-        let Some(p) = st.pending.remove(&id) else {
-            // Cancelled by the client, or an id the server made up.
-            self.app.metrics.upstream_unmatched.inc();
-            tracing::debug!(session = %self.id, ?id, "dropped a response nobody is waiting for");
-            return;
-        };
-        if let Some(tx) = p.intercept {
-            // The pipeline filters and answers it (and records the metrics).
-            let _ = tx.send(msg);
-            return;
+        let route = st.pending.get_mut(&id).map(|p| &mut p.route);
+        match route {
+            Some(AnswerRoute::Server) => {}
+            Some(route @ AnswerRoute::Intercept(_)) => {
+                // The pipeline filters it and answers (and records the metrics).
+                let AnswerRoute::Intercept(tx) = std::mem::replace(route, AnswerRoute::Pipeline)
+                else {
+                    unreachable!("matched above")
+                };
+                let _ = tx.send(msg);
+                return;
+            }
+            // Cancelled by the client, never sent to the server (still in the
+            // pipeline), timed out, or an id the server made up.
+            Some(AnswerRoute::Pipeline) | None => {
+                self.app.metrics.upstream_unmatched.inc();
+                tracing::debug!(session = %self.id, ?id, "dropped a response nobody is waiting for");
+                return;
+            }
         }
+        let p = st.pending.remove(&id).expect("matched above");
         if &*p.method == "initialize" && !msg.is_error {
             let value = msg.to_value();
             st.protocol_version = value

@@ -133,6 +133,12 @@ impl Stream {
         self.remaining == 0
     }
 
+    /// A stream with no count of owed responses (GET, stdio): it ends only
+    /// when its session does.
+    pub fn open_ended(&self) -> bool {
+        self.remaining == usize::MAX
+    }
+
     pub fn has_live(&self) -> bool {
         self.live.as_ref().is_some_and(|l| !l.tx.is_closed())
     }

@@ -58,7 +58,7 @@ pub(super) async fn run(session: Arc<Session>) {
             Ok(pair) => pair,
             Err(e) => {
                 tracing::warn!(session = %session.id, error = %e, "cannot open the upstream link");
-                session.fail_all(&format!("{e}"));
+                session.fail_in_flight(&format!("{e}"));
                 if !session.restart_budget_left(&mut restarts) {
                     return session.close(&format!("the MCP server cannot be started: {e}"));
                 }
@@ -126,7 +126,7 @@ pub(super) async fn run(session: Arc<Session>) {
         }
         session.app.metrics.upstream_restarts.inc();
         tracing::warn!(session = %session.id, %reason, "upstream MCP server went away; restarting");
-        session.fail_all(&format!(
+        session.fail_in_flight(&format!(
             "{reason}; the facade is restarting it, retry the request"
         ));
         if !session.restart_budget_left(&mut restarts) {

@@ -4,12 +4,14 @@
 //! A writer task drains the link's queue and flushes only when the queue is
 //! empty, so bursts share one syscall; a reader task splits lines (bounded in
 //! length) and reports them as [`LinkEvent::Message`] without parsing them.
+//! Lines are bytes, not text: a line that is not UTF-8 is dropped by the
+//! router like any other line that is not JSON-RPC, instead of costing the
+//! server its life.
 
-use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
 use super::{LinkEvent, LinkLimits};
 use crate::jsonrpc::Message;
@@ -48,25 +50,26 @@ where
     });
     let max = limits.max_message_bytes;
     let reader_task = tokio::spawn(async move {
-        let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max));
+        let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max);
+        let mut lines = FramedRead::new(reader, codec);
         loop {
             match lines.next().await {
                 Some(Ok(line)) => {
-                    if line.trim().is_empty() {
+                    if line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
                     let event = LinkEvent::Message {
-                        bytes: Bytes::from(line),
+                        bytes: line,
                         related: None,
                     };
                     if events.send(event).await.is_err() {
                         return "session closed".to_string();
                     }
                 }
-                Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                Some(Err(AnyDelimiterCodecError::MaxChunkLengthExceeded)) => {
                     return format!("the server sent a message over the {max}-byte limit");
                 }
-                Some(Err(LinesCodecError::Io(e))) => return format!("read error: {e}"),
+                Some(Err(AnyDelimiterCodecError::Io(e))) => return format!("read error: {e}"),
                 None => return "the server closed its output".to_string(),
             }
         }
