@@ -41,18 +41,24 @@ async fn probe(app: &App) -> Result<(), String> {
     });
     let msg = Message::parse(jsonrpc::request(&id, "initialize", &params))
         .map_err(|_| "probe message")?;
-    link.send(msg).await.map_err(|e| e.to_string())?;
+    let verdict = |m: &Message| {
+        if m.is_error {
+            Err("initialize was refused".to_string())
+        } else {
+            Ok(())
+        }
+    };
     let wait = async {
+        // An HTTP upstream may answer in the POST's response itself.
+        if let Some(answer) = link.send(msg).await.map_err(|e| e.to_string())? {
+            return verdict(&answer);
+        }
         while let Some(event) = events.recv().await {
             match event {
                 LinkEvent::Message { bytes, .. } => {
                     if let Ok(m) = Message::parse(bytes) {
                         if m.kind == Kind::Response && m.id.as_ref() == Some(&id) {
-                            return if m.is_error {
-                                Err("initialize was refused".to_string())
-                            } else {
-                                Ok(())
-                            };
+                            return verdict(&m);
                         }
                     }
                 }

@@ -16,6 +16,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use crate::pipeline::identity::Identity;
 use crate::pipeline::refusal::Refusal;
 use crate::session::ids::Owner;
 use crate::session::stream::{Out, StreamRx};
+use crate::session::work::Work;
 use crate::session::Session;
 use crate::sse;
 
@@ -294,8 +296,8 @@ async fn single(
     let resumable = msg.method() == "tools/call" && priming_version(&session);
     let id = msg.id.clone();
     let (stream, rx) = session.open_stream(1);
-    session.client_message(msg, stream, &caller).await;
-    let mut resp = answer(rx, stream, &session, resumable, id.as_ref()).await;
+    let work = Work::new(&session, msg, stream, &caller);
+    let mut resp = answer(rx, stream, &session, resumable, id.as_ref(), work).await;
     if new_session {
         if resp.status() != StatusCode::OK || session.protocol_version().is_none() {
             // The server refused initialize: no session was established.
@@ -340,7 +342,7 @@ async fn batch(
     let (stream, rx) = session.open_stream(owed);
     for item in parsed {
         match item {
-            Ok(msg) => session.client_message(msg, stream, &caller).await,
+            Ok(msg) => Work::new(&session, msg, stream, &caller).start(),
             Err((e, id)) => session.answer_error(
                 stream,
                 jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
@@ -350,13 +352,16 @@ async fn batch(
     sse_response(rx, Some(stream))
 }
 
-/// Wait for the first item of a request's stream and choose JSON or SSE.
+/// Run the request's work until the first item of its stream, then choose:
+/// plain JSON when that item is the answer, else SSE (which carries the
+/// rest of the work along, so no other task is involved either way).
 async fn answer(
     mut rx: StreamRx,
     stream: u64,
     session: &Session,
     resumable: bool,
     id: Option<&jsonrpc::RequestId>,
+    mut work: Work,
 ) -> Response<ResponseBody> {
     if resumable {
         let priming = sse::encode_priming(&format!("{stream}-0"), RETRY_MS);
@@ -364,9 +369,17 @@ async fn answer(
             rx,
             stream,
             pending: [priming].into(),
+            work: Some(work),
         });
     }
-    match rx.recv().await {
+    let first = loop {
+        tokio::select! {
+            biased;
+            out = rx.recv() => break out,
+            () = &mut work, if !work.is_done() => {}
+        }
+    };
+    match first {
         // The client cancelled the request: it gets no answer.
         None if !session.is_closed() => sse_response(rx, Some(stream)),
         // The session owes every request an answer before its streams close;
@@ -383,6 +396,7 @@ async fn answer(
                 ),
             )
         }
+        // Whatever work remains (bookkeeping) finishes on its own task.
         Some(out) if out.last => json_response(StatusCode::OK, out.bytes),
         Some(out) => {
             let mut first = std::collections::VecDeque::new();
@@ -394,6 +408,7 @@ async fn answer(
                 rx,
                 stream,
                 pending: first,
+                work: Some(work),
             })
         }
     }
@@ -580,11 +595,12 @@ fn encode(stream: u64, out: &Out) -> Bytes {
     sse::encode_message(Some(&format!("{stream}-{}", out.seq)), &out.bytes)
 }
 
-/// An SSE body fed by a session stream.
+/// An SSE body fed by a session stream, driving the work that produces it.
 struct SseBody {
     rx: StreamRx,
     stream: u64,
     pending: std::collections::VecDeque<Bytes>,
+    work: Option<Work>,
 }
 
 impl Body for SseBody {
@@ -595,6 +611,11 @@ impl Body for SseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(work) = self.work.as_mut() {
+            if Pin::new(work).poll(cx).is_ready() {
+                self.work = None;
+            }
+        }
         if let Some(chunk) = self.pending.pop_front() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
@@ -612,6 +633,7 @@ fn sse_response(rx: StreamRx, stream: Option<u64>) -> Response<ResponseBody> {
         rx,
         stream: stream.unwrap_or(0),
         pending: Default::default(),
+        work: None,
     })
 }
 

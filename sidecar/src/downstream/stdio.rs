@@ -14,6 +14,7 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use crate::app::App;
 use crate::jsonrpc::{self, Message};
 use crate::pipeline::refusal::Refusal;
+use crate::session::work::Work;
 
 /// Serve one client on stdin/stdout until stdin closes and the answers in
 /// flight are written.
@@ -81,7 +82,7 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
                 let (msg, token) = crate::auth::strip_params_auth(msg);
                 let token = token.or_else(|| env_token.clone());
                 match app.policy.load().auth.authenticate(token.as_deref()) {
-                    Ok(caller) => session.client_message(msg, stream, &Arc::new(caller)).await,
+                    Ok(caller) => Work::new(&session, msg, stream, &Arc::new(caller)).start(),
                     Err(failure) => {
                         crate::downstream::http::audit_auth_failure(&app, failure);
                         app.metrics

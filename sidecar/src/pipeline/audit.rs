@@ -103,6 +103,11 @@ impl Audit {
     }
 
     /// Queue a record; never waits.
+    /// Whether audit lines go anywhere (when not, callers skip building them).
+    pub fn is_on(&self) -> bool {
+        self.tx.is_some()
+    }
+
     pub fn write(&self, record: &Record<'_>, metrics: &Metrics) {
         let Some(tx) = &self.tx else { return };
         let mut line = serde_json::to_vec(record).expect("audit records serialize");

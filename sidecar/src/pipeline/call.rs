@@ -285,15 +285,15 @@ impl Session {
                     .inc_by(u64::from(*n));
             }
         }
+        if !app.audit.is_on() {
+            return;
+        }
+        let session = audit::hash_session(&self.id);
         let record = Record {
             time: audit::now_rfc3339(),
             event: "tool_call",
-            call_id: format!(
-                "{}:{}",
-                audit::hash_session(&self.id),
-                id.as_json().trim_matches('"')
-            ),
-            session: audit::hash_session(&self.id),
+            call_id: format!("{session}:{}", id.as_json().trim_matches('"')),
+            session: session.clone(),
             subject: identity.subject.as_deref(),
             auth: identity.method.as_str(),
             role: o.role.map(mcp_warden_policy::role_name),

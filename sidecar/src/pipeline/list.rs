@@ -54,7 +54,7 @@ impl Session {
         let mut value = answer.to_value();
         let definitions = match self.collect_pages(&mut value).await {
             Ok(defs) => defs,
-            Err(text) => return self.answer_call(&id, list_error(&id, &text, "upstream_pages")),
+            Err(text) => return self.answer_call(&id, list_error(&id, &text, "upstream_failed")),
         };
         let policy = self.app.policy.load_full();
         let observed = self

@@ -19,6 +19,7 @@ pub mod manager;
 mod route;
 pub mod stream;
 mod supervisor;
+pub mod work;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -310,19 +311,15 @@ impl Session {
             };
             st.pending.insert(id.clone(), pending);
         }
-        // The policed methods run as their own task: a tool call may need to
-        // ask the client something (elicitation) before it has an answer,
-        // and the transport must be free to stream that question.
         match msg.method() {
-            "tools/call" => {
-                tokio::spawn(self.clone().tools_call(msg, stream, caller.clone()));
-            }
-            "tools/list" => {
-                tokio::spawn(self.clone().tools_list(msg, caller.clone()));
-            }
+            "tools/call" => self.clone().tools_call(msg, stream, caller.clone()).await,
+            "tools/list" => self.clone().tools_list(msg, caller.clone()).await,
             _ => {
-                if let Err(reason) = self.send_upstream(msg).await {
-                    self.fail_request(&id, &reason);
+                let limit = self.app.limits.request_timeout;
+                match tokio::time::timeout(limit, self.send_upstream(msg)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(reason)) => self.fail_request(&id, &reason),
+                    Err(_) => self.time_out(vec![id]).await,
                 }
             }
         }
@@ -356,7 +353,8 @@ impl Session {
         }
     }
 
-    /// Send to the current link, waiting (bounded) while it restarts.
+    /// Send to the current link, waiting (bounded) while it restarts. An
+    /// answer the link hands back directly (HTTP) is routed like any other.
     async fn send_upstream(&self, msg: Message) -> Result<(), String> {
         let mut rx = self.link.subscribe();
         let wait =
@@ -370,7 +368,15 @@ impl Session {
                         .into(),
                 ),
             };
-        link.send(msg).await.map_err(|e| e.to_string())
+        drop(rx);
+        match link.send(msg).await {
+            Ok(Some(answer)) => {
+                self.server_response(answer);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Forward a policed request and wait (bounded) for its answer, which
@@ -395,13 +401,17 @@ impl Session {
                 _ => return Ok(None),
             }
         }
-        if let Err(reason) = self.send_upstream(msg).await {
-            self.fail_request(&id, &reason);
-            return Ok(None);
-        }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => Ok(Some(answer)),
-            Ok(Err(_)) => Ok(None),
+        // The limit covers sending too: over HTTP the answer may come back
+        // with the send itself.
+        let exchange = async {
+            if let Err(reason) = self.send_upstream(msg).await {
+                self.fail_request(&id, &reason);
+                return None;
+            }
+            rx.await.ok()
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(answer) => Ok(answer),
             Err(_) => {
                 {
                     let mut st = self.state.lock().unwrap();
@@ -427,22 +437,34 @@ impl Session {
     }
 
     /// Fail forwarded requests the server has not answered within the
-    /// request timeout (the pipeline times tools/call itself), and tell the
-    /// server to stop working on them.
+    /// request timeout (the pipeline times tools/call itself).
     pub async fn expire_requests(&self) {
         let limit = self.app.limits.request_timeout;
-        let expired: Vec<RequestId> = {
+        let expired: Vec<RequestId> = self
+            .state
+            .lock()
+            .unwrap()
+            .pending
+            .iter()
+            .filter(|(_, p)| matches!(p.route, AnswerRoute::Server) && p.started.elapsed() > limit)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !expired.is_empty() {
+            self.time_out(expired).await;
+        }
+    }
+
+    /// Answer forwarded requests with -32007 and tell the server to stop
+    /// working on them.
+    async fn time_out(&self, ids: Vec<RequestId>) {
+        let limit = self.app.limits.request_timeout;
+        let mut cancelled = Vec::new();
+        {
             let mut st = self.state.lock().unwrap();
-            let ids: Vec<RequestId> = st
-                .pending
-                .iter()
-                .filter(|(_, p)| {
-                    matches!(p.route, AnswerRoute::Server) && p.started.elapsed() > limit
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in &ids {
-                let p = st.pending.remove(id).expect("listed above");
+            for id in ids {
+                let Some(p) = st.pending.remove(&id) else {
+                    continue; // answered meanwhile
+                };
                 self.app
                     .metrics
                     .observe_request(&p.method, "timeout", p.started.elapsed());
@@ -452,16 +474,16 @@ impl Session {
                     limit.as_secs()
                 );
                 let bytes = jsonrpc::error_response(
-                    Some(id),
+                    Some(&id),
                     crate::pipeline::refusal::TIMEOUT,
                     &text,
                     Some(serde_json::json!({ "reason": "timeout", "limit": limit.as_secs() })),
                 );
                 push(&mut st, p.stream, bytes, true);
+                cancelled.push(id);
             }
-            ids
-        };
-        for id in expired {
+        }
+        for id in cancelled {
             let params = serde_json::json!({
                 "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
                 "reason": "mcp-warden: the request exceeded its time limit",
@@ -625,7 +647,9 @@ impl Session {
         self.state.lock().unwrap().internal.insert(id.clone(), tx);
         let msg = Message::parse(jsonrpc::request(&id, method, params))
             .map_err(|_| "internal request".to_string())?;
-        link.send(msg).await.map_err(|e| e.to_string())?;
+        if let Some(answer) = link.send(msg).await.map_err(|e| e.to_string())? {
+            self.server_response(answer);
+        }
         match tokio::time::timeout(self.app.limits.upstream_wait, rx).await {
             Ok(Ok(answer)) => Ok(answer),
             _ => Err(format!("the MCP server did not answer `{method}`")),

@@ -55,7 +55,7 @@ impl Session {
         }
     }
 
-    fn server_response(&self, msg: Message) {
+    pub(super) fn server_response(&self, msg: Message) {
         let id = msg.id.clone().expect("responses have ids");
         let mut st = self.state.lock().unwrap();
         if id.is_reserved() {

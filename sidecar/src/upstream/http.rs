@@ -1,30 +1,34 @@
 //! Upstream over Streamable HTTP: one upstream MCP session per link.
 //!
-//! Each client message becomes a POST; a JSON answer or every event of an SSE
-//! answer is reported with `related` = the request's id, so the router can
-//! deliver it on that request's downstream stream. After the handshake a GET
-//! stream carries the server's unrelated messages. A POST stream that the
-//! server closes before answering (SEP-1699 polling) is resumed with GET and
-//! `Last-Event-ID`. Dropping the link cancels everything and DELETEs the
-//! upstream session.
+//! Each client message becomes a POST, sent from the task that hands it over
+//! on one of the link's own keep-alive connections ([`conn`]), which that
+//! task drives itself: a call costs no hop to a connection task and back.
+//! A plain JSON answer is returned to the caller directly; an SSE answer is
+//! handed to a task that reports every event with `related` = the request's
+//! id, so the router can deliver it on that request's downstream stream.
+//! After the handshake a GET stream carries the server's unrelated messages.
+//! A POST stream that the server closes before answering (SEP-1699 polling)
+//! is resumed with GET and `Last-Event-ID`. Dropping the link cancels
+//! everything and DELETEs the upstream session.
+
+mod conn;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
-use hyper::{Method, Request, Response, StatusCode, Uri};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
+use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, StatusCode, Uri};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Link, LinkEvent, LinkLimits};
+use super::{LinkEvent, LinkLimits, UpstreamError};
 use crate::jsonrpc::{Kind, Message, RequestId};
 use crate::sse;
+use conn::{Exchange, Pool};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -32,21 +36,11 @@ const LAST_EVENT_HEADER: &str = "last-event-id";
 /// How often a POST stream closed early may be resumed before the call fails.
 const MAX_RESUMES: u32 = 1000;
 
-type HttpClient = Client<HttpConnector, http_body_util::Either<Full<Bytes>, Empty<Bytes>>>;
-
-fn client() -> &'static HttpClient {
-    static CLIENT: OnceLock<HttpClient> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector)
-    })
-}
-
-struct State {
+/// One upstream MCP session: where it is, what it negotiated, its connections.
+pub struct State {
     uri: Uri,
+    host: HeaderValue,
+    pool: Pool,
     session_id: Mutex<Option<HeaderValue>>,
     version: Mutex<Option<HeaderValue>>,
     max: usize,
@@ -56,7 +50,7 @@ struct State {
 }
 
 /// Cancels the link's tasks and ends the upstream session when dropped.
-struct EndSession(Arc<State>);
+pub struct EndSession(Arc<State>);
 
 impl Drop for EndSession {
     fn drop(&mut self) {
@@ -64,24 +58,43 @@ impl Drop for EndSession {
         let Some(session) = self.0.session_id.lock().unwrap().clone() else {
             return;
         };
-        let uri = self.0.uri.clone();
+        let state = self.0.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let req = Request::delete(uri)
+                let req = state
+                    .request(Method::DELETE, None)
                     .header(SESSION_HEADER, session)
-                    .body(http_body_util::Either::Right(Empty::new()))
+                    .body(Full::new(Bytes::new()))
                     .expect("static request parts are valid");
-                let _ = tokio::time::timeout(Duration::from_secs(5), client().request(req)).await;
+                let delete = async {
+                    if let Ok(Exchange { resp, mut conn }) = state.pool.send(req).await {
+                        let _ = conn.drive(resp.into_body().collect()).await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(5), delete).await;
             });
         }
     }
 }
 
-pub fn connect(uri: Uri, limits: &LinkLimits) -> (Link, mpsc::Receiver<LinkEvent>) {
-    let (tx, mut rx) = mpsc::channel::<Message>(limits.queue_depth);
+/// A new link to `uri`. Nothing is connected until the first message.
+pub fn connect(
+    uri: Uri,
+    limits: &LinkLimits,
+) -> Result<(Arc<State>, EndSession, mpsc::Receiver<LinkEvent>), UpstreamError> {
     let (events_tx, events_rx) = mpsc::channel(limits.queue_depth);
+    let pool = Pool::new(&uri).map_err(|why| UpstreamError::Connect {
+        path: uri.to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    })?;
+    let host = uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        .unwrap_or_else(|| HeaderValue::from_static("localhost"));
     let state = Arc::new(State {
         uri,
+        host,
+        pool,
         session_id: Mutex::new(None),
         version: Mutex::new(None),
         max: limits.max_message_bytes,
@@ -90,23 +103,20 @@ pub fn connect(uri: Uri, limits: &LinkLimits) -> (Link, mpsc::Receiver<LinkEvent
         get_started: AtomicBool::new(false),
     });
     let guard = EndSession(state.clone());
-    tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            tokio::spawn(post(state.clone(), msg));
-        }
-    });
-    (
-        Link {
-            tx,
-            _guard: Some(Box::new(guard)),
-        },
-        events_rx,
-    )
+    Ok((state, guard, events_rx))
 }
 
 impl State {
-    fn request(&self, method: Method, body: Option<Bytes>) -> hyper::http::request::Builder {
-        let mut req = Request::builder().method(method).uri(self.uri.clone());
+    fn request(&self, method: Method, body: Option<&Bytes>) -> hyper::http::request::Builder {
+        let path = self
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(HOST, self.host.clone());
         if body.is_some() {
             req = req
                 .header(CONTENT_TYPE, "application/json")
@@ -121,16 +131,6 @@ impl State {
             req = req.header(VERSION_HEADER, v);
         }
         req
-    }
-
-    async fn send(
-        &self,
-        req: Request<http_body_util::Either<Full<Bytes>, Empty<Bytes>>>,
-    ) -> Option<Result<Response<Incoming>, String>> {
-        tokio::select! {
-            r = client().request(req) => Some(r.map_err(|e| error_chain(&e))),
-            _ = self.cancel.cancelled() => None,
-        }
     }
 
     async fn report(&self, event: LinkEvent) {
@@ -151,32 +151,35 @@ impl State {
             }
         }
     }
-}
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-async fn post(state: Arc<State>, msg: Message) {
-    let req = state
-        .request(Method::POST, Some(msg.bytes.clone()))
-        .body(http_body_util::Either::Left(Full::new(msg.bytes.clone())))
-        .expect("request parts are valid");
-    let resp = match state.send(req).await {
-        None => return,
-        Some(Err(e)) => {
-            return state
-                .fail(&msg, format!("cannot reach the upstream MCP server: {e}"))
-                .await
+    /// Send one request on a pooled connection, unless the link is closing.
+    async fn exchange(&self, req: Request<Full<Bytes>>) -> Option<Result<Exchange, String>> {
+        tokio::select! {
+            r = self.pool.send(req) => Some(r),
+            _ = self.cancel.cancelled() => None,
         }
-        Some(Ok(resp)) => resp,
+    }
+}
+
+/// Deliver one client message as a POST. Returns the server's answer when it
+/// came back as plain JSON; an SSE answer goes on through the link's events.
+/// A request that cannot be delivered is an error the caller answers.
+pub async fn post(state: &Arc<State>, msg: Message) -> Result<Option<Message>, UpstreamError> {
+    let req = state
+        .request(Method::POST, Some(&msg.bytes))
+        .body(Full::new(msg.bytes.clone()))
+        .expect("request parts are valid");
+    let Exchange { resp, mut conn } = match state.exchange(req).await {
+        None => return Err(UpstreamError::Closed),
+        Some(Err(e)) => {
+            return refuse(
+                state,
+                &msg,
+                format!("cannot reach the upstream MCP server: {e}"),
+            )
+            .await
+        }
+        Some(Ok(exchange)) => exchange,
     };
     let is_initialize = msg.kind == Kind::Request && msg.method() == "initialize";
     if is_initialize {
@@ -190,9 +193,16 @@ async fn post(state: Arc<State>, msg: Message) {
         && !is_initialize
     {
         let reason = "the upstream MCP server no longer knows this session (HTTP 404)".to_string();
-        return state.report(LinkEvent::Closed { reason }).await;
+        state
+            .report(LinkEvent::Closed {
+                reason: reason.clone(),
+            })
+            .await;
+        return Err(UpstreamError::Refused(reason));
     }
     if msg.kind != Kind::Request {
+        let _ = conn.drive(resp.into_body().collect()).await;
+        state.pool.release(conn);
         if msg.method() == "notifications/initialized"
             && status.is_success()
             && !state.get_started.swap(true, Ordering::SeqCst)
@@ -204,9 +214,8 @@ async fn post(state: Arc<State>, msg: Message) {
                 .fail(&msg, format!("upstream answered HTTP {status}"))
                 .await;
         }
-        return;
+        return Ok(None);
     }
-    let related = msg.id.clone();
     let content_type = resp
         .headers()
         .get(CONTENT_TYPE)
@@ -214,37 +223,59 @@ async fn post(state: Arc<State>, msg: Message) {
         .unwrap_or("")
         .to_ascii_lowercase();
     if content_type.starts_with("text/event-stream") {
-        return read_post_stream(&state, &msg, resp.into_body()).await;
+        // The stream may last as long as the call: it keeps the connection.
+        conn.detach();
+        tokio::spawn(read_post_stream(state.clone(), msg, resp.into_body()));
+        return Ok(None);
     }
-    let body = match Limited::new(resp.into_body(), state.max).collect().await {
+    let body = match conn
+        .drive(Limited::new(resp.into_body(), state.max).collect())
+        .await
+    {
         Ok(body) => body.to_bytes(),
         Err(e) => {
-            return state
-                .fail(&msg, format!("reading the upstream answer failed: {e}"))
-                .await
+            return refuse(
+                state,
+                &msg,
+                format!("reading the upstream answer failed: {e}"),
+            )
+            .await
         }
     };
+    state.pool.release(conn);
     // Some servers answer errors with a JSON-RPC body and a 4xx status:
-    // forward whatever parses as the answer to this request.
+    // whatever parses as the answer to this request is the answer.
     match Message::parse(body.clone()) {
-        Ok(answer) if answer.kind == Kind::Response && answer.id == related => {
+        Ok(answer) if answer.kind == Kind::Response && answer.id == msg.id => {
             if is_initialize {
-                remember_version(&state, &answer);
+                remember_version(state, &answer);
             }
-            state
-                .report(LinkEvent::Message {
-                    bytes: answer.bytes,
-                    related,
-                })
-                .await;
+            Ok(Some(answer))
         }
         _ => {
             let snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            state
-                .fail(&msg, format!("upstream answered HTTP {status}: {snippet}"))
-                .await;
+            refuse(
+                state,
+                &msg,
+                format!("upstream answered HTTP {status}: {snippet}"),
+            )
+            .await
         }
     }
+}
+
+/// A message the server did not take: requests fail with `reason`; anything
+/// else is logged (nobody waits for it).
+async fn refuse(
+    state: &State,
+    msg: &Message,
+    reason: String,
+) -> Result<Option<Message>, UpstreamError> {
+    if msg.kind == Kind::Request {
+        return Err(UpstreamError::Refused(reason));
+    }
+    state.fail(msg, reason).await;
+    Ok(None)
 }
 
 fn remember_version(state: &State, answer: &Message) {
@@ -261,23 +292,23 @@ fn remember_version(state: &State, answer: &Message) {
 
 /// Read a POST's SSE answer until the response arrives, resuming with GET +
 /// `Last-Event-ID` if the server closes the stream first.
-async fn read_post_stream(state: &Arc<State>, msg: &Message, body: Incoming) {
+async fn read_post_stream(state: Arc<State>, msg: Message, body: Incoming) {
     let related = msg.id.clone();
     let is_initialize = msg.method() == "initialize";
     let mut parser = sse::Parser::new(state.max);
     let mut body = Some(body);
     for _ in 0..MAX_RESUMES {
         if let Some(b) = body.take() {
-            match pump(state, &mut parser, b, related.clone(), is_initialize).await {
+            match pump(&state, &mut parser, b, related.clone(), is_initialize).await {
                 Pumped::Answered | Pumped::Cancelled => return,
-                Pumped::Failed(reason) => return state.fail(msg, reason).await,
+                Pumped::Failed(reason) => return state.fail(&msg, reason).await,
                 Pumped::Ended => {}
             }
         }
         let Some(last) = parser.last_event_id.clone() else {
             return state
                 .fail(
-                    msg,
+                    &msg,
                     "the upstream closed the response stream before answering".into(),
                 )
                 .await;
@@ -287,15 +318,18 @@ async fn read_post_stream(state: &Arc<State>, msg: &Message, body: Incoming) {
         let req = state
             .request(Method::GET, None)
             .header(LAST_EVENT_HEADER, last)
-            .body(http_body_util::Either::Right(Empty::new()))
+            .body(Full::new(Bytes::new()))
             .expect("request parts are valid");
-        match state.send(req).await {
+        match state.exchange(req).await {
             None => return,
-            Some(Ok(resp)) if resp.status().is_success() => body = Some(resp.into_body()),
-            Some(Ok(resp)) => {
+            Some(Ok(Exchange { resp, conn })) if resp.status().is_success() => {
+                conn.detach();
+                body = Some(resp.into_body())
+            }
+            Some(Ok(Exchange { resp, .. })) => {
                 return state
                     .fail(
-                        msg,
+                        &msg,
                         format!(
                             "resuming the upstream stream failed: HTTP {}",
                             resp.status()
@@ -305,14 +339,14 @@ async fn read_post_stream(state: &Arc<State>, msg: &Message, body: Incoming) {
             }
             Some(Err(e)) => {
                 return state
-                    .fail(msg, format!("resuming the upstream stream failed: {e}"))
+                    .fail(&msg, format!("resuming the upstream stream failed: {e}"))
                     .await
             }
         }
     }
     state
         .fail(
-            msg,
+            &msg,
             "the upstream kept closing the response stream without answering".into(),
         )
         .await
@@ -389,18 +423,21 @@ async fn get_stream(state: Arc<State>) {
             req = req.header(LAST_EVENT_HEADER, last);
         }
         let req = req
-            .body(http_body_util::Either::Right(Empty::new()))
+            .body(Full::new(Bytes::new()))
             .expect("request parts are valid");
-        match state.send(req).await {
+        match state.exchange(req).await {
             None => return,
-            Some(Ok(resp)) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => return,
-            Some(Ok(resp)) if resp.status() == StatusCode::NOT_FOUND => {
+            Some(Ok(Exchange { resp, .. })) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                return
+            }
+            Some(Ok(Exchange { resp, .. })) if resp.status() == StatusCode::NOT_FOUND => {
                 let reason =
                     "the upstream MCP server no longer knows this session (HTTP 404)".to_string();
                 return state.report(LinkEvent::Closed { reason }).await;
             }
-            Some(Ok(resp)) if resp.status().is_success() => {
+            Some(Ok(Exchange { resp, conn })) if resp.status().is_success() => {
                 failures = 0;
+                conn.detach();
                 if let Pumped::Cancelled =
                     pump(&state, &mut parser, resp.into_body(), None, false).await
                 {

@@ -2,12 +2,13 @@
 //!
 //! Flow: the session router sends client messages with [`Link::send`] and
 //! consumes [`LinkEvent`]s (server messages, then exactly one `Closed`). The
-//! three kinds differ only in framing:
+//! three kinds differ in framing:
 //! - [`stdio`]: a child process per session, newline-delimited JSON;
 //! - [`socket`]: a unix socket served by `mcp-warden-sidecar bridge`, which
 //!   spawns the server per connection, same framing;
 //! - [`http`]: a Streamable HTTP server, one upstream session per link; it
-//!   knows which request each SSE message relates to.
+//!   knows which request each SSE message relates to, and a plain JSON
+//!   answer comes back from `send` itself (no trip through the events).
 
 pub mod framed;
 pub mod http;
@@ -81,8 +82,15 @@ impl Default for LinkLimits {
 /// The sending half of a live link. Dropping it closes the link (kills the
 /// child, closes the socket, deletes the HTTP session).
 pub struct Link {
-    tx: mpsc::Sender<Message>,
+    to_server: ToServer,
     pub(crate) _guard: Option<Box<dyn Send + Sync>>,
+}
+
+enum ToServer {
+    /// A writer task's queue (stdio, socket).
+    Framed(mpsc::Sender<Message>),
+    /// POSTs sent by the caller itself.
+    Http(std::sync::Arc<http::State>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,12 +107,33 @@ pub enum UpstreamError {
     },
     #[error("the MCP server link is closed")]
     Closed,
+    /// The server did not take a request (HTTP status, connection error).
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Link {
-    /// Queue a message for the server; waits when the queue is full.
-    pub async fn send(&self, msg: Message) -> Result<(), UpstreamError> {
-        self.tx.send(msg).await.map_err(|_| UpstreamError::Closed)
+    /// A link whose messages a writer task frames (stdio, socket).
+    pub(crate) fn framed(tx: mpsc::Sender<Message>, guard: Option<Box<dyn Send + Sync>>) -> Link {
+        Link {
+            to_server: ToServer::Framed(tx),
+            _guard: guard,
+        }
+    }
+
+    /// Deliver a message to the server: queued (waits when the queue is
+    /// full), or for HTTP sent, returning the answer to a request when the
+    /// server gave it in the POST's response. Everything else the server
+    /// says arrives as [`LinkEvent`]s.
+    pub async fn send(&self, msg: Message) -> Result<Option<Message>, UpstreamError> {
+        match &self.to_server {
+            ToServer::Framed(tx) => tx
+                .send(msg)
+                .await
+                .map(|()| None)
+                .map_err(|_| UpstreamError::Closed),
+            ToServer::Http(state) => http::post(state, msg).await,
+        }
     }
 }
 
@@ -116,6 +145,13 @@ pub async fn connect(
     match target {
         UpstreamTarget::Command { program, args } => stdio::spawn(program, args, limits),
         UpstreamTarget::Socket(path) => socket::connect(path, limits).await,
-        UpstreamTarget::Http(uri) => Ok(http::connect(uri.clone(), limits)),
+        UpstreamTarget::Http(uri) => {
+            let (state, guard, events) = http::connect(uri.clone(), limits)?;
+            let link = Link {
+                to_server: ToServer::Http(state),
+                _guard: Some(Box::new(guard)),
+            };
+            Ok((link, events))
+        }
     }
 }

@@ -29,5 +29,5 @@ pub async fn connect(
         let reason = format!("the bridged MCP server closed the connection ({why})");
         let _ = events_tx.send(LinkEvent::Closed { reason }).await;
     });
-    Ok((Link { tx, _guard: None }, events_rx))
+    Ok((Link::framed(tx, None), events_rx))
 }

@@ -79,10 +79,7 @@ pub fn spawn(
     });
 
     Ok((
-        Link {
-            tx,
-            _guard: Some(Box::new(GroupKiller(pid))),
-        },
+        Link::framed(tx, Some(Box::new(GroupKiller(pid)))),
         events_rx,
     ))
 }
