@@ -201,7 +201,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.upstream_socket,
         args.command.split_first(),
     ) {
-        (Some(url), None, None) => UpstreamTarget::Http(url.clone()),
+        (Some(url), None, None) => {
+            // The upstream is the server in the same pod, on loopback: TLS
+            // there would protect nothing (the facade's own port is where
+            // TLS ends, in front of it).
+            anyhow::ensure!(
+                matches!(url.scheme_str(), Some("http")) && url.host().is_some(),
+                "--upstream-url must be an http:// URL with a host (got `{url}`); https upstreams are not supported"
+            );
+            UpstreamTarget::Http(url.clone())
+        }
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => UpstreamTarget::Command {
             program: program.clone(),

@@ -262,3 +262,22 @@ def test_lone_surrogate_in_arguments_gets_a_truthful_answer(sess):
 def test_every_request_answered_once(sess):
     """The raw session counted every request it sent through `request()`."""
     assert sess.sent > 0 and sess.sent == sess.answered
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--upstream-url", "https://127.0.0.1:9/mcp"], "https upstreams are not supported"),
+    (["--upstream-url", "/mcp"], "must be an http:// URL with a host"),
+    ([], "no upstream"),
+    (["--upstream-url", "http://127.0.0.1:9/mcp", "--", "true"], "exactly one upstream"),
+], ids=["https", "no-host", "none", "two"])
+def test_bad_upstream_arguments_fail_at_start(args, expected):
+    """A facade that could never reach its server says why and exits,
+    instead of starting and failing every request."""
+    import subprocess
+    from conftest import free_port, sidecar_path
+    if not sidecar_path().exists():
+        pytest.skip("no facade binary")
+    r = subprocess.run([str(sidecar_path()), "run", "--listen", f"127.0.0.1:{free_port()}",
+                        "--admin-listen", f"127.0.0.1:{free_port()}", *args],
+                       capture_output=True, text=True, timeout=15)
+    assert r.returncode != 0 and expected in r.stderr, (r.returncode, r.stderr[-2000:])
