@@ -302,7 +302,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     if args.stdio {
         app.ready.store(true, Ordering::Relaxed);
-        return downstream::stdio::run(app).await;
+        let served = tokio::select! {
+            served = downstream::stdio::run(app.clone()) => served,
+            // Ended by a signal: stop the server and keep the audit trail.
+            () = shutdown_signal() => {
+                app.sessions.close_all("the facade is shutting down");
+                Ok(())
+            }
+        };
+        app.audit.flush(Duration::from_secs(2));
+        return served;
     }
 
     let stop = CancellationToken::new();
@@ -331,6 +340,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     drain(&app, Duration::from_secs(args.drain_timeout_secs)).await;
     stop.cancel();
     let _ = serving.await;
+    app.audit.flush(Duration::from_secs(2));
     Ok(())
 }
 
