@@ -108,6 +108,9 @@ pub struct Session {
     pub(crate) app: Arc<App>,
     state: Mutex<State>,
     link: watch::Sender<Option<Arc<Link>>>,
+    /// Taken in turn by messages on their way to the server (see
+    /// `send_upstream`).
+    send_turn: tokio::sync::Mutex<()>,
     /// Milliseconds since `created` of the last client activity.
     last_activity: AtomicU64,
     created: Instant,
@@ -126,6 +129,7 @@ impl Session {
             app,
             state: Mutex::new(State::default()),
             link,
+            send_turn: tokio::sync::Mutex::new(()),
             last_activity: AtomicU64::new(0),
             created: Instant::now(),
             next_internal: AtomicU64::new(1),
@@ -355,7 +359,15 @@ impl Session {
 
     /// Send to the current link, waiting (bounded) while it restarts. An
     /// answer the link hands back directly (HTTP) is routed like any other.
+    ///
+    /// Messages leave in the order they were handed over: each takes a turn
+    /// (a fair lock, so first come, first served) until it is queued on the
+    /// link, which is what keeps `initialize`, `notifications/initialized`
+    /// and what follows in order while a server starts or restarts. An HTTP
+    /// exchange gives the turn back as soon as it starts (concurrent POSTs
+    /// have no order), except for the handshake.
     async fn send_upstream(&self, msg: Message) -> Result<(), String> {
+        let turn = self.send_turn.lock().await;
         let mut rx = self.link.subscribe();
         let wait =
             tokio::time::timeout(self.app.limits.upstream_wait, rx.wait_for(|l| l.is_some()));
@@ -369,7 +381,14 @@ impl Session {
                 ),
             };
         drop(rx);
-        match link.send(msg).await {
+        let handshake = matches!(msg.method(), "initialize" | "notifications/initialized");
+        let sent = if link.is_queued() || handshake {
+            link.send(msg).await
+        } else {
+            drop(turn);
+            link.send(msg).await
+        };
+        match sent {
             Ok(Some(answer)) => {
                 self.server_response(answer);
                 Ok(())
@@ -512,12 +531,9 @@ impl Session {
         method: &str,
         params: serde_json::Value,
     ) -> Result<Message, String> {
-        let link = self
-            .link
-            .borrow()
-            .clone()
-            .ok_or("the MCP server is not connected")?;
-        self.internal_request(&link, method, &params).await
+        // Through the same ordered hand-over as the client's messages: a
+        // request of the facade's own never overtakes the client's handshake.
+        self.internal_request(None, method, &params).await
     }
 
     /// Whether the client can answer an elicitation.
@@ -636,9 +652,11 @@ impl Session {
     }
 
     /// Send a request of the facade's own and wait for its answer.
+    /// On `link` directly (the handshake replay, before the link is
+    /// published), else on the current link in turn.
     async fn internal_request(
         &self,
-        link: &Link,
+        link: Option<&Link>,
         method: &str,
         params: &serde_json::Value,
     ) -> Result<Message, String> {
@@ -647,8 +665,13 @@ impl Session {
         self.state.lock().unwrap().internal.insert(id.clone(), tx);
         let msg = Message::parse(jsonrpc::request(&id, method, params))
             .map_err(|_| "internal request".to_string())?;
-        if let Some(answer) = link.send(msg).await.map_err(|e| e.to_string())? {
-            self.server_response(answer);
+        match link {
+            Some(link) => {
+                if let Some(answer) = link.send(msg).await.map_err(|e| e.to_string())? {
+                    self.server_response(answer);
+                }
+            }
+            None => self.send_upstream(msg).await?,
         }
         match tokio::time::timeout(self.app.limits.upstream_wait, rx).await {
             Ok(Ok(answer)) => Ok(answer),

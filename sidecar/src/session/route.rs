@@ -39,8 +39,12 @@ impl Session {
                     "reserved request id",
                     None,
                 );
+                // Not from this task: it pumps the answers a send in turn may be waiting for.
                 if let Ok(answer) = Message::parse(bytes) {
-                    let _ = self.send_upstream(answer).await;
+                    let session = self.clone();
+                    tokio::spawn(async move {
+                        let _ = session.send_upstream(answer).await;
+                    });
                 }
             }
             Kind::Notification if msg.method() == "notifications/tools/list_changed" => {

@@ -28,7 +28,9 @@ impl Session {
             .ok()
             .and_then(|v| v.get("params").cloned())
             .unwrap_or_default();
-        let answer = self.internal_request(link, "initialize", &params).await?;
+        let answer = self
+            .internal_request(Some(link), "initialize", &params)
+            .await?;
         if answer.is_error {
             return Err("the restarted MCP server refused the session's initialize".into());
         }

@@ -121,6 +121,12 @@ impl Link {
         }
     }
 
+    /// Whether `send` only queues (stdio, socket): then the order of sends
+    /// is the order the server reads.
+    pub fn is_queued(&self) -> bool {
+        matches!(self.to_server, ToServer::Framed(_))
+    }
+
     /// Deliver a message to the server: queued (waits when the queue is
     /// full), or for HTTP sent, returning the answer to a request when the
     /// server gave it in the POST's response. Everything else the server
