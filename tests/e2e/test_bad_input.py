@@ -201,6 +201,8 @@ def test_wrong_host_or_origin_is_403(sess, headers):
     r = sess.post({"jsonrpc": "2.0", "id": 40, "method": "tools/list"}, headers=headers)
     err = rpc_error(r, 403, -32600)
     assert "Forbidden" in err["message"] and ("Host" in err["message"] or "Origin" in err["message"])
+    # refused before the body was read: the connection closes, and says so
+    assert r.headers.get("connection") == "close", r.headers
     assert_still_works(sess)
 
 

@@ -62,6 +62,19 @@ pub type ResponseBody = http_body_util::combinators::UnsyncBoxBody<Bytes, Infall
 
 /// Handle one HTTP request to the MCP endpoint.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
+    // A POST refused before its body was read (wrong Host, unknown path,
+    // bad token) leaves the connection unusable; the client must know it
+    // closes, or its next request on it races the close and is lost.
+    let post = req.method() == Method::POST;
+    let resp = route(app, req).await;
+    if post {
+        close_if_refused(resp)
+    } else {
+        resp
+    }
+}
+
+async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
     if req.uri().path() != "/mcp" {
         return json_error(
             StatusCode::NOT_FOUND,
@@ -84,7 +97,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
     );
     let caller = match app.policy.load().auth.authenticate(token) {
         Ok(identity) => Arc::new(identity),
-        Err(failure) => return close_if_refused(unauthorized(&app, failure)),
+        Err(failure) => return unauthorized(&app, failure),
     };
     // Another replica's session: relay it there (forged ids answer 404).
     let owner = req
@@ -105,7 +118,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
         _ => {}
     }
     match *req.method() {
-        Method::POST => close_if_refused(post(app, req, caller).await),
+        Method::POST => post(app, req, caller).await,
         Method::GET => get(app, req, &caller),
         Method::DELETE => delete(app, req, &caller),
         _ => {
