@@ -194,6 +194,16 @@ pub fn decide(
     }
 }
 
+/// Whether the server's recorded status says it waits for an admin's
+/// approval (what `mcpwarden_capabilities_pending` counts).
+pub fn is_pending(server: &MCPServer) -> bool {
+    server.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "CapabilitiesApproved" && c.reason == "PendingApproval")
+    })
+}
+
 /// The `mcpwarden.dev/approve` annotation of a server, if set.
 pub fn annotation(server: &MCPServer) -> Option<&str> {
     server
@@ -282,6 +292,35 @@ mod tests {
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn pending_is_read_from_the_recorded_condition() {
+        let mut server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\nspec: {image: i, toolProfileRef: {name: p}}\n",
+        )
+        .unwrap();
+        assert!(!is_pending(&server), "no status yet");
+        let condition = |reason: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "CapabilitiesApproved".into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Default::default(),
+            ),
+        };
+        server.status = Some(MCPServerStatus {
+            conditions: vec![condition("PendingApproval")],
+            ..Default::default()
+        });
+        assert!(is_pending(&server));
+        server.status = Some(MCPServerStatus {
+            conditions: vec![condition("Baseline")],
+            ..Default::default()
+        });
+        assert!(!is_pending(&server));
     }
 
     #[test]

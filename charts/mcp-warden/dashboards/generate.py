@@ -148,13 +148,16 @@ def build() -> dict:
     d = (d.with_row(dash.Row("Operator"))
          .with_panel(series("Reconciles by result", "MCPServer reconciles per second by result.", "ops",
                             query(f"sum by (result) (rate(mcpwarden_reconcile_total[{RATE}]))", "{{result}}"),
-                            width=8, stacked=True))
+                            width=6, stacked=True))
          .with_panel(series("Reconcile errors", "Reconciles that failed (resolve, apply or status errors); "
                             "`waiting` (an invalid spec) is not an error.", "ops",
                             query(f'sum by (result) (rate(mcpwarden_reconcile_total{{result=~".+_error"}}[{RATE}]))',
-                                  "{{result}}"), width=8))
+                                  "{{result}}"), width=6))
          .with_panel(series("Reconcile duration", "Duration of one MCPServer reconcile (p50, p95, p99).", "s",
-                            *quantiles("mcpwarden_reconcile_duration_seconds"), width=8)))
+                            *quantiles("mcpwarden_reconcile_duration_seconds"), width=6))
+         .with_panel(series("Servers waiting for approval", "MCPServers whose requested capabilities wait for "
+                            "an admin's `mcpwarden.dev/approve` (counted by the leading operator).", "short",
+                            query("max(mcpwarden_capabilities_pending)", "pending"), width=6)))
     doc = json.loads(json.dumps(d.build(), cls=JSONEncoder))
     for n, panel in enumerate(doc["panels"], 1):  # Grafana wants unique panel ids
         panel["id"] = n

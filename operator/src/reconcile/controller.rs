@@ -68,6 +68,14 @@ pub async fn run(
         watcher::Config::default(),
     );
     let store = controller.store();
+    let pending_store = store.clone();
+    ctx.metrics.count_pending_with(move || {
+        pending_store
+            .state()
+            .iter()
+            .filter(|s| crate::capabilities::is_pending(s))
+            .count()
+    });
     let (tool_store, sandbox_store) = (store.clone(), store);
     controller
         .owns(Api::<Deployment>::all(client.clone()), owned())
