@@ -208,55 +208,67 @@ pub async fn patch_ca_bundles(
 ) -> Result<usize, CertError> {
     let bundle = serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec()))
         .expect("bytes serialize as base64");
-    let params = PatchParams::default();
-    let mut patched = 0;
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let err = |what: &str| {
-        let what = format!("{what} {config_name}");
-        move |source| CertError::Api { what, source }
+    let validating = patch_one(
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+        "ValidatingWebhookConfiguration",
+        config_name,
+        &bundle,
+        |c| {
+            c.webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| w.name)
+                .collect()
+        },
+    );
+    let mutating = patch_one(
+        Api::<MutatingWebhookConfiguration>::all(client.clone()),
+        "MutatingWebhookConfiguration",
+        config_name,
+        &bundle,
+        |c| {
+            c.webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| w.name)
+                .collect()
+        },
+    );
+    Ok(usize::from(validating.await?) + usize::from(mutating.await?))
+}
+
+/// Patch the `caBundle` of every webhook of one configuration, if it exists
+/// and has webhooks. Returns whether it was patched.
+async fn patch_one<K>(
+    api: Api<K>,
+    kind: &str,
+    config_name: &str,
+    bundle: &serde_json::Value,
+    webhook_names: impl FnOnce(K) -> Vec<String>,
+) -> Result<bool, CertError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let err = |source| CertError::Api {
+        what: format!("{kind} {config_name}"),
+        source,
     };
-    if let Some(live) = validating
-        .get_opt(config_name)
-        .await
-        .map_err(err("ValidatingWebhookConfiguration"))?
-    {
-        let names: Vec<String> = live
-            .webhooks
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| w.name)
-            .collect();
-        if !names.is_empty() {
-            let patch = bundle_patch(&names, &bundle);
-            validating
-                .patch(config_name, &params, &Patch::Strategic(patch))
-                .await
-                .map_err(err("ValidatingWebhookConfiguration"))?;
-            patched += 1;
-        }
+    let Some(live) = api.get_opt(config_name).await.map_err(err)? else {
+        return Ok(false);
+    };
+    let names = webhook_names(live);
+    if names.is_empty() {
+        return Ok(false);
     }
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    if let Some(live) = mutating
-        .get_opt(config_name)
-        .await
-        .map_err(err("MutatingWebhookConfiguration"))?
-    {
-        let names: Vec<String> = live
-            .webhooks
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| w.name)
-            .collect();
-        if !names.is_empty() {
-            let patch = bundle_patch(&names, &bundle);
-            mutating
-                .patch(config_name, &params, &Patch::Strategic(patch))
-                .await
-                .map_err(err("MutatingWebhookConfiguration"))?;
-            patched += 1;
-        }
-    }
-    Ok(patched)
+    let patch = bundle_patch(&names, bundle);
+    api.patch(
+        config_name,
+        &PatchParams::default(),
+        &Patch::Strategic(patch),
+    )
+    .await
+    .map_err(err)?;
+    Ok(true)
 }
 
 fn bundle_patch(names: &[String], bundle: &serde_json::Value) -> serde_json::Value {

@@ -86,6 +86,17 @@ impl Sessions {
         }
     }
 
+    /// The sessions for which `pred` holds, taken out of the map's lock.
+    fn matching(&self, pred: impl Fn(&Session) -> bool) -> Vec<(Arc<str>, Arc<Session>)> {
+        self.map
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| pred(s))
+            .map(|(id, s)| (id.clone(), s.clone()))
+            .collect()
+    }
+
     /// Periodically fail forwarded requests the server sits on past
     /// `--request-timeout-secs` (one sweep for all sessions instead of a
     /// timer per request).
@@ -94,16 +105,7 @@ impl Sessions {
             .clamp(Duration::from_millis(100), Duration::from_secs(1));
         loop {
             tokio::time::sleep(every).await;
-            let busy: Vec<Arc<Session>> = app
-                .sessions
-                .map
-                .read()
-                .unwrap()
-                .values()
-                .filter(|s| s.in_flight() > 0)
-                .cloned()
-                .collect();
-            for session in busy {
+            for (_, session) in app.sessions.matching(|s| s.in_flight() > 0) {
                 session.expire_requests().await;
             }
         }
@@ -115,20 +117,12 @@ impl Sessions {
             .clamp(Duration::from_millis(100), Duration::from_secs(30));
         loop {
             tokio::time::sleep(every).await;
-            let expired: Vec<Arc<str>> = app
-                .sessions
-                .map
-                .read()
-                .unwrap()
-                .iter()
-                .filter(|(_, s)| {
-                    s.is_closed()
-                        || s.idle_for()
-                            .is_some_and(|idle| idle > app.limits.idle_timeout)
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in expired {
+            let expired = app.sessions.matching(|s| {
+                s.is_closed()
+                    || s.idle_for()
+                        .is_some_and(|idle| idle > app.limits.idle_timeout)
+            });
+            for (id, _) in expired {
                 tracing::info!(session = %id, "ending idle session");
                 app.sessions.remove(
                     &app,

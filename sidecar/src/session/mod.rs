@@ -441,15 +441,8 @@ impl Session {
                         _ => return Ok(None),
                     }
                 }
-                let params = serde_json::json!({
-                    "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
-                    "reason": "mcp-warden: the call exceeded its time limit",
-                });
-                if let Ok(cancel) =
-                    Message::parse(jsonrpc::notification("notifications/cancelled", &params))
-                {
-                    let _ = self.send_upstream(cancel).await;
-                }
+                self.cancel_upstream(&id, "mcp-warden: the call exceeded its time limit")
+                    .await;
                 Err(())
             }
         }
@@ -503,15 +496,21 @@ impl Session {
             }
         }
         for id in cancelled {
-            let params = serde_json::json!({
-                "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
-                "reason": "mcp-warden: the request exceeded its time limit",
-            });
-            if let Ok(cancel) =
-                Message::parse(jsonrpc::notification("notifications/cancelled", &params))
-            {
-                let _ = self.send_upstream(cancel).await;
-            }
+            self.cancel_upstream(&id, "mcp-warden: the request exceeded its time limit")
+                .await;
+        }
+    }
+
+    /// Tell the server to stop working on a request nobody waits for any more.
+    async fn cancel_upstream(&self, id: &RequestId, reason: &str) {
+        let params = serde_json::json!({
+            "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
+            "reason": reason,
+        });
+        if let Ok(cancel) =
+            Message::parse(jsonrpc::notification("notifications/cancelled", &params))
+        {
+            let _ = self.send_upstream(cancel).await;
         }
     }
 
