@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-"jsonrpc_message sse_parser arg_rules policy_loader redaction strict_json"}
+TARGETS=${FUZZ_TARGETS:-"jsonrpc_message sse_parser arg_rules policy_loader redaction strict_json reframe"}
 LOCK=${CARGO_LOCK-}
 if [ -z "${CARGO_LOCK+x}" ] && command -v flock >/dev/null; then LOCK="flock /tmp/cargo-build.lock"; fi
 LOGS=${FUZZ_LOGS:-target/fuzz-logs}

@@ -15,6 +15,9 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The issuer name of static bearer tokens in role bindings.
+pub const STATIC_ISSUER: &str = "static";
+
 /// `apiVersion` of a FacadePolicy document.
 pub const API_VERSION: &str = "mcpwarden.dev/v1alpha1";
 /// `kind` of a FacadePolicy document.
@@ -43,6 +46,13 @@ pub struct FacadePolicy {
     /// Profile-wide budgets; a tool's own `limits` override them field by field.
     #[serde(default)]
     pub limits: Limits,
+    /// Which resources (`resources/list|read|templates/list|subscribe`)
+    /// callers may see and read. Empty: none.
+    #[serde(default, skip_serializing_if = "ResourcePolicy::is_default")]
+    pub resources: ResourcePolicy,
+    /// Which prompts (`prompts/list|get`) callers may see and get. Empty: none.
+    #[serde(default, skip_serializing_if = "PromptPolicy::is_default")]
+    pub prompts: PromptPolicy,
     /// Secret redaction in tool results.
     #[serde(default)]
     pub redaction: Redaction,
@@ -88,6 +98,8 @@ impl Default for FacadePolicy {
             default_action: DefaultAction::Deny,
             tools: Vec::new(),
             limits: Limits::default(),
+            resources: ResourcePolicy::default(),
+            prompts: PromptPolicy::default(),
             redaction: Redaction::default(),
             risk_prefix: false,
             clean_schemas: true,
@@ -323,6 +335,96 @@ pub enum OutputOverflow {
     Fail,
 }
 
+/// Whether a matching rule lets something through or keeps it out.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum RuleAction {
+    /// Visible and usable by callers with at least the rule's `requiredRole`.
+    #[default]
+    Allow,
+    /// Hidden and refused, whatever other rule matches (deny beats allow).
+    Deny,
+}
+
+/// The resources callers may list, read and subscribe to.
+///
+/// Precedence: a matching `deny` rule hides the resource; else the first
+/// matching `allow` rule (in the order written) gives its `requiredRole`;
+/// else `defaultAction` decides (an `allow` default needs the `viewer` role).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourcePolicy {
+    /// What happens to a resource no rule matches (default `deny`).
+    #[serde(default)]
+    pub default_action: DefaultAction,
+    /// URI rules, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<ResourceRule>,
+}
+
+impl ResourcePolicy {
+    /// Whether this is the empty (deny-all) policy, left out when serializing.
+    pub fn is_default(&self) -> bool {
+        self == &ResourcePolicy::default()
+    }
+}
+
+/// One resource rule.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceRule {
+    /// A URI glob. `file:///srv/docs/**` and patterns without a scheme
+    /// (`**/.env`) match `file://` URIs by their normalized path, like
+    /// `kind: path` argument rules; any other pattern (`note://public/*`)
+    /// matches the whole URI. `*` stops at `/`, `**` crosses it. Resource
+    /// templates are matched by their `uriTemplate` text.
+    pub uri: String,
+    /// `allow` (default) or `deny`. Deny patterns ignore case.
+    #[serde(default)]
+    pub action: RuleAction,
+    /// The least role that may see and read a resource this rule allows
+    /// (default `viewer`: reading a resource changes nothing).
+    #[serde(default = "viewer")]
+    pub required_role: Role,
+}
+
+/// The prompts callers may list and get. Same precedence as [`ResourcePolicy`].
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptPolicy {
+    /// What happens to a prompt no rule names (default `deny`).
+    #[serde(default)]
+    pub default_action: DefaultAction,
+    /// Prompt rules, by exact name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<PromptRule>,
+}
+
+impl PromptPolicy {
+    /// Whether this is the empty (deny-all) policy, left out when serializing.
+    pub fn is_default(&self) -> bool {
+        self == &PromptPolicy::default()
+    }
+}
+
+/// One prompt rule.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptRule {
+    /// The prompt's name as the server lists it.
+    pub name: String,
+    /// `allow` (default) or `deny`.
+    #[serde(default)]
+    pub action: RuleAction,
+    /// The least role that may see and get it (default `viewer`).
+    #[serde(default = "viewer")]
+    pub required_role: Role,
+}
+
+fn viewer() -> Role {
+    Role::Viewer
+}
+
 /// Secret redaction in results.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -377,6 +479,13 @@ pub enum ScanAction {
 pub struct RoleBinding {
     /// The role granted.
     pub role: Role,
+    /// Whose `subjects` and `groups` these are: a JWT issuer's `issuer`, the
+    /// service-account issuer, or `static` for static tokens. Required when
+    /// the policy accepts more than one of them: `alice` of one issuer is
+    /// not `alice` of another. `serviceAccounts` always belong to the
+    /// service-account issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
     /// Exact subjects (token subject or JWT `sub`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subjects: Vec<String>,
@@ -553,6 +662,14 @@ impl FacadePolicy {
             quarantine_on_drift: false,
             poisoning_scan: ScanAction::Warn,
             risk_ceiling: RiskLevel::Critical,
+            resources: ResourcePolicy {
+                default_action: DefaultAction::Allow,
+                rules: Vec::new(),
+            },
+            prompts: PromptPolicy {
+                default_action: DefaultAction::Allow,
+                rules: Vec::new(),
+            },
             auth: AuthConfig {
                 anonymous: Some(AnonymousAccess { role: Role::Admin }),
                 ..Default::default()

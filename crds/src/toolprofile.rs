@@ -8,7 +8,10 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{DefaultAction, Limits, Redaction, RoleBinding, ScanAction, ToolRule};
+use crate::policy::{
+    DefaultAction, Limits, PromptPolicy, Redaction, ResourcePolicy, RoleBinding, ScanAction,
+    ToolRule,
+};
 
 /// The exposed name of a tool (its alias, else its upstream name), in CEL.
 const EXPOSED: &str = "(has(t.alias) ? t.alias : t.name)";
@@ -77,6 +80,17 @@ pub struct ToolProfileSpec {
     /// (default false).
     #[serde(default)]
     pub risk_prefix: bool,
+    /// Which resources callers may list, read and subscribe to, by URI
+    /// pattern (`file:///srv/docs/**`, `**/.env`, `note://public/*`): a
+    /// matching `deny` rule hides a resource, else the first matching `allow`
+    /// rule gives the role it needs, else `defaultAction` (default `deny`:
+    /// no resource is visible until a rule allows it).
+    #[serde(default)]
+    pub resources: ResourcePolicy,
+    /// Which prompts callers may list and get, by exact name; same
+    /// precedence as `resources` (default `deny`).
+    #[serde(default)]
+    pub prompts: PromptPolicy,
 }
 
 fn default_true() -> bool {

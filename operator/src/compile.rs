@@ -71,6 +71,8 @@ pub fn compile_policy(
         default_action: tools.default_action,
         tools: tools.tools.clone(),
         limits: tools.limits.clone(),
+        resources: tools.resources.clone(),
+        prompts: tools.prompts.clone(),
         redaction: tools.redaction.clone(),
         risk_prefix: tools.risk_prefix,
         quarantine_on_drift: tools.quarantine_on_drift,

@@ -11,14 +11,15 @@
 //!   │                          ◄── by_exposed:  alias (or name) → index
 //!   ├─ profile_limits (for tools without a rule, under defaultAction: allow)
 //!   ├─ approved (upstream names above riskCeiling an admin approved)
+//!   ├─ resources, prompts (rules for the other things a server offers)
 //!   ├─ redactor, roles
 //! ```
 //!
 //! Decisions made here (beyond syntax):
-//! - **Empty allowlist**: `defaultAction: deny` with no `tools` is
-//!   [`ConfigError::EmptyAllowlist`] (seed 004). So an empty document, which
-//!   parses as deny-all, does not compile: a facade that can never expose a
-//!   tool is a mistake, not a policy. `defaultAction: allow` with no tools
+//! - **Empty allowlist**: `defaultAction: deny` with no `tools`, no
+//!   resource and no prompt rules is [`ConfigError::EmptyAllowlist`]. So an
+//!   empty document, which parses as deny-all, does not compile: a facade
+//!   that can never expose anything is a mistake, not a policy. `defaultAction: allow` with no tools
 //!   is fine (that is `FacadePolicy::allow_all`).
 //! - **Write-capable tools under `defaultAction: allow`**: a tool without a
 //!   rule is exposed with required role `user`, the profile's limits, no
@@ -45,6 +46,7 @@ use crate::error::{is_snake_case, ConfigError};
 use crate::limits::ResolvedLimits;
 use crate::pin::is_pin;
 use crate::redact::Redactor;
+use crate::resources::{PromptRules, ResourceRules};
 use crate::roles::RoleIndex;
 
 /// One listed tool, compiled (a read-only view for callers).
@@ -84,6 +86,8 @@ pub struct CompiledPolicy {
     pub(crate) by_upstream: HashMap<String, usize>,
     pub(crate) by_exposed: HashMap<String, usize>,
     pub(crate) profile_limits: ResolvedLimits,
+    pub(crate) resources: ResourceRules,
+    pub(crate) prompts: PromptRules,
     redactor: Redactor,
     roles: RoleIndex,
 }
@@ -101,7 +105,11 @@ impl CompiledPolicy {
                 ),
             ));
         }
-        if p.default_action == DefaultAction::Deny && p.tools.is_empty() {
+        let nothing_else = p.resources.default_action == DefaultAction::Deny
+            && p.resources.rules.is_empty()
+            && p.prompts.default_action == DefaultAction::Deny
+            && p.prompts.rules.is_empty();
+        if p.default_action == DefaultAction::Deny && p.tools.is_empty() && nothing_else {
             errors.push(ConfigError::EmptyAllowlist);
         }
         ResolvedLimits::validate(&p.limits, "limits", &mut errors);
@@ -201,6 +209,8 @@ impl CompiledPolicy {
             errors.extend(e);
             Redactor::disabled()
         });
+        let resources = ResourceRules::compile(&p.resources, &mut errors);
+        let prompts = PromptRules::compile(&p.prompts, &mut errors);
         let roles = RoleIndex::compile(&p.roles, &p.auth, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
@@ -217,6 +227,8 @@ impl CompiledPolicy {
             by_upstream,
             by_exposed,
             profile_limits,
+            resources,
+            prompts,
             redactor,
             roles,
         })

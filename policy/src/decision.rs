@@ -24,6 +24,13 @@
 //!    ([`Grant::approval`]): the sidecar asks the person (elicitation) or
 //!    answers [`Grant::approval_denial`] (-32008).
 //!
+//! Resources and prompts follow the same order with fewer steps
+//! ([`CompiledPolicy::decide_resource`], [`CompiledPolicy::decide_template`],
+//! [`CompiledPolicy::decide_prompt`]): no role → -32003 `no_role`; not
+//! allowed (rule precedence in [`crate::resources`]) → -32004
+//! `resource_not_available` | `prompt_not_available` (or the reason a URI
+//! could not be judged); role below the rule's → -32003 `role_too_low`.
+//!
 //! Role (3) is judged on the profile alone, before existence (4), so a
 //! caller whose role is too low learns only what the profile lists, never
 //! what the server has. Budgets (-32005), timeouts (-32007) and schema
@@ -39,6 +46,7 @@ use serde_json::Value;
 use crate::args::{ArgRules, ArgVerdict};
 use crate::compile::CompiledPolicy;
 use crate::limits::ResolvedLimits;
+use crate::resources::Hidden;
 use crate::risk::effective;
 use crate::schema::Violation;
 use crate::tools::{ObservedTool, Quarantine, Target};
@@ -99,8 +107,35 @@ impl ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denial {
     /// Authenticated, but no role is bound to the caller.
-    #[error("You have no role on this server, so no tool is available. {}", self.hint())]
+    #[error("You have no role on this server, so nothing on it is available. {}", self.hint())]
     NoRole,
+    /// A resource outside the allowlist, denied, or not a URI the policy
+    /// can judge (the reason says which).
+    #[error("Unknown resource: `{}`. {}", bounded(.uri), self.hint())]
+    ResourceNotAvailable {
+        /// The URI (or URI template) as the caller sent it.
+        uri: String,
+        /// `resource_not_available`, or why the URI was refused (`nul_byte`, …).
+        reason: &'static str,
+    },
+    /// A prompt outside the allowlist.
+    #[error("Unknown prompt: `{}`. {}", bounded(.name), self.hint())]
+    PromptNotAvailable {
+        /// The name the caller used.
+        name: String,
+    },
+    /// Below the required role of a resource or prompt rule.
+    #[error("The {what} `{}` requires the {} role; you have {}. {}", bounded(.name), role_name(*.required), role_name(*.actual), self.hint())]
+    ItemRoleTooLow {
+        /// `resource` or `prompt`.
+        what: &'static str,
+        /// The URI or prompt name.
+        name: String,
+        /// The rule's `requiredRole`.
+        required: Role,
+        /// The caller's role.
+        actual: Role,
+    },
     /// Below the tool's required role.
     #[error("Tool `{tool}` requires the {} role; you have {}. {}", role_name(*.required), role_name(*.actual), self.hint())]
     RoleTooLow {
@@ -194,7 +229,12 @@ impl Denial {
     /// The error code.
     pub fn error_code(&self) -> ErrorCode {
         match self {
-            Denial::NoRole | Denial::RoleTooLow { .. } => ErrorCode::PermissionDenied,
+            Denial::NoRole | Denial::RoleTooLow { .. } | Denial::ItemRoleTooLow { .. } => {
+                ErrorCode::PermissionDenied
+            }
+            Denial::ResourceNotAvailable { .. } | Denial::PromptNotAvailable { .. } => {
+                ErrorCode::PolicyBlocked
+            }
             Denial::NotAvailable { .. }
             | Denial::Quarantined { .. }
             | Denial::RiskAboveCeiling { .. }
@@ -214,8 +254,10 @@ impl Denial {
     pub fn reason(&self) -> &'static str {
         match self {
             Denial::NoRole => "no_role",
-            Denial::RoleTooLow { .. } => "role_too_low",
+            Denial::RoleTooLow { .. } | Denial::ItemRoleTooLow { .. } => "role_too_low",
             Denial::NotAvailable { .. } => "tool_not_available",
+            Denial::ResourceNotAvailable { reason, .. } => reason,
+            Denial::PromptNotAvailable { .. } => "prompt_not_available",
             Denial::Quarantined { cause, .. } => cause.reason(),
             Denial::RiskAboveCeiling { .. } => "risk_above_ceiling",
             Denial::WriteWithoutSandbox { .. } => "write_without_sandbox",
@@ -229,7 +271,9 @@ impl Denial {
     /// `data.limit`, where there is one (the required role, the ceiling).
     pub fn limit(&self) -> Option<&'static str> {
         match self {
-            Denial::RoleTooLow { required, .. } => Some(role_name(*required)),
+            Denial::RoleTooLow { required, .. } | Denial::ItemRoleTooLow { required, .. } => {
+                Some(role_name(*required))
+            }
             Denial::RiskAboveCeiling { ceiling, .. } => Some(risk_name(*ceiling)),
             _ => None,
         }
@@ -238,7 +282,9 @@ impl Denial {
     /// `data.observed`, where there is one (the caller's role, the tool's risk).
     pub fn observed(&self) -> Option<&'static str> {
         match self {
-            Denial::RoleTooLow { actual, .. } => Some(role_name(*actual)),
+            Denial::RoleTooLow { actual, .. } | Denial::ItemRoleTooLow { actual, .. } => {
+                Some(role_name(*actual))
+            }
             Denial::RiskAboveCeiling { risk, .. } => Some(risk_name(*risk)),
             _ => None,
         }
@@ -250,6 +296,11 @@ impl Denial {
             Denial::NoRole => "Ask an administrator to grant you a role.",
             Denial::RoleTooLow { .. } => "Use a tool your role allows, or ask an administrator for a higher role.",
             Denial::NotAvailable { .. } => "Call tools/list to see the tools you can use.",
+            Denial::ResourceNotAvailable { .. } => {
+                "Call resources/list or resources/templates/list to see the resources you can read."
+            }
+            Denial::PromptNotAvailable { .. } => "Call prompts/list to see the prompts you can use.",
+            Denial::ItemRoleTooLow { .. } => "Ask an administrator for a higher role.",
             Denial::Quarantined { .. } | Denial::RiskAboveCeiling { .. } => {
                 "Use another tool, or ask an administrator to approve this one."
             }
@@ -345,6 +396,15 @@ impl Decision<'_> {
 
 static NO_ARGUMENT_RULES: ArgRules = ArgRules::EMPTY;
 
+/// A caller-chosen name or URI in a message, cut to a readable length.
+fn bounded(s: &str) -> &str {
+    let mut end = s.len().min(200);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// The decision, in the precedence written at the top of this module.
 pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
     let Some(role) = q.role else {
@@ -430,7 +490,56 @@ pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
     })
 }
 
+/// The shared tail of the resource and prompt decisions: no role first,
+/// then what the rules say, then the role.
+fn decide_item(
+    what: &'static str,
+    name: &str,
+    role: Option<Role>,
+    required: Result<Role, Hidden>,
+) -> Result<(), Denial> {
+    let role = role.ok_or(Denial::NoRole)?;
+    let required = required.map_err(|hidden| match (what, hidden) {
+        ("prompt", _) => Denial::PromptNotAvailable {
+            name: name.to_string(),
+        },
+        (_, Hidden::NotAllowed) => Denial::ResourceNotAvailable {
+            uri: name.to_string(),
+            reason: "resource_not_available",
+        },
+        (_, Hidden::Refused(reason)) => Denial::ResourceNotAvailable {
+            uri: name.to_string(),
+            reason,
+        },
+    })?;
+    if role < required {
+        return Err(Denial::ItemRoleTooLow {
+            what,
+            name: name.to_string(),
+            required,
+            actual: role,
+        });
+    }
+    Ok(())
+}
+
 impl CompiledPolicy {
+    /// May a caller with `role` list, read or subscribe to resource `uri`?
+    pub fn decide_resource(&self, uri: &str, role: Option<Role>) -> Result<(), Denial> {
+        decide_item("resource", uri, role, self.resources.required_role(uri))
+    }
+
+    /// May a caller with `role` see (or complete) resource template `uri_template`?
+    pub fn decide_template(&self, uri_template: &str, role: Option<Role>) -> Result<(), Denial> {
+        let required = self.resources.template_role(uri_template);
+        decide_item("resource", uri_template, role, required)
+    }
+
+    /// May a caller with `role` list, get (or complete) prompt `name`?
+    pub fn decide_prompt(&self, name: &str, role: Option<Role>) -> Result<(), Denial> {
+        decide_item("prompt", name, role, self.prompts.required_role(name))
+    }
+
     /// [`decide`] for one upstream tool in a tools/list answer.
     pub fn decide_list<'a>(&'a self, tool: &'a ObservedTool, role: Option<Role>) -> Decision<'a> {
         decide(

@@ -9,9 +9,10 @@
 /// One problem in a policy document.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// `defaultAction: deny` and no tool rules: the facade would expose
-    /// nothing (seed 004: an empty allowlist is a configuration error).
-    #[error("tools: the allowlist is empty and defaultAction is deny, so no tool could ever be used; list tools or set defaultAction: allow")]
+    /// `defaultAction: deny` and no tool, resource or prompt rules: the
+    /// facade would expose nothing (an empty allowlist is a configuration
+    /// error, not a policy).
+    #[error("tools: the allowlist is empty and defaultAction is deny, so no tool could ever be used; list tools (or resources or prompts) or set defaultAction: allow")]
     EmptyAllowlist,
     /// Two rules for the same upstream tool.
     #[error("{at}: a rule for upstream tool {name:?} already exists")]

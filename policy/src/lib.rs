@@ -14,6 +14,8 @@
 //!        └─► CompiledPolicy::assess ─► quarantine state
 //!  tools/list: by_upstream ─┐
 //!  tools/call: by_exposed  ─┴► decide ─► Decision::{Allow(Grant), Deny(Denial)}  decision.rs
+//!  resources/*, prompts/*, completion ──► decide_resource / decide_template
+//!        / decide_prompt (same role rule as tools)                   resources.rs
 //!  tools/call arguments ──► SchemaCache::validate_input (-32602)        schema.rs
 //!  tools/list schemas   ──► clean_schema                                schema.rs
 //!  results ──► Redactor::redact_json · SchemaCache::validate_output
@@ -34,6 +36,7 @@ mod path;
 pub mod pin;
 pub mod poison;
 mod redact;
+mod resources;
 pub mod risk;
 mod roles;
 mod schema;
@@ -49,7 +52,8 @@ pub use limits::ResolvedLimits;
 pub use pin::{canonical_json, definition_hash};
 pub use poison::{Finding, FindingKind};
 pub use redact::{RedactionCounts, Redactor, BUILTIN_KINDS};
-pub use roles::RoleIndex;
+pub use resources::{Hidden, PromptRules, ResourceRules};
+pub use roles::{issuers, RoleIndex};
 pub use schema::{clean_schema, SchemaCache, SchemaError, Violation, DROPPED_KEYWORDS};
 pub use tools::{ObservedTool, Quarantine, Target};
 

@@ -30,6 +30,21 @@ pub(crate) type Refusal = &'static str;
 /// The normalized readings of `raw`, deduplicated, or why it is refused.
 /// `root` must be an absolute, already normalized directory.
 pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<String>, Refusal> {
+    // Most values read the same every way: normalize each distinct reading once.
+    let mut out: Vec<String> = Vec::with_capacity(1);
+    for reading in readings(raw)? {
+        let p = normalize(&reading, root)?;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// The distinct readings of `raw` before any path normalization: as
+/// written, percent-decoded, and NFKC-folded after decoding (also used for
+/// resource URIs), or why it is refused.
+pub(crate) fn readings(raw: &str) -> Result<Vec<String>, Refusal> {
     let decoded = decode(raw)?;
     check_chars(&decoded)?;
     let folded: Cow<'_, str> = if decoded.is_ascii() {
@@ -38,15 +53,10 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
         Cow::Owned(decoded.nfkc().collect())
     };
     check_chars(&folded)?;
-    // Most values read the same every way: normalize each distinct reading once.
-    let mut out: Vec<String> = Vec::with_capacity(1);
-    out.push(normalize(raw, root)?);
+    let mut out = vec![raw.to_string()];
     for reading in [&*decoded, &*folded] {
-        if reading != raw {
-            let p = normalize(reading, root)?;
-            if !out.contains(&p) {
-                out.push(p);
-            }
+        if !out.iter().any(|r| r == reading) {
+            out.push(reading.to_string());
         }
     }
     Ok(out)

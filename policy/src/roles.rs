@@ -1,33 +1,55 @@
 //! Role bindings and authentication settings: validation and lookup.
 //!
 //! Flow: the policy's `roles` and `auth` --[`RoleIndex::compile`]-->
-//! [`RoleIndex`]; the sidecar authenticates a caller (subject, groups,
-//! service account) and asks [`RoleIndex::role_for`] for its role. No match
-//! is `None`: authenticated but unmapped, which sees no tool at all.
+//! [`RoleIndex`]; the sidecar authenticates a caller (issuer, subject,
+//! groups, service account) and asks [`RoleIndex::role_for`] for its role.
+//! No match is `None`: authenticated but unmapped, which gets nothing.
+//!
+//! Identity is issuer-qualified: `alice` of one issuer is not `alice` of
+//! another, and a group claimed in one issuer's token counts only for
+//! bindings on that issuer. The issuers are the configured JWT issuers (by
+//! `issuer`), the service-account issuer, and `static` for static tokens. A
+//! binding names its issuer; it may leave it out only when the policy
+//! accepts exactly one, which it then means. `serviceAccounts` always
+//! belong to the service-account issuer.
 //!
 //! Rules checked: every binding names at least one subject, group or
-//! service account; no empty names; service accounts are `namespace/name`;
-//! one subject, group or service account is not bound to two different
-//! roles (ambiguity is an error, not "highest wins"); static token hashes
-//! are 64 hex digits, unique, with a subject; JWT issuers have an issuer,
-//! at least one audience, a JWKS file and a clock skew of at most 300 s;
-//! service-account tokens have an issuer and a JWKS file. A caller matching
-//! bindings through *different* names (its subject and a group) gets the
-//! highest of those roles.
+//! service account; no empty names; a binding's issuer is one the policy
+//! accepts (and is named when there are several); service accounts are
+//! `namespace/name`; one subject, group or service account is not bound to
+//! two different roles (ambiguity is an error, not "highest wins"); static
+//! token hashes are 64 hex digits, unique, with a subject; JWT issuers are
+//! unique, not `static`, have at least one audience, a JWKS file and a
+//! clock skew of at most 300 s; service-account tokens have an issuer and
+//! a JWKS file. A caller matching bindings through *different* names (its
+//! subject and a group) gets the highest of those roles.
 
 use std::collections::HashMap;
 
-use mcp_warden_crds::policy::{AuthConfig, Role, RoleBinding};
+use mcp_warden_crds::policy::{AuthConfig, Role, RoleBinding, STATIC_ISSUER};
 
 use crate::error::ConfigError;
 
-/// Who gets which role, indexed.
+/// Who gets which role, indexed by (issuer, name).
 #[derive(Debug, Clone, Default)]
 pub struct RoleIndex {
     anonymous: Option<Role>,
-    subjects: HashMap<String, Role>,
-    groups: HashMap<String, Role>,
+    subjects: HashMap<(String, String), Role>,
+    groups: HashMap<(String, String), Role>,
     service_accounts: HashMap<String, Role>,
+}
+
+/// The issuers a policy accepts tokens from, in a stable order.
+pub fn issuers(auth: &AuthConfig) -> Vec<&str> {
+    let mut out = Vec::new();
+    if auth.static_tokens.is_some() {
+        out.push(STATIC_ISSUER);
+    }
+    out.extend(auth.jwt.iter().map(|j| j.issuer.as_str()));
+    if let Some(sa) = &auth.service_account_tokens {
+        out.push(sa.issuer.as_str());
+    }
+    out
 }
 
 impl RoleIndex {
@@ -41,6 +63,7 @@ impl RoleIndex {
             anonymous: auth.anonymous.as_ref().map(|a| a.role),
             ..Default::default()
         };
+        let accepted = issuers(auth);
         for (i, b) in roles.iter().enumerate() {
             let at = format!("roles[{i}]");
             if b.subjects.is_empty() && b.groups.is_empty() && b.service_accounts.is_empty() {
@@ -49,14 +72,37 @@ impl RoleIndex {
                     "binds nobody: give subjects, groups or serviceAccounts",
                 ));
             }
-            for (field, names, map) in [
-                ("subjects", &b.subjects, &mut idx.subjects),
-                ("groups", &b.groups, &mut idx.groups),
-                (
-                    "serviceAccounts",
-                    &b.service_accounts,
-                    &mut idx.service_accounts,
-                ),
+            let named = !b.subjects.is_empty() || !b.groups.is_empty();
+            let issuer = match (&b.issuer, accepted.as_slice()) {
+                (Some(issuer), _) if accepted.contains(&issuer.as_str()) => issuer.clone(),
+                (Some(issuer), _) => {
+                    errors.push(ConfigError::invalid(
+                        format!("{at}.issuer"),
+                        format!(
+                            "{issuer:?} is not an issuer this policy accepts ({})",
+                            list_or_none(&accepted)
+                        ),
+                    ));
+                    continue;
+                }
+                (None, [only]) => only.to_string(),
+                (None, many) if named && many.len() > 1 => {
+                    errors.push(ConfigError::invalid(
+                        format!("{at}.issuer"),
+                        format!(
+                            "name the issuer of these subjects and groups: this policy accepts tokens from {}",
+                            list_or_none(many)
+                        ),
+                    ));
+                    continue;
+                }
+                // No issuer to bind to: the names can never match a caller.
+                (None, _) => String::new(),
+            };
+            for (field, names) in [
+                ("subjects", &b.subjects),
+                ("groups", &b.groups),
+                ("serviceAccounts", &b.service_accounts),
             ] {
                 for (j, name) in names.iter().enumerate() {
                     let at = format!("{at}.{field}[{j}]");
@@ -71,14 +117,23 @@ impl RoleIndex {
                         ));
                         continue;
                     }
-                    match map.get(name) {
-                        Some(r) if *r != b.role => errors.push(ConfigError::invalid(
+                    let existing = match field {
+                        "subjects" => idx.subjects.insert((issuer.clone(), name.clone()), b.role),
+                        "groups" => idx.groups.insert((issuer.clone(), name.clone()), b.role),
+                        _ => idx.service_accounts.insert(name.clone(), b.role),
+                    };
+                    if let Some(other) = existing.filter(|r| *r != b.role) {
+                        errors.push(ConfigError::invalid(
                             at,
                             format!("{name:?} is bound to two different roles"),
-                        )),
-                        _ => {
-                            map.insert(name.clone(), b.role);
-                        }
+                        ));
+                        // Keep the first binding: the policy will not load anyway.
+                        let key = (issuer.clone(), name.clone());
+                        match field {
+                            "subjects" => idx.subjects.insert(key, other),
+                            "groups" => idx.groups.insert(key, other),
+                            _ => idx.service_accounts.insert(name.clone(), other),
+                        };
                     }
                 }
             }
@@ -88,16 +143,19 @@ impl RoleIndex {
     }
 
     /// The role of an authenticated caller: the highest role bound to its
-    /// subject, any of its groups, or its service account (`namespace/name`).
+    /// subject or any of its groups on its issuer, or to its service
+    /// account (`namespace/name`).
     pub fn role_for<'g>(
         &self,
+        issuer: &str,
         subject: &str,
         groups: impl IntoIterator<Item = &'g str>,
         service_account: Option<&str>,
     ) -> Option<Role> {
-        let mut best = self.subjects.get(subject).copied();
+        let key = |name: &str| (issuer.to_string(), name.to_string());
+        let mut best = self.subjects.get(&key(subject)).copied();
         for g in groups {
-            best = best.max(self.groups.get(g).copied());
+            best = best.max(self.groups.get(&key(g)).copied());
         }
         if let Some(sa) = service_account {
             best = best.max(self.service_accounts.get(sa).copied());
@@ -108,6 +166,14 @@ impl RoleIndex {
     /// The role of callers without a token, if anonymous access is on.
     pub fn anonymous(&self) -> Option<Role> {
         self.anonymous
+    }
+}
+
+fn list_or_none(issuers: &[&str]) -> String {
+    if issuers.is_empty() {
+        "none is configured under auth".to_string()
+    } else {
+        issuers.join(", ")
     }
 }
 
@@ -154,6 +220,20 @@ fn check_auth(auth: &AuthConfig, errors: &mut Vec<ConfigError>) {
                 format!("{at}.issuer"),
                 "must not be empty",
             ));
+        } else if j.issuer == STATIC_ISSUER
+            || auth.jwt[..i].iter().any(|o| o.issuer == j.issuer)
+            || auth
+                .service_account_tokens
+                .as_ref()
+                .is_some_and(|sa| sa.issuer == j.issuer)
+        {
+            errors.push(ConfigError::invalid(
+                format!("{at}.issuer"),
+                format!(
+                    "{:?} names another issuer too (issuers must be distinct, and {STATIC_ISSUER:?} means static tokens)",
+                    j.issuer
+                ),
+            ));
         }
         if j.audiences.is_empty() || j.audiences.iter().any(|a| a.trim().is_empty()) {
             errors.push(ConfigError::invalid(
@@ -199,9 +279,34 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
         RoleBinding {
             role,
+            issuer: None,
             subjects: s(subjects),
             groups: s(groups),
             service_accounts: s(sas),
+        }
+    }
+
+    fn on(issuer: &str, b: RoleBinding) -> RoleBinding {
+        RoleBinding {
+            issuer: Some(issuer.into()),
+            ..b
+        }
+    }
+
+    fn jwt(issuer: &str) -> JwtIssuer {
+        JwtIssuer {
+            issuer: issuer.into(),
+            audiences: vec!["mcp".into()],
+            jwks_file: "jwks.json".into(),
+            clock_skew_seconds: None,
+            groups_claim: None,
+        }
+    }
+
+    fn static_only() -> AuthConfig {
+        AuthConfig {
+            static_tokens: Some(StaticTokens::default()),
+            ..Default::default()
         }
     }
 
@@ -213,16 +318,97 @@ mod tests {
                 bind(Role::Viewer, &["alice"], &["devs"], &[]),
                 bind(Role::Admin, &[], &["ops"], &["ns/bot"]),
             ],
-            &AuthConfig::default(),
+            &static_only(),
             &mut errs,
         );
         assert!(errs.is_empty(), "{errs:?}");
-        assert_eq!(idx.role_for("alice", [], None), Some(Role::Viewer));
-        assert_eq!(idx.role_for("alice", ["ops"], None), Some(Role::Admin));
-        assert_eq!(idx.role_for("bob", ["devs"], None), Some(Role::Viewer));
-        assert_eq!(idx.role_for("x", [], Some("ns/bot")), Some(Role::Admin));
-        assert_eq!(idx.role_for("mallory", ["nobody"], Some("ns/other")), None);
+        let s = STATIC_ISSUER;
+        assert_eq!(idx.role_for(s, "alice", [], None), Some(Role::Viewer));
+        assert_eq!(idx.role_for(s, "alice", ["ops"], None), Some(Role::Admin));
+        assert_eq!(idx.role_for(s, "bob", ["devs"], None), Some(Role::Viewer));
+        assert_eq!(idx.role_for(s, "x", [], Some("ns/bot")), Some(Role::Admin));
+        assert_eq!(
+            idx.role_for(s, "mallory", ["nobody"], Some("ns/other")),
+            None
+        );
         assert_eq!(idx.anonymous(), None);
+    }
+
+    #[test]
+    fn subjects_and_groups_belong_to_their_issuer() {
+        let auth = AuthConfig {
+            jwt: vec![jwt("https://corp"), jwt("https://partner")],
+            ..Default::default()
+        };
+        let mut errs = Vec::new();
+        let idx = RoleIndex::compile(
+            &[
+                on(
+                    "https://corp",
+                    bind(Role::Admin, &["alice"], &["admins"], &[]),
+                ),
+                on("https://partner", bind(Role::Viewer, &["alice"], &[], &[])),
+            ],
+            &auth,
+            &mut errs,
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            idx.role_for("https://corp", "alice", [], None),
+            Some(Role::Admin)
+        );
+        assert_eq!(
+            idx.role_for("https://partner", "alice", [], None),
+            Some(Role::Viewer)
+        );
+        assert_eq!(
+            idx.role_for("https://partner", "mallory", ["admins"], None),
+            None
+        );
+        assert_eq!(
+            idx.role_for("https://corp", "mallory", ["admins"], None),
+            Some(Role::Admin)
+        );
+    }
+
+    #[test]
+    fn several_issuers_need_named_bindings() {
+        let auth = AuthConfig {
+            jwt: vec![jwt("https://corp"), jwt("https://partner")],
+            ..Default::default()
+        };
+        let mut errs = Vec::new();
+        RoleIndex::compile(
+            &[
+                bind(Role::Admin, &["alice"], &[], &[]),
+                on("https://elsewhere", bind(Role::User, &["bob"], &[], &[])),
+                // Service accounts need no issuer.
+                bind(Role::User, &[], &[], &["ns/bot"]),
+            ],
+            &auth,
+            &mut errs,
+        );
+        let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert!(
+            text[0].starts_with("roles[0].issuer: name the issuer"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].starts_with("roles[1].issuer: \"https://elsewhere\" is not"),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn issuers_must_be_distinct() {
+        let auth = AuthConfig {
+            jwt: vec![jwt("https://corp"), jwt("https://corp"), jwt(STATIC_ISSUER)],
+            ..Default::default()
+        };
+        let mut errs = Vec::new();
+        RoleIndex::compile(&[], &auth, &mut errs);
+        assert_eq!(errs.len(), 2, "{errs:?}");
     }
 
     #[test]
@@ -249,13 +435,6 @@ mod tests {
                     },
                 ],
             }),
-            jwt: vec![JwtIssuer {
-                issuer: "i".into(),
-                audiences: vec![],
-                jwks_file: "f".into(),
-                clock_skew_seconds: Some(301),
-                groups_claim: None,
-            }],
             ..Default::default()
         };
         RoleIndex::compile(
@@ -267,6 +446,22 @@ mod tests {
             &auth,
             &mut errs,
         );
+        // A second issuer would make the unnamed bindings above ambiguous.
+        let mut more = Vec::new();
+        check_auth(
+            &AuthConfig {
+                jwt: vec![JwtIssuer {
+                    issuer: "i".into(),
+                    audiences: vec![],
+                    jwks_file: "f".into(),
+                    clock_skew_seconds: Some(301),
+                    groups_claim: None,
+                }],
+                ..Default::default()
+            },
+            &mut more,
+        );
+        errs.extend(more);
         let ats: Vec<String> = errs
             .iter()
             .map(|e| e.to_string().split(':').next().unwrap().to_string())

@@ -1,7 +1,11 @@
 //! The admin port: `/healthz` (the process serves), `/readyz` (the upstream
 //! answered `initialize` and the facade is not draining), `/metrics`, and
 //! `/tools` (every upstream tool with its definition hash, state and reason,
-//! which the operator publishes in `MCPServer.status.tools`).
+//! which the operator publishes in `MCPServer.status.tools`). `/tools` shows
+//! hidden tools and full definitions, so it needs the admin token (the
+//! operator's, from `--admin-token-file`); without a token file it answers
+//! only on a loopback admin listener. Probes and metrics stay open: the
+//! kubelet and the scraper have no token.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,6 +35,21 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             }
         }
         "/tools" => {
+            let header = req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            if !app.admin.allows(header) {
+                let mut resp = text(
+                    StatusCode::UNAUTHORIZED,
+                    "/tools needs the admin token: Authorization: Bearer <the --admin-token-file's token>\n",
+                );
+                resp.headers_mut().insert(
+                    hyper::header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"mcp-warden-admin\""),
+                );
+                return resp;
+            }
             let policy = app.policy.load_full();
             let body =
                 serde_json::to_vec(&app.registry.snapshot(&policy)).expect("values serialize");

@@ -27,6 +27,9 @@ pub struct Limits {
     /// A body must arrive within this (slow-drip bodies are cut off).
     pub body_read_timeout: Duration,
     pub max_sessions: usize,
+    /// Sessions one caller (an issuer-qualified subject; an address, for
+    /// anonymous callers) may hold at once.
+    pub max_sessions_per_identity: usize,
     pub idle_timeout: Duration,
     pub stream_queue_depth: usize,
     pub upstream_wait: Duration,
@@ -34,12 +37,18 @@ pub struct Limits {
     /// tools/call: ping, resources/read, prompts/get, …) may wait for the
     /// server before the client gets -32007 and the server a cancellation.
     pub request_timeout: Duration,
+    /// How long a request the client cancelled (or that timed out) may stay
+    /// on the server before the server process is replaced: until then it
+    /// keeps its concurrency slot.
+    pub cancel_grace: Duration,
     pub max_restarts: u32,
     pub restart_window: Duration,
     pub restart_backoff_initial: Duration,
     pub restart_backoff_max: Duration,
     /// Server processes kept started ahead of new sessions (stdio/socket).
     pub spares: usize,
+    /// Longest single message from the server.
+    pub max_upstream_message_bytes: usize,
 }
 
 impl Default for Limits {
@@ -50,15 +59,18 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_sessions: 1024,
-            idle_timeout: Duration::from_secs(15 * 60),
+            max_sessions_per_identity: 8,
+            idle_timeout: Duration::from_secs(5 * 60),
             stream_queue_depth: 256,
             upstream_wait: Duration::from_secs(30),
             request_timeout: Duration::from_secs(120),
+            cancel_grace: Duration::from_secs(10),
             max_restarts: 5,
             restart_window: Duration::from_secs(60),
             restart_backoff_initial: Duration::from_millis(100),
             restart_backoff_max: Duration::from_secs(5),
             spares: 1,
+            max_upstream_message_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -74,8 +86,41 @@ pub struct HostPolicy {
     pub origins: Vec<String>,
 }
 
+/// Who may read the admin port's `/tools` (every upstream tool, hidden ones
+/// too, with full definitions): holders of the admin token; without one,
+/// anyone who can reach a loopback admin listener (local use) and nobody
+/// on any other (a pod's admin port is reachable by whatever scrapes it).
+#[derive(Clone, Debug, Default)]
+pub struct AdminAccess {
+    pub token: Option<String>,
+    pub loopback: bool,
+}
+
+impl AdminAccess {
+    /// Whether `Authorization` header value `header` may read `/tools`.
+    pub fn allows(&self, header: Option<&str>) -> bool {
+        match &self.token {
+            Some(token) => crate::auth::bearer(header)
+                .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())),
+            None => self.loopback,
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use sha2::{Digest, Sha256};
+    // Hash both so the comparison's time says nothing about lengths either.
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
 pub struct App {
     pub target: UpstreamTarget,
+    /// Who may read `/tools` on the admin port.
+    pub admin: AdminAccess,
     pub limits: Limits,
     pub link_limits: LinkLimits,
     pub spares: Arc<Spares>,
@@ -105,13 +150,14 @@ impl App {
         policy: Arc<LivePolicy>,
         audit: Audit,
         session_ids: SessionIds,
-        max_upstream_message_bytes: usize,
+        admin: AdminAccess,
     ) -> Arc<App> {
         let link_limits = LinkLimits {
             queue_depth: limits.stream_queue_depth,
-            max_message_bytes: max_upstream_message_bytes,
+            max_message_bytes: limits.max_upstream_message_bytes,
         };
         Arc::new(App {
+            admin,
             spares: Spares::new(target.clone(), link_limits.clone(), limits.spares),
             target,
             link_limits,
@@ -128,5 +174,37 @@ impl App {
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_needs_the_token_when_there_is_one_and_loopback_when_not() {
+        let token = AdminAccess {
+            token: Some("s3cret".into()),
+            loopback: true,
+        };
+        assert!(token.allows(Some("Bearer s3cret")));
+        for h in [
+            None,
+            Some("Bearer wrong"),
+            Some("Basic s3cret"),
+            Some("s3cret"),
+        ] {
+            assert!(!token.allows(h), "{h:?}");
+        }
+        let local = AdminAccess {
+            token: None,
+            loopback: true,
+        };
+        assert!(local.allows(None));
+        let exposed = AdminAccess {
+            token: None,
+            loopback: false,
+        };
+        assert!(!exposed.allows(None) && !exposed.allows(Some("Bearer x")));
     }
 }

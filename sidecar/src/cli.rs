@@ -13,7 +13,7 @@ use mcp_warden_crds::FacadePolicy;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{App, HostPolicy, Limits};
+use crate::app::{AdminAccess, App, HostPolicy, Limits};
 use crate::pipeline::audit::{Audit, AuditSink};
 use crate::pipeline::policy::LivePolicy;
 use crate::session::ids::SessionIds;
@@ -98,6 +98,20 @@ struct RunArgs {
     /// process (command or socket upstream), 1024 for an HTTP upstream.
     #[arg(long)]
     max_sessions: Option<usize>,
+    /// Sessions one caller may hold at once: an issuer-qualified subject, or,
+    /// for anonymous callers, one source address.
+    #[arg(long, default_value_t = Limits::default().max_sessions_per_identity)]
+    max_sessions_per_identity: usize,
+    /// Seconds a call the client cancelled (or that timed out) may stay on
+    /// the server, holding its concurrency slot, before the server process
+    /// is replaced.
+    #[arg(long, default_value_t = Limits::default().cancel_grace.as_secs())]
+    cancel_grace_secs: u64,
+    /// File holding the token `/tools` on the admin port asks for (the
+    /// operator's). Without it, `/tools` answers only on a loopback admin
+    /// listener.
+    #[arg(long, env = "MCP_WARDEN_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Seconds a client may take to send a request's headers (and the first
     /// byte of a connection); slower connections are closed.
     #[arg(long, default_value_t = Limits::default().header_read_timeout.as_secs())]
@@ -110,7 +124,7 @@ struct RunArgs {
     #[arg(long, default_value_t = Limits::default().body_read_timeout.as_secs())]
     body_timeout_secs: u64,
     /// Largest single message from the server, in bytes.
-    #[arg(long, default_value_t = crate::upstream::LinkLimits::default().max_message_bytes)]
+    #[arg(long, default_value_t = Limits::default().max_upstream_message_bytes)]
     max_upstream_message_bytes: usize,
     /// First delay before restarting a crashed server, in milliseconds (doubles per crash).
     #[arg(long, default_value_t = Limits::default().restart_backoff_initial.as_millis() as u64)]
@@ -260,9 +274,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .max(1),
         ),
         idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        max_sessions_per_identity: args.max_sessions_per_identity.max(1),
+        cancel_grace: Duration::from_secs(args.cancel_grace_secs.max(1)),
         stream_queue_depth: args.queue_depth.max(1),
         max_restarts: args.max_restarts,
         spares: if args.stdio { 0 } else { args.spares },
+        max_upstream_message_bytes: args.max_upstream_message_bytes,
         ..Limits::default()
     };
     let hosts = HostPolicy {
@@ -286,15 +303,26 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => SessionIds::local(),
     };
-    let app = App::new(
-        target,
-        limits,
-        hosts,
-        policy,
-        audit,
-        session_ids,
-        args.max_upstream_message_bytes,
-    );
+    let admin_token = match &args.admin_token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("cannot read the admin token {}: {e}", path.display())
+            })?;
+            let token = text.trim().to_string();
+            anyhow::ensure!(
+                token.len() >= 16,
+                "the admin token in {} must be at least 16 characters",
+                path.display()
+            );
+            Some(token)
+        }
+        None => None,
+    };
+    let admin = AdminAccess {
+        token: admin_token,
+        loopback: args.admin_listen.ip().is_loopback(),
+    };
+    let app = App::new(target, limits, hosts, policy, audit, session_ids, admin);
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),
@@ -303,9 +331,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     tokio::spawn(crate::session::manager::Sessions::reap(app.clone()));
-    tokio::spawn(crate::session::manager::Sessions::expire_requests(
-        app.clone(),
-    ));
 
     if args.stdio {
         app.ready.store(true, Ordering::Relaxed);

@@ -1,10 +1,13 @@
-//! JSON-RPC 2.0 envelopes: classify a message without copying or
-//! re-serializing it.
+//! JSON-RPC 2.0 envelopes: classify a message without copying it, and
+//! rebuild it for the next hop.
 //!
 //! Sits at the very start of the message path (both directions): transports
-//! hand raw bytes to [`Message::parse`], the session router looks at `kind`,
-//! `id` and `method`, and forwards `bytes` untouched unless a policy layer
-//! must rewrite the message.
+//! hand raw bytes to [`Message::parse`], the session looks at `kind`, `id`
+//! and `method`. Nothing a client wrote is
+//! forwarded as written: [`rebuild`] writes the message again under the
+//! facade's own id, every other member kept as the client wrote it (so
+//! `_meta`, unknown fields and numbers like `1e400` survive), and the
+//! framed writer puts what it writes on exactly one line.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -22,37 +25,45 @@ pub mod codes {
     pub const INTERNAL_ERROR: i64 = -32603;
 }
 
-/// A request id exactly as it appeared on the wire (`1`, `"abc"`), used as a
-/// map key. Keeping the raw text means a response can be matched and
-/// forwarded without normalizing numbers or strings.
+/// A request id, canonical: a string id as serde_json writes it (escapes
+/// decoded, so `"\u0031"` and `"1"` are one id, as they are to any JSON
+/// parser), an integer as its decimal value (`-0` is `0`). Used as a map
+/// key and written back as the id of an answer.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(Box<str>);
 
 impl RequestId {
-    pub fn from_raw(raw: &str) -> Self {
-        // Numeric ids match by value: a server may answer `-0` as `0`.
-        // (Only safe integers are accepted, so `-0` is the one other spelling.)
-        match raw.trim() {
-            "-0" => RequestId("0".into()),
-            text => RequestId(text.into()),
+    /// The canonical form of an id's JSON text; `None` when it is not a
+    /// string or a safe integer.
+    pub fn from_raw(raw: &str) -> Option<Self> {
+        let raw = raw.trim();
+        if raw.starts_with('"') {
+            let text: String = serde_json::from_str(raw).ok()?;
+            return Some(RequestId(serde_json::to_string(&text).ok()?.into()));
         }
+        if !is_safe_integer(raw) {
+            return None;
+        }
+        let n: i64 = raw.parse().ok()?;
+        Some(RequestId(n.to_string().into()))
     }
+
+    /// An id the facade mints (upstream: per session, monotonic; downstream:
+    /// for requests it sends the client). Plain integers.
+    pub fn number(n: u64) -> Self {
+        RequestId(n.to_string().into())
+    }
+
     /// The id as JSON text, ready to splice into a message.
     pub fn as_json(&self) -> &str {
         &self.0
     }
-    /// An id the facade mints for its own requests. Clients may not use the
-    /// prefix (see [`RequestId::is_reserved`]), so these never collide.
-    pub fn internal(n: u64) -> Self {
-        RequestId(format!("\"{RESERVED_ID_PREFIX}{n}\"").into())
-    }
-    pub fn is_reserved(&self) -> bool {
-        self.0.starts_with(&format!("\"{RESERVED_ID_PREFIX}"))
+
+    /// The id as a facade-minted number, if it is one.
+    pub fn as_number(&self) -> Option<u64> {
+        self.0.parse().ok()
     }
 }
-
-/// Prefix of the string ids the facade uses for requests it originates.
-pub const RESERVED_ID_PREFIX: &str = "mcp-warden:";
 
 impl fmt::Debug for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -128,6 +139,14 @@ impl ParseError {
             ParseError::Invalid(_) => codes::INVALID_REQUEST,
         }
     }
+
+    /// `data.reason` of the error answer.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ParseError::Json(_) => "parse_error",
+            ParseError::Invalid(_) => "invalid_request",
+        }
+    }
 }
 
 impl Message {
@@ -162,7 +181,10 @@ impl Message {
                     let why = "a numeric `id` must be an integer between -(2^53-1) and 2^53-1";
                     return Err((ParseError::Invalid(why), None));
                 }
-                Some(RequestId::from_raw(text))
+                Some(RequestId::from_raw(text).ok_or((
+                    ParseError::Invalid("`id` must be a string or an integer"),
+                    None,
+                ))?)
             }
             None => None,
         };
@@ -226,24 +248,126 @@ fn is_safe_integer(text: &str) -> bool {
         && digits.parse::<u64>().is_ok_and(|n| n < (1u64 << 53))
 }
 
+/// The members of a JSON object in the order written, each value as its
+/// raw JSON text: edit one member and write the object back with every
+/// other byte of meaning kept.
+#[derive(Debug, Default)]
+pub struct Members(Vec<(String, Box<RawValue>)>);
+
+impl Members {
+    pub fn parse(text: &[u8]) -> Result<Members, String> {
+        serde_json::from_slice(text).map_err(|e| e.to_string())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+
+    /// Replace `key`'s value in place, or append it.
+    pub fn set(&mut self, key: &str, value: Box<RawValue>) {
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((key.to_string(), value)),
+        }
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
+        let at = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(at).1)
+    }
+
+    pub fn to_raw(&self) -> Box<RawValue> {
+        RawValue::from_string(String::from_utf8(self.to_vec()).expect("JSON is UTF-8"))
+            .expect("members make an object")
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        let len = self
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum::<usize>();
+        let mut out = Vec::with_capacity(len + 2);
+        out.push(b'{');
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut out, k).expect("strings serialize");
+            out.push(b':');
+            out.extend_from_slice(v.get().as_bytes());
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    out.push((k, v));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Write `msg` again for the next hop: its `id` replaced by `id` (when
+/// given), `params` edited by `edit` (when given), every other member as
+/// it was, in its order.
+pub fn rebuild(
+    msg: &Message,
+    id: Option<&RequestId>,
+    edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+) -> Result<Bytes, String> {
+    rebuild_bytes(&msg.bytes, id, edit)
+}
+
+/// [`rebuild`] on the bytes of a message.
+pub fn rebuild_bytes(
+    bytes: &[u8],
+    id: Option<&RequestId>,
+    edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+) -> Result<Bytes, String> {
+    let mut top = Members::parse(bytes)?;
+    if let Some(id) = id {
+        top.set(
+            "id",
+            RawValue::from_string(id.as_json().to_string()).map_err(|e| e.to_string())?,
+        );
+    }
+    if let Some(edit) = edit {
+        let mut params = match top.get("params") {
+            Some(raw) => Members::parse(raw.get().as_bytes())?,
+            None => Members::default(),
+        };
+        edit(&mut params);
+        top.set("params", params.to_raw());
+    }
+    Ok(Bytes::from(top.to_vec()))
+}
+
 /// Change `params` of a message without touching anything else: every other
 /// member (and every value inside `params` not edited) keeps its exact text,
 /// so numbers like `-0` or `1e400` reach the server as the client wrote them.
 pub fn edit_params(
     msg: &Message,
-    edit: impl FnOnce(&mut std::collections::BTreeMap<String, Box<RawValue>>),
+    mut edit: impl FnMut(&mut Members) + Send,
 ) -> Result<Message, String> {
-    use std::collections::BTreeMap;
-    let mut top: BTreeMap<String, Box<RawValue>> =
-        serde_json::from_slice(&msg.bytes).map_err(|e| e.to_string())?;
-    let mut params: BTreeMap<String, Box<RawValue>> = match top.get("params") {
-        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| e.to_string())?,
-        None => BTreeMap::new(),
-    };
-    edit(&mut params);
-    let params = serde_json::value::to_raw_value(&params).map_err(|e| e.to_string())?;
-    top.insert("params".into(), params);
-    let bytes = Bytes::from(serde_json::to_vec(&top).map_err(|e| e.to_string())?);
+    let bytes = rebuild(msg, None, Some(&mut edit))?;
     Message::parse(bytes).map_err(|(e, _)| e.to_string())
 }
 
@@ -402,7 +526,7 @@ mod tests {
 
     #[test]
     fn builds_error_responses() {
-        let id = RequestId::from_raw("3");
+        let id = RequestId::from_raw("3").unwrap();
         let v: serde_json::Value = serde_json::from_slice(&error_response(
             Some(&id),
             -32004,
@@ -433,16 +557,33 @@ mod tests {
     }
 
     #[test]
-    fn internal_ids_are_reserved() {
-        assert!(RequestId::internal(1).is_reserved());
-        assert!(!RequestId::from_raw("\"mcp\"").is_reserved());
+    fn ids_are_canonical() {
+        let id = |s: &str| RequestId::from_raw(s).unwrap();
+        assert_eq!(id(r#""\u0031""#), id(r#""1""#));
+        assert_eq!(id(r#""\u0031""#).as_json(), r#""1""#);
+        assert_eq!(id(r#""mcp-w\u0061rden:1""#).as_json(), r#""mcp-warden:1""#);
+        assert_eq!(id("-0"), id("0"));
+        assert_ne!(id(r#""0""#), id("0"));
+        assert_eq!(RequestId::number(7).as_number(), Some(7));
+        assert_eq!(id(r#""7""#).as_number(), None);
+        assert!(RequestId::from_raw("1.5").is_none() && RequestId::from_raw("{}").is_none());
+    }
+
+    #[test]
+    fn rebuilding_replaces_the_id_and_keeps_the_rest_in_order() {
+        let m = parse("{\"jsonrpc\":\"2.0\",\"id\":\"\\u0031\",\"method\":\"x\",\"params\":{\"b\":1e400,\"a\":\n-0},\"z\":[1]}").unwrap();
+        let out = rebuild(&m, Some(&RequestId::number(9)), None).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"x\",\"params\":{\"b\":1e400,\"a\":\n-0},\"z\":[1]}"
+        );
     }
 
     #[test]
     fn editing_params_keeps_every_other_byte_meaning() {
         let m = parse(r#"{"jsonrpc":"2.0","id":-0,"method":"tools/call","params":{"name":"a","arguments":{"n":123456789012345678901234567890,"z":-0}},"x":1}"#).unwrap();
         let edited = edit_params(&m, |p| {
-            p.insert("name".into(), raw_string("b"));
+            p.set("name", raw_string("b"));
         })
         .unwrap();
         let text = String::from_utf8(edited.bytes.to_vec()).unwrap();
@@ -455,11 +596,5 @@ mod tests {
             text.contains(r#""id":-0"#) && text.contains(r#""x":1"#),
             "{text}"
         );
-    }
-
-    #[test]
-    fn numeric_ids_match_by_value() {
-        assert_eq!(RequestId::from_raw("-0"), RequestId::from_raw("0"));
-        assert_ne!(RequestId::from_raw("\"0\""), RequestId::from_raw("0"));
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Module map, in the order a message travels:
 //! - [`downstream`]: client transports (Streamable HTTP on `/mcp`, stdio);
-//! - [`jsonrpc`]: classify messages without copying them;
+//! - [`jsonrpc`]: classify messages, rebuild them under the facade's ids;
+//! - [`framing`]: the one place a message becomes a line (and back);
 //! - [`auth`]: who is calling (tokens, JWTs, service accounts);
 //! - [`session`]: one client session, its streams and its upstream link;
 //! - [`pipeline`]: the policy on tools/list and tools/call, audit;
@@ -21,6 +22,7 @@ pub mod auth;
 pub mod bridge;
 pub mod cli;
 pub mod downstream;
+pub mod framing;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod pipeline;

@@ -66,6 +66,11 @@ pub struct Metrics {
     pub forwarded: IntCounter,
     /// Server notifications shed because the client was not reading.
     pub notifications_dropped: IntCounter,
+    /// Messages no gate lets through, by where they came from.
+    messages_dropped: IntCounterVec,
+    /// Server processes replaced because they did not let go of a call the
+    /// client cancelled or that timed out.
+    pub upstream_recycled: IntCounter,
 }
 
 impl Metrics {
@@ -197,6 +202,19 @@ impl Metrics {
             "Requests relayed to the replica that owns their session",
         )
         .expect("valid metric");
+        let messages_dropped = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_messages_dropped_total",
+                "Messages the facade did not pass on (no gate lets them through), by kind",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        let upstream_recycled = IntCounter::new(
+            "mcpwarden_upstream_recycled_total",
+            "Server processes replaced because they kept working on a cancelled or timed-out call",
+        )
+        .expect("valid metric");
         let notifications_dropped = IntCounter::new(
             "mcpwarden_notifications_dropped_total",
             "Server notifications shed because the client was not reading its stream",
@@ -204,6 +222,8 @@ impl Metrics {
         .expect("valid metric");
         for c in [
             Box::new(notifications_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(messages_dropped.clone()),
+            Box::new(upstream_recycled.clone()),
             Box::new(forwarded.clone()),
             Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
@@ -250,6 +270,8 @@ impl Metrics {
             calls_in_flight,
             forwarded,
             notifications_dropped,
+            messages_dropped,
+            upstream_recycled,
         }
     }
 
@@ -260,6 +282,13 @@ impl Metrics {
         self.request_duration
             .with_label_values(&[method])
             .observe(took.as_secs_f64());
+    }
+
+    /// Count a message no gate let through. `kind` is one of a fixed set
+    /// (`client_notification`, `client_response`, `server_request`,
+    /// `server_notification`).
+    pub fn dropped(&self, kind: &'static str) {
+        self.messages_dropped.with_label_values(&[kind]).inc();
     }
 
     pub fn render(&self) -> Vec<u8> {

@@ -33,7 +33,7 @@ async fn probe(app: &App) -> Result<(), String> {
     let (link, mut events) = upstream::connect(&app.target, &app.link_limits)
         .await
         .map_err(|e| e.to_string())?;
-    let id = RequestId::internal(0);
+    let id = RequestId::number(1);
     let params = serde_json::json!({
         "protocolVersion": "2025-06-18",
         "capabilities": {},

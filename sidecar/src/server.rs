@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::downstream::http::ResponseBody;
+use crate::downstream::http::{Peer, ResponseBody};
 
 pub async fn serve<F, Fut>(
     app: Arc<App>,
@@ -47,6 +47,7 @@ pub async fn serve<F, Fut>(
             _ = stop.cancelled() => return,
         };
         let _ = tcp.set_nodelay(true);
+        let peer = tcp.peer_addr().ok();
         let app = app.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
@@ -57,8 +58,11 @@ pub async fn serve<F, Fut>(
                 Ok(Ok(n)) if n > 0 => {}
                 _ => return,
             }
-            let service = service_fn(move |req| {
+            let service = service_fn(move |mut req: Request<Incoming>| {
                 let app = app.clone();
+                if let Some(addr) = peer {
+                    req.extensions_mut().insert(Peer(addr));
+                }
                 async move { Ok::<_, std::convert::Infallible>(handler(app, req).await) }
             });
             if let Err(e) = builder.serve_connection(TokioIo::new(tcp), service).await {

@@ -32,7 +32,8 @@ FAKE_GITHUB = "ghp_" + "M4n5B6v7C8x9Z0l1K2j3H4g5F6d7S8a9P0o1"
 MARK = {k: f"{k}-{secrets.token_hex(6)}" for k in
         ("plain", "chained", "approval", "schema", "approved", "declined", "role", "hidden", "big", "timeout")}
 
-AUDIT_FIELDS = {"time", "event", "call_id", "session", "subject", "auth", "role", "tool", "upstream_tool",
+AUDIT_FIELDS = {"time", "event", "method", "call_id", "session", "issuer", "subject", "auth", "role", "tool",
+                "upstream_tool", "prompt",
                 "definition_hash", "args_sha256", "args_bytes", "decision", "code", "reason", "duration_ms",
                 "output_bytes", "truncated", "redactions"}
 

@@ -36,7 +36,8 @@ def whoami(s: RawMcp, ledger: Ledger) -> int | None:
 def test_repeated_upstream_kills_under_load_lose_nothing(facade):
     fa = facade(upstream=fixture_stdio(),
                 extra_args=["--max-restarts", "40", "--restart-backoff-ms", "50",
-                            "--restart-backoff-max-ms", "400", "--drain-timeout-secs", "1"])
+                            "--restart-backoff-max-ms", "400", "--drain-timeout-secs", "1",
+                            "--max-sessions-per-identity", "1000"])
     facade_pid = fa.proc.proc.pid
     ledger = Ledger()
     sessions = [RawMcp(fa.url, timeout=20) for _ in range(SESSIONS)]
@@ -140,7 +141,7 @@ def test_ending_a_session_mid_request_still_answers_every_request(facade):
     which the facade runs as their own task): each request gets exactly one
     answer — the server's, a clear session_closed error, or 404 when the
     session was already gone — never an empty 200."""
-    fa = facade(upstream=fixture_stdio(), extra_args=["--spares", "2"])
+    fa = facade(upstream=fixture_stdio(), extra_args=["--spares", "2", "--max-sessions-per-identity", "1000"])
     ledger = Ledger()
     closed_errors = []
     rounds = 60

@@ -50,6 +50,9 @@ ROGUE_POLICY = policy_doc(
            *[{"name": n} for n in ROGUE_TOOLS[2:] if n not in ("hang", "wedge")]],
 )
 MAX_UPSTREAM_MESSAGE = 1 << 20
+# Every session here is the same anonymous caller on loopback; these tests
+# are about other limits, so its share of sessions is not the one that bites.
+MANY_PER_CALLER = ["--max-sessions-per-identity", "100000"]
 REQUEST_TIMEOUT = 2   # --request-timeout-secs: forwarded requests other than tools/call
 RSS_BUDGET_KB = 60 * 1024  # growth allowed over a module's whole run
 
@@ -64,7 +67,7 @@ def rogue(module_facade, tmp_path_factory):
                        extra_args=["--max-upstream-message-bytes", str(MAX_UPSTREAM_MESSAGE),
                                    "--max-restarts", "20", "--restart-backoff-ms", "50",
                                    "--request-timeout-secs", str(REQUEST_TIMEOUT),
-                                   "--drain-timeout-secs", "1"])
+                                   "--drain-timeout-secs", "1", *MANY_PER_CALLER])
     fa.log = log
     fa.rss0 = rss_kb(fa.proc.proc.pid)
     yield fa
@@ -126,12 +129,14 @@ def unique_id(tag: str) -> str:
 
 
 def upstream_calls(fa, rid) -> list[dict]:
-    """The tools/call requests with this id the server read (from ROGUE_LOG)."""
+    """The tools/call requests the server read (from ROGUE_LOG) for the client
+    request `rid`. The server only sees the facade's own ids: a request is
+    found by the `_meta.probe` the test put in it (`_meta` passes untouched)."""
     out = []
     for line in fa.log.read_bytes().splitlines():
         if b'"tools/call"' in line and rid.encode() in line:
             msg = json.loads(line)
-            if msg.get("id") == rid:
+            if (msg.get("params", {}).get("_meta") or {}).get("probe") == rid:
                 out.append(msg)
     return out
 
@@ -152,8 +157,10 @@ def whoami_pid(sess: RawMcp) -> int:
 
 
 def call_body(rid, name: str, arguments_json: str) -> bytes:
+    """A tools/call with raw arguments, its id also in `_meta.probe` (see upstream_calls)."""
     return (f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"method":"tools/call",'
-            f'"params":{{"name":"{name}","arguments":{arguments_json}}}}}').encode()
+            f'"params":{{"_meta":{{"probe":{json.dumps(rid)}}},"name":"{name}",'
+            f'"arguments":{arguments_json}}}}}').encode()
 
 
 # ---------------------------------------------------------------------------
@@ -173,9 +180,9 @@ def test_deeply_nested_json(rogue, sess, bystander, depth):
     r = post_raw(sess, '{"jsonrpc":"2.0","id":1,"method":"ping","x":' + deep_obj + "}")
     if r.status_code == 400:
         assert r.json()["error"]["code"] in (-32600, -32700), r.text[:300]
-    else:  # passed through untouched: the server answers (it cannot parse it either)
+    else:  # the facade reads every request strictly: too deep to read is a clear -32602
         msg = answer_to(r, 1)
-        assert msg.get("result") == {} or msg["error"]["code"] == -32700, msg
+        assert msg["error"]["code"] == -32602 and msg["error"]["data"]["reason"] == "unreadable_params", msg
     # the arguments of a tool call nest deeply: the pipeline cannot read them
     for arg in (deep_arr, deep_obj):
         rid = sess.next_id()
@@ -209,7 +216,8 @@ def test_duplicate_keys_cannot_smuggle_past_the_policy(rogue, sess, bystander, p
     a key given twice is refused before the policy, and nothing reaches the server."""
     pid = whoami_pid(sess)
     rid = unique_id("dup")
-    raw = f'{{"jsonrpc":"2.0","id":"{rid}","method":"tools/call","params":{params}}}'
+    probed = '{"_meta":{"probe":"%s"},' % rid + params[1:]
+    raw = f'{{"jsonrpc":"2.0","id":"{rid}","method":"tools/call","params":{probed}}}'
     msg = answer_to(post_raw(sess, raw), rid)
     err = clear_error(msg, -32602)
     assert err["data"]["reason"] == "duplicate_key" and "duplicate key" in err["message"], err
@@ -318,20 +326,23 @@ def test_invalid_utf8_on_stdout_is_dropped(rogue, sess, bystander):
 
 
 def test_forwarded_requests_time_out(rogue, sess, bystander):
-    """A request the policy does not time (here a method of the server's
-    own) fails with -32007 after --request-timeout-secs, and the server is
-    told to cancel it."""
+    """A request the policy does not time (here logging/setLevel, which the
+    rogue server never answers at level `emergency`) fails with -32007 after
+    --request-timeout-secs, and the server is told to cancel it by the
+    facade's id for it."""
     rid = unique_id("hang")
     t0 = time.monotonic()
-    msg = sess.request("rogue/hang", rid=rid)
+    msg = sess.request("logging/setLevel", {"level": "emergency", "_meta": {"probe": rid}}, rid=rid)
     took = time.monotonic() - t0
     err = clear_error(msg, -32007)
-    assert err["data"] == {"reason": "timeout", "limit": REQUEST_TIMEOUT}, err
+    assert (err["data"]["reason"], err["data"]["limit"]) == ("timeout", REQUEST_TIMEOUT), err
     assert REQUEST_TIMEOUT - 0.5 < took < REQUEST_TIMEOUT + 2.5, took
+    (sent,) = [m for m in upstream_lines(rogue) if m.get("method") == "logging/setLevel"
+                and (m.get("params", {}).get("_meta") or {}).get("probe") == rid]
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         cancels = [m for m in upstream_lines(rogue) if m.get("method") == "notifications/cancelled"
-                   and m.get("params", {}).get("requestId") == rid]
+                   and m.get("params", {}).get("requestId") == sent["id"]]
         if cancels:
             break
         time.sleep(0.1)
@@ -584,7 +595,8 @@ def slow(module_facade):
     return module_facade(upstream=rogue_stdio(), policy=ROGUE_POLICY,
                          extra_args=["--body-timeout-secs", str(BODY_TIMEOUT),
                                      "--header-timeout-secs", str(HEADER_TIMEOUT),
-                                     "--max-header-bytes", "16384", "--drain-timeout-secs", "1"])
+                                     "--max-header-bytes", "16384", "--drain-timeout-secs", "1",
+                                     *MANY_PER_CALLER])
 
 
 @pytest.fixture(scope="module")
@@ -694,7 +706,7 @@ def many(module_facade, start_module_process):
     return module_facade(upstream_url=f"http://127.0.0.1:{port}/mcp",
                          policy=policy_doc(auth={"anonymous": {"role": "user"}}, defaultAction="allow"),
                          extra_args=["--max-sessions", str(MAX_SESSIONS), "--idle-timeout-secs",
-                                     str(IDLE_SECS), "--drain-timeout-secs", "1"])
+                                     str(IDLE_SECS), "--drain-timeout-secs", "1", *MANY_PER_CALLER])
 
 
 def abandon_sessions(url: str, n: int, workers: int = 4) -> Counter:

@@ -205,6 +205,7 @@ impl JwtVerifier {
                     _ => Vec::new(),
                 };
                 Ok(Identity {
+                    issuer: Some(self.issuer.clone()),
                     subject: Some(sub),
                     groups,
                     service_account: None,
@@ -224,6 +225,7 @@ impl JwtVerifier {
                     return Err(Rejection::Invalid("service_account_subject_mismatch"));
                 }
                 Ok(Identity {
+                    issuer: Some(self.issuer.clone()),
                     subject: Some(sub),
                     groups: vec![
                         "system:serviceaccounts".into(),

@@ -120,7 +120,8 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
 /// Take `params.auth.token` out of a request (seed 004's stdio auth): the
 /// token for the authenticator and the message without `params.auth`.
 pub fn strip_params_auth(msg: Message) -> (Message, Option<String>) {
-    if !msg.mentions(b"\"auth\"") {
+    // A cheap pre-check, which an escaped key (`"\u0061uth"`) cannot slip past.
+    if !msg.mentions(b"auth") && !msg.mentions(b"\\u") {
         return (msg, None);
     }
     let mut auth = None;
@@ -161,6 +162,13 @@ mod tests {
         assert_eq!(token.as_deref(), Some("s3cret"));
         assert!(!String::from_utf8_lossy(&stripped.bytes).contains("s3cret"));
         assert!(String::from_utf8_lossy(&stripped.bytes).contains("\"cursor\""));
+        let escaped = Message::parse(bytes::Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\u0061uth":{"token":"s3cret"}}}"#,
+        ))
+        .unwrap();
+        let (stripped, token) = strip_params_auth(escaped);
+        assert_eq!(token.as_deref(), Some("s3cret"));
+        assert!(!String::from_utf8_lossy(&stripped.bytes).contains("s3cret"));
     }
 
     #[test]

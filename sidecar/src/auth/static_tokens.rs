@@ -46,6 +46,7 @@ impl StaticTokens {
         }
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         self.by_hash.get(&hash).map(|(subject, groups)| Identity {
+            issuer: Some(mcp_warden_crds::STATIC_ISSUER.to_string()),
             subject: Some(subject.clone()),
             groups: groups.clone(),
             service_account: None,

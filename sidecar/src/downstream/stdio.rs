@@ -2,17 +2,19 @@
 //! on the facade's own stdin/stdout, so a desktop client can spawn
 //! `mcp-warden-sidecar run --stdio -- <server>` where it would spawn the
 //! server. Logs go to stderr; stdout carries protocol only.
+//!
+//! Lines end at LF, CR or CRLF, as the strictest server splits them, and
+//! every message written to stdout is one line ([`crate::framing`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::codec::{AnyDelimiterCodecError, FramedRead};
 
 use crate::app::App;
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc;
 use crate::pipeline::refusal::Refusal;
 use crate::session::work::Work;
 
@@ -27,7 +29,9 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
         Ok(identity) => Arc::new(identity),
         Err(_) => Arc::new(crate::pipeline::identity::Identity::anonymous()),
     };
-    let session = app.sessions.create(&app, owner.clone())?;
+    let session = app
+        .sessions
+        .create(&app, owner.clone(), owner.quota_key(None))?;
     // The standalone stream is open-ended: every answer and server message
     // goes to stdout in order.
     let (stream, mut rx) = session
@@ -41,8 +45,8 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
                 batch.push(more);
             }
             for item in batch {
-                if out.write_all(&item.bytes).await.is_err() || out.write_all(b"\n").await.is_err()
-                {
+                let line = crate::framing::one_line(&item.bytes);
+                if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {
                     return;
                 }
             }
@@ -53,12 +57,12 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
     });
     let mut lines = FramedRead::new(
         tokio::io::stdin(),
-        LinesCodec::new_with_max_length(app.limits.max_body_bytes),
+        crate::framing::lines(app.limits.max_body_bytes),
     );
     while let Some(line) = lines.next().await {
         let line = match line {
             Ok(line) => line,
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
+            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
                 let text = format!(
                     "the message is larger than the {}-byte limit",
                     app.limits.max_body_bytes
@@ -69,17 +73,16 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
                 );
                 continue;
             }
-            Err(LinesCodecError::Io(e)) => {
+            Err(AnyDelimiterCodecError::Io(e)) => {
                 tracing::warn!(error = %e, "stdin read failed");
                 break;
             }
         };
-        if line.trim().is_empty() {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match Message::parse(Bytes::from(line)) {
-            Ok(msg) => {
-                let (msg, token) = crate::auth::strip_params_auth(msg);
+        match crate::downstream::take(line) {
+            Ok((msg, token)) => {
                 let token = token.or_else(|| env_token.clone());
                 match app.policy.load().auth.authenticate(token.as_deref()) {
                     Ok(caller) => Work::new(&session, msg, stream, &Arc::new(caller)).start(),

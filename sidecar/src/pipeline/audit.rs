@@ -1,7 +1,8 @@
-//! The audit trail: one JSON line per tool call and per denial, with who,
-//! what tool, which definition, how big, what was decided and how long it
-//! took — never argument or result content (arguments only as a sha256 and a
-//! size). Lines go through a bounded queue to a writer thread: a slow sink
+//! The audit trail: one JSON line per tool call, resource read, prompt get,
+//! completion and denial, with who (issuer and subject), what tool or
+//! prompt, which definition, how big, what was decided and how long it
+//! took — never argument or result content (arguments and resource URIs
+//! only as a sha256 and a size). Lines go through a bounded queue to a writer thread: a slow sink
 //! drops lines (counted in `mcpwarden_audit_dropped_total`) rather than ever
 //! blocking a call. The writer is a plain thread with blocking writes, not a
 //! task: async file and stdout writes each take a trip through tokio's
@@ -18,7 +19,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::forward::Ended;
+use super::identity::Identity;
+use super::refusal::Refusal;
+use super::Request;
+use crate::jsonrpc::RequestId;
 use crate::metrics::Metrics;
+use crate::session::Session;
 
 /// Where audit lines go.
 #[derive(Clone, Debug)]
@@ -53,13 +60,19 @@ impl std::str::FromStr for AuditSink {
 pub struct Record<'a> {
     pub time: String,
     pub event: &'static str,
+    /// The MCP method (only methods the facade knows; `other` else).
+    pub method: Option<&'static str>,
     pub call_id: String,
     pub session: String,
+    /// Who vouches for `subject` (a JWT issuer, the service-account issuer, `static`).
+    pub issuer: Option<&'a str>,
     pub subject: Option<&'a str>,
     pub auth: &'static str,
     pub role: Option<&'static str>,
     pub tool: Option<&'a str>,
     pub upstream_tool: Option<&'a str>,
+    /// The prompt of a `prompts/get` or a completion.
+    pub prompt: Option<&'a str>,
     pub definition_hash: Option<&'a str>,
     pub args_sha256: Option<String>,
     pub args_bytes: u64,
@@ -164,6 +177,100 @@ fn take(msg: ToWriter, out: &mut impl Write, flushed: &mut Vec<mpsc::Sender<()>>
         }
         ToWriter::Flush(done) => flushed.push(done),
     }
+}
+
+/// The audit line of a request refused before its step ran (unknown
+/// method, no role, unreadable params).
+pub fn denied(
+    session: &Session,
+    id: &RequestId,
+    method: &str,
+    caller: &Identity,
+    refusal: &Refusal,
+    started: std::time::Instant,
+) {
+    let app = &session.app;
+    if !app.audit.is_on() {
+        return;
+    }
+    let hashed = hash_session(&session.id);
+    let record = Record {
+        time: now_rfc3339(),
+        event: "request_denied",
+        method: Some(crate::metrics::method_label(method)),
+        call_id: format!("{hashed}:{}", id.as_json().trim_matches('"')),
+        session: hashed,
+        issuer: caller.issuer.as_deref(),
+        subject: caller.subject.as_deref(),
+        auth: caller.method.as_str(),
+        decision: "deny",
+        code: Some(refusal.code()),
+        reason: Some(refusal.reason()),
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        ..Default::default()
+    };
+    app.audit.write(&record, &app.metrics);
+}
+
+/// The audit line of a resource read or (un)subscribe, a prompt get or a
+/// completion: what it named as a hash (the URI), or by name (the prompt),
+/// the decision, the size of the answer; never its content.
+pub fn request(session: &Session, req: &Request, event: &'static str, ended: &Ended) {
+    let app = &session.app;
+    if !app.audit.is_on() {
+        return;
+    }
+    let params = req.params();
+    let named = params
+        .get("uri")
+        .or_else(|| params.pointer("/ref/uri"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    let prompt = params
+        .get("name")
+        .or_else(|| params.pointer("/ref/name"))
+        .and_then(serde_json::Value::as_str)
+        .map(bounded);
+    let hashed = hash_session(&session.id);
+    let (decision, code, reason) = match ended {
+        Ended::Refused(r) => ("deny", Some(r.code()), Some(r.reason())),
+        _ => ("allow", None, None),
+    };
+    let filtered = match ended {
+        Ended::Answered { filtered, .. } => Some(filtered),
+        _ => None,
+    };
+    let record = Record {
+        time: now_rfc3339(),
+        event,
+        method: Some(crate::metrics::method_label(req.msg.method())),
+        call_id: format!("{hashed}:{}", req.id.as_json().trim_matches('"')),
+        session: hashed,
+        issuer: req.caller.issuer.as_deref(),
+        subject: req.caller.subject.as_deref(),
+        auth: req.caller.method.as_str(),
+        role: req.role.map(mcp_warden_policy::role_name),
+        prompt: prompt.filter(|_| !req.msg.method().starts_with("resources/")),
+        args_sha256: (!named.is_empty()).then(|| sha256_hex(named.as_bytes())),
+        args_bytes: named.len() as u64,
+        decision,
+        code,
+        reason,
+        duration_ms: req.started.elapsed().as_secs_f64() * 1000.0,
+        output_bytes: filtered.map(|f| f.output_bytes),
+        redactions: filtered.map_or(0, super::output::Filtered::redaction_total),
+        ..Default::default()
+    };
+    app.audit.write(&record, &app.metrics);
+}
+
+/// A caller-chosen name, bounded so an audit line stays small.
+pub fn bounded(name: &str) -> &str {
+    let mut end = name.len().min(128);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
 }
 
 /// RFC 3339 UTC time with milliseconds, without a date library.

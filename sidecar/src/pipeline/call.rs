@@ -1,10 +1,11 @@
 //! The tools/call path: every gate a call passes, in order, in one function.
 //!
 //! ```text
-//! parse → identity/role → policy (allowlist, role, quarantine, risk,
-//! argument rules, sandbox) → budget → input schema → human approval →
-//! upstream (with timeout) → response filter (cap, redaction, outputSchema)
-//! → audit + metrics
+//! (session: registered, method table, strict read, role gate) → policy
+//! (allowlist, role, quarantine, risk, argument rules, sandbox) → budget →
+//! input schema → human approval → upstream under the facade's id (with
+//! timeout) → response filter (cap, redaction, outputSchema) → audit +
+//! metrics
 //! ```
 //! The first refusal wins and becomes the call's one answer. Order differs
 //! from DESIGN §6's table in two places, deliberately: the sandbox check
@@ -21,11 +22,13 @@ use mcp_warden_policy::{Decision, Denial, SchemaError};
 use serde_json::Value;
 
 use super::audit::{self, Record};
+use super::forward;
 use super::identity::Identity;
 use super::output::{Filtered, OutputCheck};
 use super::refusal::Refusal;
-use crate::jsonrpc::{self, Message, RequestId};
-use crate::session::Session;
+use super::Request;
+use crate::jsonrpc::{self, Members, RequestId};
+use crate::session::{Forwarded, Session};
 
 /// What the audit line and metrics need to know about a call.
 #[derive(Default)]
@@ -37,48 +40,20 @@ struct Outcome<'a> {
     filtered: Option<Filtered>,
     refusal: Option<&'a Refusal>,
     upstream_error: bool,
+    /// The server could not take the call or went away during it.
+    failed: bool,
+    /// The client cancelled it: no answer was owed.
+    cancelled: bool,
 }
 
 impl Session {
-    /// Run one tools/call through the gates; answers on `stream`, exactly once.
-    pub(crate) async fn tools_call(
-        self: Arc<Self>,
-        msg: Message,
-        stream: u64,
-        identity: Arc<Identity>,
-    ) {
-        let started = Instant::now();
-        let id = msg.id.clone().expect("requests have ids");
+    /// Run one tools/call through the gates; answers it exactly once.
+    pub(crate) async fn tools_call(self: Arc<Self>, req: Request) {
+        let started = req.started;
+        let id = req.id.clone();
         let app = self.app.clone();
-        let policy = app.policy.load_full();
-        // Read strictly: a key given twice means different things to
-        // different parsers, and the server gets the client's bytes.
-        let request = match crate::strict_json::from_slice(&msg.bytes) {
-            Ok(request) => request,
-            Err(e) => {
-                let duplicate = e.to_string().contains("duplicate key");
-                let (text, reason) = if duplicate {
-                    (
-                        format!("Invalid params: {e}; send each key once"),
-                        "duplicate_key",
-                    )
-                } else {
-                    (
-                        format!("Invalid params: the request cannot be read ({e}); send valid UTF-8 strings"),
-                        "unreadable_params",
-                    )
-                };
-                let data = serde_json::json!({ "reason": reason });
-                let bytes = jsonrpc::error_response(
-                    Some(&id),
-                    jsonrpc::codes::INVALID_PARAMS,
-                    &text,
-                    Some(data),
-                );
-                return self.answer_call(&id, bytes);
-            }
-        };
-        let params = request.get("params").cloned().unwrap_or(Value::Null);
+        let policy = req.policy.clone();
+        let params = req.params();
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -89,12 +64,11 @@ impl Session {
         // Serialized once: its size is a budget, its hash goes to the audit line.
         let args_json = serde_json::to_vec(arguments).unwrap_or_default();
         let arg_bytes = args_json.len() as u64;
-        let mut outcome = Outcome::default();
-
-        // Identity → role: authentication happened in the transport; the role
-        // comes from the policy's bindings.
-        let role = identity.role(&policy.compiled);
-        outcome.role = role;
+        let mut outcome = Outcome {
+            role: req.role,
+            ..Default::default()
+        };
+        let role = req.role;
 
         // Know the server's tools before deciding (a client may call without
         // listing first).
@@ -102,7 +76,15 @@ impl Session {
             self.refresh_tools().await;
         }
 
+        let mut lingering = None;
         let result: Result<(Bytes, Filtered), Refusal> = async {
+            // A task-augmented call would be fetched with tasks/result,
+            // around this filter: the facade does not serve it.
+            if params.get("task").is_some() {
+                return Err(Refusal::MethodNotAllowed {
+                    method: "tools/call with params.task (task-augmented calls)".into(),
+                });
+            }
             // Policy: allowlist, role, quarantine, risk ceiling, argument
             // rules, sandbox — one pure decision shared with tools/list.
             let observed = policy
@@ -125,9 +107,11 @@ impl Session {
             outcome.definition_hash = Some(tool.hash.clone());
 
             // Budget: argument size, session time, call counts, concurrency,
-            // rate. The permit frees the concurrency slots on return.
+            // rate. The permit frees the concurrency slots when this step
+            // ends: after the server let go of the call, not when the
+            // client stopped waiting.
             let session_rate = policy.compiled.profile_limits().calls_per_minute;
-            let _permit = self.budget.admit(
+            let permit = self.budget.admit(
                 grant.exposed_name,
                 grant.limits,
                 session_rate,
@@ -156,41 +140,46 @@ impl Session {
 
             // Approval: an argument rule said `check`; ask the person.
             if let Some(approval) = grant.approval {
-                super::approval::ask(&self, stream, grant.exposed_name, approval, arguments)
+                super::approval::ask(&self, req.stream, grant.exposed_name, approval, arguments)
                     .await?;
             }
 
-            // Upstream: the upstream name (aliases rewritten), bounded in time.
-            let outbound = if grant.upstream_name == name {
-                msg.clone()
-            } else {
-                let upstream = jsonrpc::raw_string(grant.upstream_name);
-                jsonrpc::edit_params(&msg, |p| {
-                    p.insert("name".into(), upstream);
-                })
-                .map_err(|why| {
-                    let v = mcp_warden_policy::Violation {
-                        instance_path: String::new(),
-                        keyword: "json".into(),
-                        message: why,
-                    };
-                    Refusal::Policy(Denial::InvalidParams {
-                        tool: grant.exposed_name.to_string(),
-                        violations: vec![v],
-                    })
-                })?
+            // Upstream: under the facade's id, the upstream name (aliases
+            // rewritten), bounded in time.
+            let upstream =
+                (grant.upstream_name != name).then(|| jsonrpc::raw_string(grant.upstream_name));
+            let mut rename = |p: &mut Members| {
+                if let Some(upstream) = &upstream {
+                    p.set("name", upstream.clone());
+                }
             };
-            let answer = self
-                .forward_and_wait(outbound, grant.limits.call_timeout)
-                .await;
-            let answer = match answer {
-                Ok(Some(answer)) => answer,
-                Ok(None) => return Ok((Bytes::new(), Filtered::default())), // answered elsewhere
-                Err(()) => {
+            let edit: Option<&mut (dyn FnMut(&mut Members) + Send)> = if upstream.is_some() {
+                Some(&mut rename)
+            } else {
+                None
+            };
+            let timeout = grant.limits.call_timeout;
+            let answer = match self.forward(&id, &req.msg, edit, timeout).await {
+                Forwarded::Answer(answer) => answer,
+                Forwarded::Failed(reason) => {
+                    outcome.failed = true;
+                    return Ok((forward::upstream_failed(&req, &reason), Filtered::default()));
+                }
+                Forwarded::TimedOut(l) => {
+                    lingering = Some((l, permit));
                     return Err(Refusal::Timeout {
                         tool: grant.exposed_name.to_string(),
-                        limit_secs: grant.limits.call_timeout.as_secs(),
-                    })
+                        limit_secs: timeout.as_secs(),
+                    });
+                }
+                Forwarded::Cancelled(l) => {
+                    lingering = Some((l, permit));
+                    outcome.cancelled = true;
+                    return Ok((Bytes::new(), Filtered::default()));
+                }
+                Forwarded::Gone => {
+                    outcome.cancelled = true;
+                    return Ok((Bytes::new(), Filtered::default()));
                 }
             };
             outcome.upstream_error = answer.is_error;
@@ -203,7 +192,7 @@ impl Session {
                 schemas: &app.schemas,
                 definition: Some(&tool),
             };
-            check.apply(answer)
+            check.apply(answer, &id)
         }
         .await;
 
@@ -222,7 +211,13 @@ impl Session {
                 outcome.refusal = Some(&refusal);
             }
         }
-        self.account(&id, &identity, &outcome, &name, &args_json, started);
+        self.account(&id, &req.caller, &outcome, &name, &args_json, started);
+        // A call the client no longer waits for keeps its slot until the
+        // server lets go of it (or the server is recycled).
+        if let Some((lingering, permit)) = lingering {
+            lingering.settle().await;
+            drop(permit);
+        }
     }
 
     /// Metrics and the audit line for one call.
@@ -240,10 +235,12 @@ impl Session {
         let took = started.elapsed();
         // A label only for names the policy or the server vouch for.
         let label = metric_label(&app.policy.load(), o.tool.as_deref(), app.registry.len());
-        let (outcome, code) = match (o.refusal, o.upstream_error) {
-            (Some(r), _) => ("denied", r.code()),
-            (None, true) => ("error", 0),
-            (None, false) => ("ok", 0),
+        let (outcome, code) = match o.refusal {
+            Some(r) => ("denied", r.code()),
+            None if o.cancelled => ("cancelled", 0),
+            None if o.failed => ("failed", 0),
+            None if o.upstream_error => ("error", 0),
+            None => ("ok", 0),
         };
         let code_label = if code == 0 {
             "0".to_string()
@@ -254,15 +251,10 @@ impl Session {
             .tool_calls
             .with_label_values(&[label, outcome, &code_label])
             .inc();
-        app.metrics.observe_request(
-            "tools/call",
-            if outcome == "denied" {
-                "denied"
-            } else {
-                outcome
-            },
-            took,
-        );
+        // A cancelled call was counted when the cancellation came in.
+        if !o.cancelled {
+            app.metrics.observe_request("tools/call", outcome, took);
+        }
         if let Some(r) = o.refusal {
             app.metrics
                 .policy_denials
@@ -292,19 +284,29 @@ impl Session {
         let record = Record {
             time: audit::now_rfc3339(),
             event: "tool_call",
+            method: Some("tools/call"),
             call_id: format!("{session}:{}", id.as_json().trim_matches('"')),
             session: session.clone(),
+            issuer: identity.issuer.as_deref(),
             subject: identity.subject.as_deref(),
             auth: identity.method.as_str(),
             role: o.role.map(mcp_warden_policy::role_name),
-            tool: Some(o.tool.as_deref().unwrap_or_else(|| bounded(requested))),
+            tool: Some(
+                o.tool
+                    .as_deref()
+                    .unwrap_or_else(|| audit::bounded(requested)),
+            ),
             upstream_tool: o.upstream_tool.as_deref(),
+            prompt: None,
             definition_hash: o.definition_hash.as_deref(),
             args_sha256: Some(audit::sha256_hex(args_json)),
             args_bytes: args_json.len() as u64,
             decision: if o.refusal.is_some() { "deny" } else { "allow" },
             code: o.refusal.map(|r| r.code()),
-            reason: o.refusal.map(|r| r.reason()),
+            reason: o
+                .refusal
+                .map(|r| r.reason())
+                .or(o.cancelled.then_some("cancelled")),
             duration_ms: took.as_secs_f64() * 1000.0,
             output_bytes: o.filtered.as_ref().map(|f| f.output_bytes),
             truncated: o.filtered.as_ref().is_some_and(|f| f.truncated),
@@ -312,15 +314,6 @@ impl Session {
         };
         app.audit.write(&record, &app.metrics);
     }
-}
-
-/// A caller-chosen name, bounded so an audit line stays small.
-fn bounded(name: &str) -> &str {
-    let mut end = name.len().min(128);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    &name[..end]
 }
 
 /// Tools that may have their own label value: the profile's, or any while

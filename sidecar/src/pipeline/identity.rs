@@ -26,6 +26,10 @@ impl AuthMethod {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
+    /// Who vouches for the subject: a JWT issuer, the service-account
+    /// issuer, or `static`. `None` for anonymous callers. A subject means
+    /// nothing without it: `alice` of one issuer is not `alice` of another.
+    pub issuer: Option<String>,
     /// `None` for anonymous callers.
     pub subject: Option<String>,
     pub groups: Vec<String>,
@@ -37,6 +41,7 @@ pub struct Identity {
 impl Identity {
     pub fn anonymous() -> Identity {
         Identity {
+            issuer: None,
             subject: None,
             groups: Vec::new(),
             service_account: None,
@@ -44,14 +49,33 @@ impl Identity {
         }
     }
 
-    /// The caller's role under `policy`; `None` means no tool is available.
+    /// The caller's role under `policy`; `None` means nothing is available.
     pub fn role(&self, policy: &CompiledPolicy) -> Option<Role> {
-        match &self.subject {
-            None => policy.roles().anonymous(),
-            Some(subject) => policy.roles().role_for(
+        match (&self.issuer, &self.subject) {
+            (Some(issuer), Some(subject)) => policy.roles().role_for(
+                issuer,
                 subject,
                 self.groups.iter().map(String::as_str),
                 self.service_account.as_deref(),
+            ),
+            _ => policy.roles().anonymous(),
+        }
+    }
+
+    /// Whether `other` is the same caller: the same subject of the same
+    /// issuer, proven the same way (anonymous callers are all one).
+    pub fn same_caller(&self, other: &Identity) -> bool {
+        self.issuer == other.issuer && self.subject == other.subject && self.method == other.method
+    }
+
+    /// The key session quotas count by: the issuer-qualified subject, or,
+    /// for anonymous callers (who have none), where they connect from.
+    pub fn quota_key(&self, peer: Option<std::net::IpAddr>) -> String {
+        match (&self.issuer, &self.subject) {
+            (Some(issuer), Some(subject)) => format!("{issuer}\u{0}{subject}"),
+            _ => format!(
+                "anonymous\u{0}{}",
+                peer.map(|ip| ip.to_string()).unwrap_or_default()
             ),
         }
     }

@@ -17,51 +17,69 @@ use bytes::Bytes;
 use mcp_warden_policy::{clean_schema, Decision};
 use serde_json::{json, Value};
 
-use super::identity::Identity;
+use super::output;
 use super::registry::ObservedTool;
-use crate::jsonrpc::{self, Message};
-use crate::session::Session;
+use super::Request;
+use crate::jsonrpc::{self, Members};
+use crate::session::{Forwarded, Session};
 
 /// Upstream pages followed at most, so a server cannot loop the facade.
 const MAX_PAGES: usize = 100;
 
 impl Session {
     /// Answer one client tools/list (exactly once).
-    pub(crate) async fn tools_list(self: Arc<Self>, msg: Message, identity: Arc<Identity>) {
-        let started = std::time::Instant::now();
-        let id = msg.id.clone().expect("requests have ids");
+    pub(crate) async fn tools_list(self: Arc<Self>, req: Request) {
+        let id = req.id.clone();
         // The client's cursor points into the single page the facade serves:
         // always start from the first upstream page.
-        let first = if msg.mentions(b"cursor") {
-            without_cursor(&msg)
-        } else {
-            msg
+        let mut no_cursor = |p: &mut Members| {
+            p.remove("cursor");
         };
-        let answer = match self
-            .forward_and_wait(first, self.app.limits.upstream_wait)
-            .await
-        {
-            Ok(Some(answer)) => answer,
-            Ok(None) => return,
-            Err(()) => {
-                let text = "the MCP server did not answer tools/list in time; retry";
-                return self.answer_call(&id, list_error(&id, text, "upstream_timeout"));
+        let edit: Option<&mut (dyn FnMut(&mut Members) + Send)> =
+            if req.params().get("cursor").is_some() {
+                Some(&mut no_cursor)
+            } else {
+                None
+            };
+        let limit = self.app.limits.upstream_wait;
+        let answer = match self.forward(&id, &req.msg, edit, limit).await {
+            Forwarded::Answer(answer) => answer,
+            Forwarded::Failed(reason) => {
+                return self.answer_call(&id, list_error(&id, &reason, "upstream_failed"))
             }
+            Forwarded::TimedOut(lingering) => {
+                let text = "the MCP server did not answer tools/list in time; retry";
+                self.answer_call(&id, list_error(&id, text, "upstream_timeout"));
+                return lingering.settle().await;
+            }
+            Forwarded::Cancelled(lingering) => return lingering.settle().await,
+            Forwarded::Gone => return,
         };
         if answer.is_error {
-            return self.answer_call(&id, answer.bytes);
+            let ended = output::finish(
+                &answer,
+                &id,
+                "tools/list",
+                &req.policy,
+                &self.app.metrics,
+                |_| {},
+            );
+            return match ended {
+                Ok((bytes, _)) => self.answer_call(&id, bytes),
+                Err(r) => self.answer_call(&id, r.to_response(Some(&id))),
+            };
         }
         let mut value = answer.to_value();
         let definitions = match self.collect_pages(&mut value).await {
             Ok(defs) => defs,
             Err(text) => return self.answer_call(&id, list_error(&id, &text, "upstream_failed")),
         };
-        let policy = self.app.policy.load_full();
+        let policy = req.policy.clone();
         let observed = self
             .app
             .registry
             .observe(definitions, &policy, &self.app.metrics);
-        let role = identity.role(&policy.compiled);
+        let role = req.role;
         let visible: Vec<Value> = observed
             .iter()
             .filter_map(|tool| match policy.compiled.decide_list(tool, role) {
@@ -73,9 +91,10 @@ impl Session {
             result.insert("tools".into(), Value::Array(visible));
             result.remove("nextCursor");
         }
+        value["id"] = serde_json::from_str(id.as_json()).expect("ids are JSON");
         self.app
             .metrics
-            .observe_request("tools/list", "ok", started.elapsed());
+            .observe_request("tools/list", "ok", req.started.elapsed());
         self.answer_call(
             &id,
             Bytes::from(serde_json::to_vec(&value).expect("values serialize")),
@@ -91,7 +110,7 @@ impl Session {
                 return Ok(tools);
             };
             let mut page = self
-                .upstream_request("tools/list", json!({ "cursor": c }))
+                .internal_request(None, "tools/list", &json!({ "cursor": c }))
                 .await?
                 .to_value();
             if page.get("error").is_some() {
@@ -108,7 +127,7 @@ impl Session {
     /// Read the whole upstream tool list into the registry (the facade's own
     /// request; nothing reaches the client).
     pub(crate) async fn refresh_tools(&self) {
-        let Ok(answer) = self.upstream_request("tools/list", json!({})).await else {
+        let Ok(answer) = self.internal_request(None, "tools/list", &json!({})).await else {
             return;
         };
         let mut value = answer.to_value();
@@ -137,13 +156,6 @@ fn take_tools(page: &mut Value) -> Vec<Value> {
         Some(Value::Array(tools)) => tools,
         _ => Vec::new(),
     }
-}
-
-fn without_cursor(msg: &Message) -> Message {
-    jsonrpc::edit_params(msg, |p| {
-        p.remove("cursor");
-    })
-    .unwrap_or_else(|_| msg.clone())
 }
 
 /// A tool definition as this caller sees it.

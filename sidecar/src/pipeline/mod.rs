@@ -1,22 +1,87 @@
-//! The policy pipeline: what the facade does to the messages it polices.
+//! The policy pipeline: the step that answers each client request.
 //!
-//! Per client request (after the transport parsed it and authenticated the
-//! caller):
+//! The session takes a request (registered, its method looked up in
+//! [`methods`], read strictly, the role gate passed) and hands it here with
+//! the step the method table names. [`run`] is the one place a step is
+//! chosen:
+//! - `initialize` → [`handshake`]: capabilities cut to what the facade serves;
 //! - `tools/call` → [`call`]: policy → budget → schema → approval →
 //!   upstream with timeout → response filter → audit/metrics;
-//! - `tools/list` → [`list`]: all pages → registry (pins, drift, poisoning)
-//!   → filter by the same decision → rewrite;
-//! - everything else passes through untouched.
+//! - `tools/list` → [`list`]: all pages → registry (pins, drift,
+//!   poisoning) → filter by the same decision → rewrite;
+//! - resources, prompts, completion → [`catalog`]: the resource and prompt
+//!   rules on what the request names, lists filtered by the same rules;
+//! - everything else the table allows (`ping`, `logging/setLevel`) →
+//!   [`forward`]: sent on, the answer filtered.
 //!
-//! Refusals become JSON-RPC errors only in [`refusal`].
+//! Every step sends through [`Session::forward`] (the facade's own ids) and
+//! answers through [`Session::answer_call`], exactly once. Refusals become
+//! JSON-RPC errors only in [`refusal`]; the answers of the server pass
+//! [`output`] (redaction, size caps) on every path.
 
 pub mod approval;
 pub mod audit;
 pub mod budget;
 pub mod call;
+pub mod catalog;
+pub mod forward;
+pub mod handshake;
 pub mod identity;
 pub mod list;
+pub mod methods;
 pub mod output;
 pub mod policy;
 pub mod refusal;
 pub mod registry;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::jsonrpc::{Message, RequestId};
+use crate::session::Session;
+use identity::Identity;
+use methods::Step;
+use policy::LivePolicy;
+
+/// A client request as the session hands it to its step.
+pub struct Request {
+    /// The client's id (canonical).
+    pub id: RequestId,
+    pub msg: Message,
+    /// The whole request, read strictly (no duplicate keys).
+    pub value: Value,
+    /// The stream its answer goes on.
+    pub stream: u64,
+    pub caller: Arc<Identity>,
+    /// The caller's role under `policy` (checked by the role gate).
+    pub role: Option<mcp_warden_crds::Role>,
+    /// The policy this request is judged by, start to end.
+    pub policy: Arc<LivePolicy>,
+    pub started: Instant,
+}
+
+impl Request {
+    /// `params`, or an empty object.
+    pub fn params(&self) -> &Value {
+        static EMPTY: Value = Value::Null;
+        self.value.get("params").unwrap_or(&EMPTY)
+    }
+}
+
+/// Run `step` for `req`; it answers the request exactly once.
+pub async fn run(session: Arc<Session>, step: Step, req: Request) {
+    match step {
+        Step::Handshake => handshake::initialize(&session, req).await,
+        Step::Forward => forward::plain(&session, req).await,
+        Step::ToolCall => session.tools_call(req).await,
+        Step::ToolList => session.tools_list(req).await,
+        Step::ResourceList
+        | Step::TemplateList
+        | Step::PromptList
+        | Step::Resource
+        | Step::Prompt
+        | Step::Completion => catalog::run(&session, step, req).await,
+    }
+}

@@ -1,20 +1,32 @@
-//! The response filter for tools/call results: output size cap (truncate
-//! with a visible marker, or fail), secret redaction over every string of
-//! the result, and `structuredContent` checked against the tool's
-//! `outputSchema`.
+//! The output filter: everything the server says passes it before the client
+//! sees it.
 //!
-//! Fast path: a result within the cap, with no JSON `\u` escapes (which
-//! could hide a secret from a byte scan) and no redaction match in its raw
-//! bytes, is forwarded as the original bytes, untouched.
+//! - tools/call results ([`OutputCheck`]): output size cap (truncate with a
+//!   visible marker, or fail), secret redaction over every string of the
+//!   result, and `structuredContent` checked against the tool's
+//!   `outputSchema`. Fast path: a result within the cap, with no JSON `\u`
+//!   escapes (which could hide a secret from a byte scan) and no redaction
+//!   match in its raw bytes, goes on as the server wrote it.
+//! - every other answer ([`finish`]): reshaped by its step (list
+//!   filtering), every string redacted, over the profile's `maxOutputBytes`
+//!   refused with -32005 (a resource or prompt cut in half is not the
+//!   resource or prompt).
+//! - server notifications and requests ([`filter_params`]): `params`
+//!   redacted; a message over `maxOutputBytes` is dropped.
+//!
+//! Every answer leaves under the client's id (the server only ever saw the
+//! facade's).
 
 use bytes::Bytes;
 use mcp_warden_crds::OutputOverflow;
 use mcp_warden_policy::{Redactor, ResolvedLimits, SchemaCache, SchemaError};
 use serde_json::Value;
 
+use super::policy::LivePolicy;
 use super::refusal::{Budget, Refusal};
 use super::registry::ObservedTool;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message, RequestId};
+use crate::metrics::Metrics;
 
 /// What the filter did.
 #[derive(Debug, Default)]
@@ -40,8 +52,23 @@ pub struct OutputCheck<'a> {
 }
 
 impl OutputCheck<'_> {
-    /// Filter an upstream answer; error answers pass untouched.
-    pub fn apply(&self, msg: Message) -> Result<(Bytes, Filtered), Refusal> {
+    /// Filter an upstream answer into the client's answer (under `client_id`).
+    pub fn apply(&self, msg: Message, client_id: &RequestId) -> Result<(Bytes, Filtered), Refusal> {
+        let (bytes, filtered) = self.filter(msg)?;
+        let bytes =
+            jsonrpc::rebuild_bytes(&bytes, Some(client_id), None).map_err(|_| self.unreadable())?;
+        Ok((bytes, filtered))
+    }
+
+    fn unreadable(&self) -> Refusal {
+        Refusal::InvalidOutput {
+            tool: self.tool.to_string(),
+            detail: "the answer cannot be read".into(),
+        }
+    }
+
+    /// Filter an upstream answer; error answers are only redacted.
+    fn filter(&self, msg: Message) -> Result<(Bytes, Filtered), Refusal> {
         let size = msg.bytes.len() as u64;
         if msg.is_error {
             // An error answer is the server's text too: it may leak secrets.
@@ -183,6 +210,92 @@ impl OutputCheck<'_> {
     }
 }
 
+/// The client's answer to a request other than tools/call: the server's
+/// `result` reshaped by `shape` (the step's list filter), every string of
+/// it (or of the `error`) redacted, refused when over the profile's
+/// `maxOutputBytes`, under `client_id`.
+pub fn finish(
+    answer: &Message,
+    client_id: &RequestId,
+    what: &str,
+    policy: &LivePolicy,
+    metrics: &Metrics,
+    shape: impl FnOnce(&mut Value),
+) -> Result<(Bytes, Filtered), Refusal> {
+    let mut value: Value =
+        serde_json::from_slice(&answer.bytes).map_err(|_| Refusal::InvalidOutput {
+            tool: what.to_string(),
+            detail: "the answer cannot be read".into(),
+        })?;
+    if let Some(result) = value.get_mut("result") {
+        shape(result);
+    }
+    let mut filtered = Filtered::default();
+    let redactor = policy.compiled.redactor();
+    if redactor.is_enabled() {
+        let mut counts = redactor.counts();
+        for key in ["result", "error"] {
+            if let Some(part) = value.get_mut(key) {
+                redactor.redact_json(part, &mut counts);
+            }
+        }
+        filtered.redactions = counted(&counts, metrics);
+    }
+    value["id"] = serde_json::from_str(client_id.as_json()).expect("ids are JSON");
+    let bytes = serde_json::to_vec(&value).expect("values serialize");
+    let max = policy.compiled.profile_limits().max_output_bytes;
+    if bytes.len() as u64 > max {
+        return Err(Refusal::Budget {
+            tool: what.to_string(),
+            budget: Budget::OutputBytes,
+            limit: max,
+            observed: Some(bytes.len() as u64),
+        });
+    }
+    filtered.output_bytes = bytes.len() as u64;
+    Ok((Bytes::from(bytes), filtered))
+}
+
+/// The params of a server notification or request as the client may see
+/// them: every string redacted. `None`: not to be passed on (over the
+/// profile's `maxOutputBytes`, or not readable). `Value::Null` when the
+/// message has no params.
+pub fn filter_params(msg: &Message, policy: &LivePolicy, metrics: &Metrics) -> Option<Value> {
+    if msg.bytes.len() as u64 > policy.compiled.profile_limits().max_output_bytes {
+        return None;
+    }
+    let mut value: Value = serde_json::from_slice(&msg.bytes).ok()?;
+    let mut params = value
+        .get_mut("params")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
+    let redactor = policy.compiled.redactor();
+    if redactor.is_enabled() {
+        let mut counts = redactor.counts();
+        redactor.redact_json(&mut params, &mut counts);
+        counted(&counts, metrics);
+    }
+    Some(params)
+}
+
+/// Non-zero redaction counts, also added to `mcpwarden_redactions_total`.
+fn counted(
+    counts: &mcp_warden_policy::RedactionCounts<'_>,
+    metrics: &Metrics,
+) -> Vec<(String, u32)> {
+    counts
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(kind, n)| {
+            metrics
+                .redactions
+                .with_label_values(&[kind])
+                .inc_by(u64::from(n));
+            (kind.to_string(), n)
+        })
+        .collect()
+}
+
 /// Room left for the marker and JSON framing when cutting text.
 const MARKER_RESERVE: u64 = 256;
 
@@ -277,7 +390,9 @@ mod tests {
             serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}],"_meta":{"x":1}}}),
         );
         let original = m.bytes.clone();
-        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        let (bytes, f) = check(&limits, &redactor, &schemas)
+            .apply(m, &RequestId::number(1))
+            .unwrap();
         assert_eq!(bytes, original);
         assert!(!f.truncated && f.redaction_total() == 0);
     }
@@ -291,7 +406,9 @@ mod tests {
         let m = msg(
             serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":format!("token {token}")}]}}),
         );
-        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        let (bytes, f) = check(&limits, &redactor, &schemas)
+            .apply(m, &RequestId::number(1))
+            .unwrap();
         let text = String::from_utf8(bytes.to_vec()).unwrap();
         assert!(!text.contains(token), "{text}");
         assert!(text.contains("[REDACTED:github_token]"));
@@ -305,7 +422,9 @@ mod tests {
         let schemas = SchemaCache::new();
         let raw = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"\u0067hp_abcdefghijklmnopqrstuvwxyz0123456789"}]}}"#;
         let m = Message::parse(Bytes::from(raw)).unwrap();
-        let (bytes, _) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        let (bytes, _) = check(&limits, &redactor, &schemas)
+            .apply(m, &RequestId::number(1))
+            .unwrap();
         assert!(String::from_utf8(bytes.to_vec())
             .unwrap()
             .contains("[REDACTED:github_token]"));
@@ -325,7 +444,9 @@ mod tests {
             None,
             &serde_yaml_ng::from_str::<Limits>("maxOutputBytes: 1000").unwrap(),
         );
-        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m()).unwrap();
+        let (bytes, f) = check(&limits, &redactor, &schemas)
+            .apply(m(), &RequestId::number(1))
+            .unwrap();
         assert!(f.truncated);
         assert!(bytes.len() <= 1000, "{}", bytes.len());
         assert!(String::from_utf8_lossy(&bytes).contains("output truncated"));
@@ -334,7 +455,9 @@ mod tests {
             &serde_yaml_ng::from_str::<Limits>("maxOutputBytes: 1000\noutputOverflow: fail")
                 .unwrap(),
         );
-        let err = check(&failing, &redactor, &schemas).apply(m()).unwrap_err();
+        let err = check(&failing, &redactor, &schemas)
+            .apply(m(), &RequestId::number(1))
+            .unwrap_err();
         assert_eq!(err.reason(), "output_bytes_exceeded");
     }
 
@@ -359,7 +482,7 @@ mod tests {
         let m = msg(
             serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":text}],"structuredContent":{"n":7}}}),
         );
-        let (bytes, f) = check.apply(m).unwrap();
+        let (bytes, f) = check.apply(m, &RequestId::number(1)).unwrap();
         assert!(f.truncated);
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(
@@ -371,7 +494,7 @@ mod tests {
         let m = msg(
             serde_json::json!({"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":huge}}),
         );
-        let err = check.apply(m).unwrap_err();
+        let err = check.apply(m, &RequestId::number(1)).unwrap_err();
         assert_eq!(
             err.reason(),
             "output_bytes_exceeded",
@@ -388,7 +511,9 @@ mod tests {
         let m = msg(
             serde_json::json!({"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":format!("bad {token}"),"data":{"t":token}}}),
         );
-        let (bytes, f) = check(&limits, &redactor, &schemas).apply(m).unwrap();
+        let (bytes, f) = check(&limits, &redactor, &schemas)
+            .apply(m, &RequestId::number(1))
+            .unwrap();
         assert!(!String::from_utf8_lossy(&bytes).contains(token));
         assert_eq!(f.redaction_total(), 2);
     }

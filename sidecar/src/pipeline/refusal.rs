@@ -58,9 +58,21 @@ impl Budget {
 pub enum Refusal {
     #[error("Authentication required: {hint}")]
     Auth { hint: &'static str },
+    /// A method the facade does not serve (not in the method table).
+    #[error("Method not found: `{}` is not served through this facade", crate::pipeline::audit::bounded(.method))]
+    MethodNotAllowed { method: String },
+    /// Params a strict reader refuses: a key given twice, or unreadable.
+    #[error("Invalid params: {detail}")]
+    Unreadable { duplicate: bool, detail: String },
+    /// A forwarded request the server did not answer in time.
+    #[error("the MCP server did not answer `{method}` within {limit_secs} s")]
+    RequestTimeout {
+        method: &'static str,
+        limit_secs: u64,
+    },
     #[error("{0}")]
     Policy(Denial),
-    #[error("Budget exceeded for tool `{tool}`: {} (limit {limit}{}). {}", .budget.reason(), .observed.map(|o| format!(", observed {o}")).unwrap_or_default(), .budget.hint())]
+    #[error("Budget exceeded for `{tool}`: {} (limit {limit}{}). {}", .budget.reason(), .observed.map(|o| format!(", observed {o}")).unwrap_or_default(), .budget.hint())]
     Budget {
         tool: String,
         budget: Budget,
@@ -76,9 +88,23 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The refusal of params a strict reader cannot take.
+    pub fn unreadable(e: &serde_json::Error) -> Refusal {
+        let duplicate = e.to_string().contains("duplicate key");
+        let detail = if duplicate {
+            format!("{e}; send each key once")
+        } else {
+            format!("the request cannot be read ({e}); send valid UTF-8 strings and numbers a 64-bit float can hold")
+        };
+        Refusal::Unreadable { duplicate, detail }
+    }
+
     pub fn code(&self) -> i64 {
         match self {
             Refusal::Auth { .. } => AUTH_REQUIRED,
+            Refusal::MethodNotAllowed { .. } => jsonrpc::codes::METHOD_NOT_FOUND,
+            Refusal::Unreadable { .. } => jsonrpc::codes::INVALID_PARAMS,
+            Refusal::RequestTimeout { .. } => TIMEOUT,
             Refusal::Policy(d) => d.code() as i64,
             Refusal::Budget { .. } => BUDGET_EXCEEDED,
             Refusal::Timeout { .. } => TIMEOUT,
@@ -92,6 +118,12 @@ impl Refusal {
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::Auth { .. } => "auth_required",
+            Refusal::MethodNotAllowed { .. } => "method_not_allowed",
+            Refusal::Unreadable {
+                duplicate: true, ..
+            } => "duplicate_key",
+            Refusal::Unreadable { .. } => "unreadable_params",
+            Refusal::RequestTimeout { .. } => "timeout",
             Refusal::Policy(d) => d.reason(),
             Refusal::Budget { budget, .. } => budget.reason(),
             Refusal::Timeout { .. } => "timeout",
@@ -103,6 +135,11 @@ impl Refusal {
     fn hint(&self) -> &'static str {
         match self {
             Refusal::Auth { hint } => hint,
+            Refusal::MethodNotAllowed { .. } => {
+                "Use the methods the server's capabilities offer (tools, resources, prompts, completion, logging)."
+            }
+            Refusal::Unreadable { .. } => "Send the request again as plain JSON, each key once.",
+            Refusal::RequestTimeout { .. } => "Retry later, or with a smaller request.",
             Refusal::Policy(d) => d.hint(),
             Refusal::Budget { budget, .. } => budget.hint(),
             Refusal::Timeout { .. } => {
@@ -125,7 +162,9 @@ impl Refusal {
                     data["observed"] = json!(observed);
                 }
             }
-            Refusal::Timeout { limit_secs, .. } => data["limit"] = json!(limit_secs),
+            Refusal::Timeout { limit_secs, .. } | Refusal::RequestTimeout { limit_secs, .. } => {
+                data["limit"] = json!(limit_secs)
+            }
             Refusal::Policy(Denial::InvalidParams { violations, .. }) => {
                 data["violations"] = violations
                     .iter()
@@ -159,7 +198,7 @@ mod tests {
             observed: Some(12),
         };
         let v: serde_json::Value =
-            serde_json::from_slice(&r.to_response(Some(&RequestId::from_raw("1")))).unwrap();
+            serde_json::from_slice(&r.to_response(Some(&RequestId::number(1)))).unwrap();
         assert_eq!(v["error"]["code"], -32005);
         assert_eq!(v["error"]["data"]["reason"], "arg_bytes_exceeded");
         assert_eq!(

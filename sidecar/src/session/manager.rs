@@ -1,5 +1,5 @@
-//! The table of live sessions: creation under a cap, lookup by
-//! `Mcp-Session-Id`, the idle reaper, and shutdown.
+//! The table of live sessions: creation under a cap (in all, and per
+//! caller), lookup by `Mcp-Session-Id`, the idle reaper, and shutdown.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -13,6 +13,10 @@ use crate::pipeline::identity::Identity;
 pub enum CreateError {
     #[error("the facade is at its limit of {0} sessions; retry later or end unused sessions")]
     TooMany(usize),
+    /// One caller may not take every slot: each identity (each address, for
+    /// anonymous callers) has its own share.
+    #[error("you have {0} busy sessions, the most one caller may hold; wait for one to finish, or end one (DELETE)")]
+    TooManyForCaller(usize),
 }
 
 #[derive(Default)]
@@ -38,18 +42,44 @@ impl Sessions {
         self.len() == 0
     }
 
-    /// Start a new session with a fresh, unguessable id.
+    /// Start a new session with a fresh, unguessable id, if the facade and
+    /// the caller (counted by `quota_key`) each have a slot left.
+    ///
+    /// A caller at its share gets room by ending its own session that has
+    /// been idle longest (clients often leave without DELETE; that one is
+    /// answered 404 if it comes back, and re-initializes). Only when every
+    /// one of its sessions is busy (a call in flight, a stream open) is it
+    /// refused: so one caller never holds more than its share, and an
+    /// abandoned session never locks its owner out.
     pub fn create(
         &self,
         app: &Arc<App>,
         owner: Arc<Identity>,
+        quota_key: String,
     ) -> Result<Arc<Session>, CreateError> {
         let mut map = self.map.write().unwrap();
+        let per_caller = app.limits.max_sessions_per_identity;
+        let theirs: Vec<&Arc<Session>> = map
+            .values()
+            .filter(|s| s.quota_key == quota_key && !s.is_closed())
+            .collect();
+        if theirs.len() >= per_caller {
+            let idlest = theirs
+                .iter()
+                .filter_map(|s| s.idle_for().map(|idle| (idle, s.id.clone())))
+                .max_by_key(|(idle, _)| *idle);
+            let Some((_, evict)) = idlest else {
+                return Err(CreateError::TooManyForCaller(per_caller));
+            };
+            if let Some(old) = map.remove(&evict) {
+                old.close("the client opened more sessions than it may hold; this one, idle the longest, has ended");
+            }
+        }
         if map.len() >= app.limits.max_sessions {
             return Err(CreateError::TooMany(app.limits.max_sessions));
         }
         let id: Arc<str> = app.session_ids.mint().into();
-        let session = Session::start(app.clone(), id.clone(), owner);
+        let session = Session::start(app.clone(), id.clone(), owner, quota_key);
         map.insert(id, session.clone());
         app.metrics.sessions_active.set(map.len() as i64);
         Ok(session)
@@ -95,20 +125,6 @@ impl Sessions {
             .filter(|(_, s)| pred(s))
             .map(|(id, s)| (id.clone(), s.clone()))
             .collect()
-    }
-
-    /// Periodically fail forwarded requests the server sits on past
-    /// `--request-timeout-secs` (one sweep for all sessions instead of a
-    /// timer per request).
-    pub async fn expire_requests(app: Arc<App>) {
-        let every = (app.limits.request_timeout / 8)
-            .clamp(Duration::from_millis(100), Duration::from_secs(1));
-        loop {
-            tokio::time::sleep(every).await;
-            for (_, session) in app.sessions.matching(|s| s.in_flight() > 0) {
-                session.expire_requests().await;
-            }
-        }
     }
 
     /// Periodically end sessions idle past the limit, and forget closed ones.

@@ -1,25 +1,37 @@
-//! Server → client routing: which stream each server message goes on.
+//! Server → client: what the server sends, filtered and routed.
 //!
-//! - A response goes to the stream of its request (and ends the request).
-//! - A message the transport tied to a request (HTTP upstream: it came on that
-//!   request's SSE stream) goes to that request's stream.
-//! - `notifications/progress` goes to the request that set its progress token.
-//! - List-changed and resource-updated notifications belong to no request:
-//!   the standalone stream, else the newest request's stream.
-//! - Any other server request or notification (elicitation, sampling, roots,
-//!   logging): a stdio server cannot say what it relates to, so it goes to the
-//!   newest request in flight (the likely cause), else the standalone stream.
-//! - With nowhere to go, it waits in a bounded backlog for the next GET.
+//! - A response answers one of the facade's requests (by the facade's id),
+//!   and goes to the step that sent it ([`Session::server_response`]).
+//! - A request (sampling, elicitation, roots) is allowed only if the method
+//!   table says so; its params pass the output filter; it reaches the
+//!   client under an id of the facade's own, mapped back when the client
+//!   answers. `ping` the facade answers itself; anything else is refused.
+//! - A notification is allowed only if the table says so, and passes the
+//!   output filter: log messages, progress (with the client's own token
+//!   restored), resource updates only for resources the caller may read.
+//!
+//! Which stream: a message the transport tied to a request (HTTP upstream:
+//! it came on that request's SSE stream) or progress goes to that request's
+//! stream; list-changed and resource-updated notifications to the
+//! standalone stream, else the newest request's; any other server message
+//! to the newest request in flight (a stdio server cannot say what it
+//! relates to), else the standalone stream; with nowhere to go, it waits
+//! in a bounded backlog for the next GET.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde_json::Value;
 
-use super::{push, push_item, AnswerRoute, Session, State, BACKLOG_DEPTH};
-use crate::jsonrpc::{codes, Kind, Message, RequestId};
+use super::{push_item, Session, State, ToClient, BACKLOG_DEPTH};
+use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
+use crate::pipeline::methods::{self, ServerNotification};
+use crate::pipeline::output;
 
 impl Session {
-    /// Take one message from the server.
+    /// Take one message from the server. `related` is the facade's id of
+    /// the request it came with, when the transport knows (HTTP).
     pub(super) async fn server_message(self: &Arc<Self>, bytes: Bytes, related: Option<RequestId>) {
         let msg = match Message::parse(bytes) {
             Ok(msg) => msg,
@@ -29,121 +41,215 @@ impl Session {
                 return;
             }
         };
+        let related = related.and_then(|id| id.as_number());
         match msg.kind {
             Kind::Response => self.server_response(msg),
-            Kind::Request if msg.id.as_ref().is_some_and(RequestId::is_reserved) => {
-                let id = msg.id.clone().expect("checked");
-                let bytes = crate::jsonrpc::error_response(
-                    Some(&id),
-                    codes::INVALID_REQUEST,
-                    "reserved request id",
-                    None,
-                );
-                // Not from this task: it pumps the answers a send in turn may be waiting for.
-                if let Ok(answer) = Message::parse(bytes) {
-                    let session = self.clone();
-                    tokio::spawn(async move {
-                        let _ = session.send_upstream(answer).await;
-                    });
-                }
+            Kind::Request => self.server_request(msg, related).await,
+            Kind::Notification => self.server_notification(msg, related).await,
+        }
+    }
+
+    async fn server_request(self: &Arc<Self>, msg: Message, related: Option<u64>) {
+        let server_id = msg.id.clone().expect("requests have ids");
+        let refuse = |code, text: &str| jsonrpc::error_response(Some(&server_id), code, text, None);
+        let answer = match methods::server_request(msg.method()) {
+            None => Some(refuse(
+                codes::METHOD_NOT_FOUND,
+                "the facade does not pass this request to the client",
+            )),
+            Some(false) => Some(jsonrpc::result_response(&server_id, "{}")),
+            Some(true) => None,
+        };
+        if let Some(answer) = answer {
+            // Not from this task: it pumps the answers a send in turn may be waiting for.
+            if let Ok(answer) = Message::parse(answer) {
+                let session = self.clone();
+                tokio::spawn(async move {
+                    let _ = session.send_upstream(answer).await;
+                });
             }
-            Kind::Notification if msg.method() == "notifications/tools/list_changed" => {
+            return;
+        }
+        let policy = self.app.policy.load();
+        let Some(params) = output::filter_params(&msg, &policy, &self.app.metrics) else {
+            self.app.metrics.dropped("server_request");
+            let answer = refuse(
+                codes::INTERNAL_ERROR,
+                "the facade did not pass this request to the client (over its size limit)",
+            );
+            if let Ok(answer) = Message::parse(answer) {
+                let session = self.clone();
+                tokio::spawn(async move {
+                    let _ = session.send_upstream(answer).await;
+                });
+            }
+            return;
+        };
+        let n = self.next_downstream.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.state.lock().unwrap();
+        let target = related_stream(&st, related).or_else(|| default_target(&st, msg.method()));
+        let bytes = match rebuild(&msg, Some(&RequestId::number(n)), params) {
+            Some(bytes) => bytes,
+            None => return,
+        };
+        let epoch = st.epoch;
+        st.to_client.insert(
+            n,
+            ToClient::Server {
+                id: server_id,
+                epoch,
+                stream: target,
+            },
+        );
+        deliver(self, &mut st, target, bytes, false);
+    }
+
+    async fn server_notification(self: &Arc<Self>, msg: Message, related: Option<u64>) {
+        let Some(kind) = methods::server_notification(msg.method()) else {
+            self.app.metrics.dropped("server_notification");
+            return;
+        };
+        let policy = self.app.policy.load_full();
+        let Some(params) = output::filter_params(&msg, &policy, &self.app.metrics) else {
+            self.app.metrics.dropped("server_notification");
+            return;
+        };
+        match kind {
+            ServerNotification::Filtered => {
+                let Some(bytes) = rebuild(&msg, None, params) else {
+                    return;
+                };
+                let mut st = self.state.lock().unwrap();
+                let target =
+                    related_stream(&st, related).or_else(|| default_target(&st, msg.method()));
+                deliver(self, &mut st, target, bytes, true);
+            }
+            ServerNotification::Progress => self.server_progress(&msg, params),
+            ServerNotification::Cancelled => self.server_cancelled(&msg),
+            ServerNotification::ToolsChanged => {
                 // Re-check pins and drift before the client hears of it.
                 let session = self.clone();
                 tokio::spawn(async move {
                     session.refresh_tools().await;
-                    session.server_initiated(msg, related);
+                    let Some(bytes) = rebuild(&msg, None, params) else {
+                        return;
+                    };
+                    let mut st = session.state.lock().unwrap();
+                    let target = default_target(&st, msg.method());
+                    deliver(&session, &mut st, target, bytes, true);
                 });
             }
-            _ => self.server_initiated(msg, related),
-        }
-    }
-
-    pub(super) fn server_response(&self, msg: Message) {
-        let id = msg.id.clone().expect("responses have ids");
-        let mut st = self.state.lock().unwrap();
-        if id.is_reserved() {
-            if let Some(tx) = st.internal.remove(&id) {
-                let _ = tx.send(msg);
-            }
-            return;
-        }
-        let route = st.pending.get_mut(&id).map(|p| &mut p.route);
-        match route {
-            Some(AnswerRoute::Server) => {}
-            Some(route @ AnswerRoute::Intercept(_)) => {
-                // The pipeline filters it and answers (and records the metrics).
-                let AnswerRoute::Intercept(tx) = std::mem::replace(route, AnswerRoute::Pipeline)
-                else {
-                    unreachable!("matched above")
+            ServerNotification::ResourceUpdated => {
+                let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
+                let role = self.owner().role(&policy.compiled);
+                if policy.compiled.decide_resource(uri, role).is_err() {
+                    self.app.metrics.dropped("server_notification");
+                    return;
+                }
+                let Some(bytes) = rebuild(&msg, None, params) else {
+                    return;
                 };
-                let _ = tx.send(msg);
-                return;
-            }
-            // Cancelled by the client, never sent to the server (still in the
-            // pipeline), timed out, or an id the server made up.
-            Some(AnswerRoute::Pipeline) | None => {
-                self.app.metrics.upstream_unmatched.inc();
-                tracing::debug!(session = %self.id, ?id, "dropped a response nobody is waiting for");
-                return;
+                let mut st = self.state.lock().unwrap();
+                let target = default_target(&st, msg.method());
+                deliver(self, &mut st, target, bytes, true);
             }
         }
-        let p = st.pending.remove(&id).expect("matched above");
-        if &*p.method == "initialize" && !msg.is_error {
-            let value = msg.to_value();
-            st.protocol_version = value
-                .pointer("/result/protocolVersion")
-                .and_then(|v| v.as_str())
-                .map(str::to_string);
-        }
-        let outcome = if msg.is_error { "error" } else { "ok" };
-        self.app
-            .metrics
-            .observe_request(&p.method, outcome, p.started.elapsed());
-        push(&mut st, p.stream, msg.bytes, true);
     }
 
-    fn server_initiated(&self, msg: Message, related: Option<RequestId>) {
+    /// Progress names the facade's id of the request (the token it sent);
+    /// the client gets its own token back, on that request's stream.
+    fn server_progress(&self, msg: &Message, mut params: Value) {
+        let n = params.get("progressToken").and_then(Value::as_u64);
         let mut st = self.state.lock().unwrap();
-        let target = related
-            .and_then(|id| st.pending.get(&id).map(|p| p.stream))
-            .or_else(|| progress_target(&st, &msg))
-            .or_else(|| match msg.method() {
-                m if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
-                    live_standalone(&st).or_else(|| newest_request(&st))
-                }
-                _ => newest_request(&st).or_else(|| live_standalone(&st)),
-            });
-        match target {
-            Some(stream) => {
-                let droppable = msg.kind == Kind::Notification;
-                if !push_item(&mut st, stream, msg.bytes, false, droppable) {
-                    self.app.metrics.notifications_dropped.inc();
-                }
+        let request = n
+            .and_then(|n| st.outbound.get(&n))
+            .and_then(|o| o.client.clone())
+            .and_then(|c| st.pending.get(&c));
+        let Some((stream, token)) =
+            request.and_then(|p| Some((p.stream, p.progress_token.as_ref()?.get().to_string())))
+        else {
+            self.app.metrics.dropped("server_notification");
+            return;
+        };
+        params["progressToken"] = serde_json::from_str(&token).unwrap_or(Value::Null);
+        if let Some(bytes) = rebuild(msg, None, params) {
+            deliver(self, &mut st, Some(stream), bytes, true);
+        }
+    }
+
+    /// The server gave up on a request it sent the client: the client hears
+    /// of it under the facade's id for that request.
+    fn server_cancelled(&self, msg: &Message) {
+        let value = msg.to_value();
+        let Some(server_id) = value
+            .pointer("/params/requestId")
+            .and_then(|raw| RequestId::from_raw(&raw.to_string()))
+        else {
+            return;
+        };
+        let mut st = self.state.lock().unwrap();
+        let epoch = st.epoch;
+        let found = st.to_client.iter().find_map(|(n, t)| match t {
+            ToClient::Server {
+                id,
+                epoch: e,
+                stream,
+            } if *id == server_id && *e == epoch => Some((*n, *stream)),
+            _ => None,
+        });
+        let Some((n, stream)) = found else { return };
+        st.to_client.remove(&n);
+        let params = serde_json::json!({
+            "requestId": n,
+            "reason": value.pointer("/params/reason").cloned().unwrap_or(Value::Null),
+        });
+        let bytes = jsonrpc::notification("notifications/cancelled", &params);
+        deliver(self, &mut st, stream, bytes, true);
+    }
+}
+
+/// The message under `id` (when given) with the filtered `params` written in.
+fn rebuild(msg: &Message, id: Option<&RequestId>, params: Value) -> Option<Bytes> {
+    if params.is_null() {
+        return jsonrpc::rebuild(msg, id, None).ok();
+    }
+    let raw = serde_json::to_vec(&params).ok()?;
+    let mut set = |p: &mut jsonrpc::Members| {
+        *p = jsonrpc::Members::parse(&raw).unwrap_or_default();
+    };
+    jsonrpc::rebuild(msg, id, Some(&mut set)).ok()
+}
+
+/// Queue on `target`, or in the backlog when there is none.
+fn deliver(session: &Session, st: &mut State, target: Option<u64>, bytes: Bytes, droppable: bool) {
+    match target {
+        Some(stream) => {
+            if !push_item(st, stream, bytes, false, droppable) {
+                session.app.metrics.notifications_dropped.inc();
             }
-            None => {
-                if st.backlog.len() == BACKLOG_DEPTH {
-                    st.backlog.pop_front();
-                    self.app.metrics.backlog_dropped.inc();
-                }
-                st.backlog.push_back(msg.bytes);
+        }
+        None => {
+            if st.backlog.len() == BACKLOG_DEPTH {
+                st.backlog.pop_front();
+                session.app.metrics.backlog_dropped.inc();
             }
+            st.backlog.push_back(bytes);
         }
     }
 }
 
-fn progress_target(st: &State, msg: &Message) -> Option<u64> {
-    if msg.method() != "notifications/progress" {
-        return None;
+/// The stream of the client request behind the facade's request `related`.
+fn related_stream(st: &State, related: Option<u64>) -> Option<u64> {
+    let client = st.outbound.get(&related?)?.client.as_ref()?;
+    st.pending.get(client).map(|p| p.stream)
+}
+
+fn default_target(st: &State, method: &str) -> Option<u64> {
+    if method.ends_with("/list_changed") || method == "notifications/resources/updated" {
+        live_standalone(st).or_else(|| newest_request(st))
+    } else {
+        newest_request(st).or_else(|| live_standalone(st))
     }
-    let token = msg
-        .to_value()
-        .pointer("/params/progressToken")
-        .map(|t| t.to_string())?;
-    st.pending
-        .values()
-        .find(|p| p.progress_token.as_deref() == Some(token.as_str()))
-        .map(|p| p.stream)
 }
 
 fn newest_request(st: &State) -> Option<u64> {

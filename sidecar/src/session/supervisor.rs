@@ -1,6 +1,8 @@
 //! The life of a session's upstream link: connect, pump server messages into
 //! the router, and on a crash answer what was in flight, back off, restart,
-//! and replay the client's handshake so the session carries on.
+//! and replay the client's handshake so the session carries on. A server
+//! that would not let go of a cancelled call is recycled the same way (at
+//! once, and without spending the restart budget: it did not crash).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,15 +21,11 @@ impl Session {
     /// Re-run the client's handshake on a fresh server so the session's state
     /// (negotiated version, capabilities) is what the client believes it is.
     async fn replay_handshake(&self, link: &Link) -> Result<(), String> {
-        let (init, initialized) = {
+        let (params, initialized) = {
             let st = self.state.lock().unwrap();
             (st.initialize.clone(), st.initialized)
         };
-        let Some(init) = init else { return Ok(()) };
-        let params = serde_json::from_slice::<serde_json::Value>(&init)
-            .ok()
-            .and_then(|v| v.get("params").cloned())
-            .unwrap_or_default();
+        let Some(params) = params else { return Ok(()) };
         let answer = self
             .internal_request(Some(link), "initialize", &params)
             .await?;
@@ -113,6 +111,7 @@ pub(super) async fn run(session: Arc<Session>) {
             }
         }
         first = false;
+        session.state.lock().unwrap().epoch += 1;
         session.link.send_replace(Some(link.clone()));
         let up_since = Instant::now();
         let mut link_rx = session.link.subscribe();
@@ -120,6 +119,16 @@ pub(super) async fn run(session: Arc<Session>) {
             r = &mut closed_rx => r.unwrap_or_else(|_| "the upstream link ended".into()),
             // The session closed (DELETE, idle, shutdown): stop pumping.
             _ = link_rx.wait_for(|l| l.is_none()) => { pump.abort(); return; }
+            () = session.recycle.notified() => {
+                pump.abort();
+                session.link.send_replace(None);
+                drop(link);
+                if session.is_closed() {
+                    return;
+                }
+                session.fail_in_flight("the MCP server was restarted because it did not stop a cancelled call; retry the request");
+                continue;
+            }
         };
         session.link.send_replace(None);
         drop(link);

@@ -1,5 +1,6 @@
 //! Newline-delimited JSON-RPC over any byte stream (stdio pipes, unix
-//! sockets): the framing the MCP stdio transport defines.
+//! sockets): the framing the MCP stdio transport defines. Every message is
+//! written as exactly one line (raw CR/LF inside it become spaces).
 //!
 //! A writer task drains the link's queue and flushes only when the queue is
 //! empty, so bursts share one syscall; a reader task splits lines (bounded in
@@ -77,10 +78,12 @@ where
     (tx, reader_task)
 }
 
+/// Every write to the link goes through here, so whatever a message holds it
+/// reaches the server as exactly one line ([`crate::framing::one_line`]).
 async fn write_line<W: AsyncWrite + Unpin>(
     out: &mut BufWriter<W>,
     bytes: &[u8],
 ) -> std::io::Result<()> {
-    out.write_all(bytes).await?;
+    out.write_all(&crate::framing::one_line(bytes)).await?;
     out.write_all(b"\n").await
 }

@@ -1,0 +1,97 @@
+//! The transport's own answers: JSON-RPC errors with an HTTP status, the
+//! 401 of a failed authentication (and its audit line), empty answers.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::{Response, StatusCode};
+
+use super::ResponseBody;
+use crate::app::App;
+use crate::auth::AuthFailure;
+use crate::jsonrpc::{self, codes};
+use crate::pipeline::audit::{self, Record};
+use crate::pipeline::refusal::Refusal;
+
+pub fn json_response(status: StatusCode, bytes: Bytes) -> Response<ResponseBody> {
+    let mut resp = Response::new(Full::new(bytes).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+pub fn json_error(status: StatusCode, code: i64, message: &str) -> Response<ResponseBody> {
+    json_response(status, jsonrpc::error_response(None, code, message, None))
+}
+
+/// A refused POST may have left its body unread, and then the connection
+/// cannot be reused: say so, or a client reusing it loses its next request.
+pub(super) fn close_if_refused(mut resp: Response<ResponseBody>) -> Response<ResponseBody> {
+    if resp.status().is_client_error() || resp.status().is_server_error() {
+        resp.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// 401 with a -32001 body. Why the token failed goes to the audit line
+/// only, so a caller cannot tell an expired token from a forged one.
+pub(super) fn unauthorized(app: &App, failure: AuthFailure) -> Response<ResponseBody> {
+    app.metrics
+        .http_rejections
+        .with_label_values(&["unauthenticated"])
+        .inc();
+    app.metrics
+        .policy_denials
+        .with_label_values(&["auth_required"])
+        .inc();
+    audit_auth_failure(app, failure);
+    let refusal = Refusal::Auth {
+        hint: "Send a valid bearer token in the Authorization header.",
+    };
+    let mut resp = json_response(StatusCode::UNAUTHORIZED, refusal.to_response(None));
+    resp.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"mcp-warden\""),
+    );
+    resp
+}
+
+/// The audit line of a refused authentication (reason, never the token).
+pub fn audit_auth_failure(app: &App, failure: AuthFailure) {
+    let record = Record {
+        time: audit::now_rfc3339(),
+        event: "auth_failure",
+        decision: "deny",
+        code: Some(crate::pipeline::refusal::AUTH_REQUIRED),
+        reason: Some(failure.reason()),
+        auth: "none",
+        ..Default::default()
+    };
+    app.audit.write(&record, &app.metrics);
+}
+
+pub(super) fn reject(
+    app: &App,
+    reason: &'static str,
+    status: StatusCode,
+    message: &str,
+) -> Response<ResponseBody> {
+    app.metrics
+        .http_rejections
+        .with_label_values(&[reason])
+        .inc();
+    let code = if status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE {
+        -32000
+    } else {
+        codes::INVALID_REQUEST
+    };
+    json_error(status, code, message)
+}
+
+pub fn empty(status: StatusCode) -> Response<ResponseBody> {
+    let mut resp = Response::new(Full::new(Bytes::new()).boxed_unsync());
+    *resp.status_mut() = status;
+    resp
+}

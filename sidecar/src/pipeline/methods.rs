@@ -1,0 +1,221 @@
+//! Every method the facade lets through, and the gates each one passes.
+//! This is the one place to read what happens to a message: a method that
+//! is not in these tables is refused (a request: -32601
+//! `method_not_allowed`) or dropped (a notification), never forwarded.
+//!
+//! Client requests, in the order the gates run (first refusal wins):
+//! authentication (the transport) → [`Who`] → the method's [`Step`] (the
+//! policy's decision on what it names, budgets, the upstream call with its
+//! time limit) → the output filter on the answer (redaction, size cap,
+//! list filtering) → audit and metrics. Every forwarded request goes to
+//! the server under an id of the facade's own.
+//!
+//! What the server sends passes [`server_request`] / [`server_notification`]:
+//! allowed methods only, every one through the output filter (redaction,
+//! size cap), ids of server requests mapped to ids of the facade's own.
+
+use mcp_warden_crds::Role;
+
+/// Who may send a request at all (finer roles come from the policy's rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// Anyone authenticated, with or without a role: `ping` only.
+    Anyone,
+    /// A caller with a role (a role-less caller gets -32003 `no_role`).
+    AnyRole,
+}
+
+/// What runs a client request; each names the gates it applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// `initialize`: forwarded; the answer's capabilities are cut to what
+    /// the facade serves; opens the session.
+    Handshake,
+    /// Forwarded as is; the answer is redacted and capped.
+    Forward,
+    /// Tool allowlist, role, quarantine, risk, argument rules, sandbox,
+    /// budgets, input schema, approval, timeout; the result capped,
+    /// redacted and checked against the outputSchema; an audit line.
+    ToolCall,
+    /// Every upstream page; each tool kept if the caller may call it.
+    ToolList,
+    /// Resource list, filtered by the resource rules; redacted.
+    ResourceList,
+    /// Template list, filtered by the resource rules on `uriTemplate`.
+    TemplateList,
+    /// `params.uri` judged by the resource rules; the answer redacted and
+    /// capped; an audit line (`resources/read`).
+    Resource,
+    /// Prompt list, filtered by the prompt rules; redacted.
+    PromptList,
+    /// `params.name` judged by the prompt rules; the answer redacted and
+    /// capped; an audit line.
+    Prompt,
+    /// `params.ref` judged as the prompt or resource template it completes.
+    Completion,
+}
+
+/// The gates of one client request method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gates {
+    pub who: Who,
+    pub step: Step,
+}
+
+const fn gates(who: Who, step: Step) -> Gates {
+    Gates { who, step }
+}
+
+/// Client → server requests the facade serves (MCP 2025-11-25). Not here,
+/// deliberately: `tasks/*` (task-augmented requests could fetch a result
+/// around the output filter), and anything a later revision adds until it
+/// has its gates.
+pub const CLIENT_REQUESTS: &[(&str, Gates)] = &[
+    ("initialize", gates(Who::AnyRole, Step::Handshake)),
+    ("ping", gates(Who::Anyone, Step::Forward)),
+    ("logging/setLevel", gates(Who::AnyRole, Step::Forward)),
+    ("tools/list", gates(Who::AnyRole, Step::ToolList)),
+    ("tools/call", gates(Who::AnyRole, Step::ToolCall)),
+    ("resources/list", gates(Who::AnyRole, Step::ResourceList)),
+    (
+        "resources/templates/list",
+        gates(Who::AnyRole, Step::TemplateList),
+    ),
+    ("resources/read", gates(Who::AnyRole, Step::Resource)),
+    ("resources/subscribe", gates(Who::AnyRole, Step::Resource)),
+    ("resources/unsubscribe", gates(Who::AnyRole, Step::Resource)),
+    ("prompts/list", gates(Who::AnyRole, Step::PromptList)),
+    ("prompts/get", gates(Who::AnyRole, Step::Prompt)),
+    ("completion/complete", gates(Who::AnyRole, Step::Completion)),
+];
+
+/// The gates of a client request method; `None`: refused.
+pub fn client_request(method: &str) -> Option<Gates> {
+    CLIENT_REQUESTS
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map(|(_, g)| *g)
+}
+
+/// What the facade does with a client notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientNotification {
+    /// Forwarded (rebuilt); the handshake is complete.
+    Initialized,
+    /// Translated to the facade's id of the request it cancels; dropped if
+    /// that request is not on the server.
+    Cancelled,
+    /// Progress on a server → client request: forwarded while one is open.
+    Progress,
+    /// Forwarded.
+    Forward,
+}
+
+pub const CLIENT_NOTIFICATIONS: &[(&str, ClientNotification)] = &[
+    ("notifications/initialized", ClientNotification::Initialized),
+    ("notifications/cancelled", ClientNotification::Cancelled),
+    ("notifications/progress", ClientNotification::Progress),
+    (
+        "notifications/roots/list_changed",
+        ClientNotification::Forward,
+    ),
+];
+
+pub fn client_notification(method: &str) -> Option<ClientNotification> {
+    CLIENT_NOTIFICATIONS
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map(|(_, n)| *n)
+}
+
+/// Server → client requests: `Some(true)` forwarded to the client (params
+/// redacted and capped, the id mapped to one of the facade's own), `Some(false)`
+/// answered by the facade itself (`ping`); `None`: refused with -32601.
+pub fn server_request(method: &str) -> Option<bool> {
+    match method {
+        "sampling/createMessage" | "elicitation/create" | "roots/list" => Some(true),
+        "ping" => Some(false),
+        _ => None,
+    }
+}
+
+/// What the facade does with a server notification before the client sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerNotification {
+    /// Redacted and capped, then delivered.
+    Filtered,
+    /// Progress: delivered on the stream of the request whose (facade)
+    /// token it names, with the client's own token restored.
+    Progress,
+    /// The server gave up on a request it sent the client: the id mapped.
+    Cancelled,
+    /// The tool list changed: pins and drift re-checked before the client hears.
+    ToolsChanged,
+    /// A resource changed: delivered only if the caller may read it.
+    ResourceUpdated,
+}
+
+pub fn server_notification(method: &str) -> Option<ServerNotification> {
+    match method {
+        "notifications/message"
+        | "notifications/resources/list_changed"
+        | "notifications/prompts/list_changed"
+        | "notifications/elicitation/complete" => Some(ServerNotification::Filtered),
+        "notifications/progress" => Some(ServerNotification::Progress),
+        "notifications/cancelled" => Some(ServerNotification::Cancelled),
+        "notifications/tools/list_changed" => Some(ServerNotification::ToolsChanged),
+        "notifications/resources/updated" => Some(ServerNotification::ResourceUpdated),
+        _ => None,
+    }
+}
+
+/// The role a [`Who`] gate needs: `None` means any caller passes.
+pub fn least_role(who: Who) -> Option<Role> {
+    match who {
+        Who::Anyone => None,
+        Who::AnyRole => Some(Role::Viewer),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_unsafe_methods_have_no_gates() {
+        for m in [
+            "tasks/list",
+            "tasks/result",
+            "sampling/createMessage",
+            "elicitation/create",
+            "roots/list",
+            "x",
+            "",
+            "tools/call ",
+            "Tools/Call",
+        ] {
+            assert_eq!(client_request(m), None, "{m}");
+        }
+        assert_eq!(server_request("tools/call"), None);
+        assert_eq!(server_notification("notifications/tasks/status"), None);
+        assert_eq!(client_notification("notifications/message"), None);
+    }
+
+    #[test]
+    fn only_ping_is_open_to_callers_without_a_role() {
+        let open: Vec<&str> = CLIENT_REQUESTS
+            .iter()
+            .filter(|(_, g)| g.who == Who::Anyone)
+            .map(|(m, _)| *m)
+            .collect();
+        assert_eq!(open, ["ping"]);
+    }
+
+    #[test]
+    fn each_method_is_listed_once() {
+        let mut names: Vec<&str> = CLIENT_REQUESTS.iter().map(|(m, _)| *m).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), CLIENT_REQUESTS.len());
+    }
+}
