@@ -40,7 +40,7 @@ fn check_message(bytes: Bytes) {
             v.get("params").is_none_or(serde_json::Value::is_object)
         });
         let edited = jsonrpc::edit_params(&msg, |p| {
-            p.insert("name".into(), jsonrpc::raw_string("renamed"));
+            p.set("name", jsonrpc::raw_string("renamed"));
         });
         match (edited, readable) {
             (Ok(again), readable) => {

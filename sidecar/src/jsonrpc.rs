@@ -263,17 +263,28 @@ impl Members {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
     }
 
-    /// Replace `key`'s value in place, or append it.
+    /// Replace `key`'s value in place (every copy of the key, should the
+    /// text hold it twice), or append it.
     pub fn set(&mut self, key: &str, value: Box<RawValue>) {
-        match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => *v = value,
+        match self.0.iter().position(|(k, _)| k == key) {
+            Some(at) => {
+                self.0[at].1 = value;
+                let mut i = 0;
+                self.0.retain(|(k, _)| {
+                    i += 1;
+                    i - 1 == at || k != key
+                });
+            }
             None => self.0.push((key.to_string(), value)),
         }
     }
 
+    /// Take `key` out (every copy of it); the first copy's value.
     pub fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
         let at = self.0.iter().position(|(k, _)| k == key)?;
-        Some(self.0.remove(at).1)
+        let value = self.0.remove(at).1;
+        self.0.retain(|(k, _)| k != key);
+        Some(value)
     }
 
     pub fn to_raw(&self) -> Box<RawValue> {
@@ -567,6 +578,16 @@ mod tests {
         assert_eq!(RequestId::number(7).as_number(), Some(7));
         assert_eq!(id(r#""7""#).as_number(), None);
         assert!(RequestId::from_raw("1.5").is_none() && RequestId::from_raw("{}").is_none());
+    }
+
+    #[test]
+    fn editing_a_key_given_twice_leaves_one_copy() {
+        let mut m = Members::parse(br#"{"name":"a","x":1,"name":"b"}"#).unwrap();
+        m.set("name", raw_string("c"));
+        assert_eq!(m.to_vec(), br#"{"name":"c","x":1}"#);
+        let mut m = Members::parse(br#"{"auth":1,"x":1,"auth":2}"#).unwrap();
+        assert_eq!(m.remove("auth").unwrap().get(), "1");
+        assert_eq!(m.to_vec(), br#"{"x":1}"#);
     }
 
     #[test]

@@ -335,3 +335,39 @@ fn outgoing(
         None => Ok(bytes),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Message {
+        Message::parse(Bytes::copy_from_slice(text.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn the_server_sees_the_facades_id_and_token_and_everything_else_as_sent() {
+        let msg = parse(
+            r#"{"jsonrpc":"2.0","id":"\u0031","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"client-token","traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#,
+        );
+        let out = outgoing(&msg, &RequestId::number(42), true, None).unwrap();
+        let text = std::str::from_utf8(&out).unwrap();
+        assert_eq!(
+            text,
+            r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":42,"traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#
+        );
+        assert!(!text.contains("client-token"));
+    }
+
+    #[test]
+    fn edits_apply_and_a_request_without_progress_keeps_its_meta() {
+        let msg = parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alias","_meta":{"k":1}}}"#,
+        );
+        let mut rename = |p: &mut Members| p.set("name", jsonrpc::raw_string("upstream"));
+        let out = outgoing(&msg, &RequestId::number(1), false, Some(&mut rename)).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"upstream","_meta":{"k":1}}}"#
+        );
+    }
+}

@@ -165,9 +165,15 @@ impl State {
 /// came back as plain JSON; an SSE answer goes on through the link's events.
 /// A request that cannot be delivered is an error the caller answers.
 pub async fn post(state: &Arc<State>, msg: Message) -> Result<Option<Message>, UpstreamError> {
+    // An HTTP body may hold line breaks, but the server behind this URL may
+    // be a gateway to a stdio server: send one line, as to every framed link.
+    let body = match crate::framing::one_line(&msg.bytes) {
+        std::borrow::Cow::Borrowed(_) => msg.bytes.clone(),
+        std::borrow::Cow::Owned(line) => Bytes::from(line),
+    };
     let req = state
-        .request(Method::POST, Some(&msg.bytes))
-        .body(Full::new(msg.bytes.clone()))
+        .request(Method::POST, Some(&body))
+        .body(Full::new(body))
         .expect("request parts are valid");
     let Exchange { resp, mut conn } = match state.exchange(req).await {
         None => return Err(UpstreamError::Closed),
