@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::bound_strings)]
+#[schemars(transform = crate::schema::crd_bounds)]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'streamable-http' || has(self.port)").message("port is required when transport is streamable-http").field_path(".port"))]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || !has(self.port)").message("port is only used with transport streamable-http").field_path(".port"))]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || size(self.command) > 0").message("command is required when transport is stdio: the bridge has to know what to start").field_path(".command"))]

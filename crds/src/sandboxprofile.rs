@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::bound_strings)]
+#[schemars(transform = crate::schema::crd_bounds)]
 pub struct SandboxProfileSpec {
     /// The non-root user id every container runs as (default 65532). Also the
     /// group and the fsGroup.
