@@ -48,6 +48,11 @@ EXAMPLE_NAMESPACE = "team-a"
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
               "pod-security.kubernetes.io/enforce-version": "latest"}
 WEBHOOK_SERVICE = f"{RELEASE}-webhook"
+# The order `helm install` creates kinds in (Helm's InstallOrder, the kinds this chart has):
+# a Deployment before its ServiceAccount would get FailedCreate until the account exists.
+HELM_INSTALL_ORDER = ["Namespace", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "ConfigMap",
+                      "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment",
+                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
 
 
 def k8s_bin_dir() -> Path:
@@ -98,7 +103,8 @@ def installed(cluster):
     cluster.namespace(NAMESPACE, RESTRICTED)
     cluster.kubectl("apply", "--server-side", "-f", REPO_ROOT / "charts" / "mcp-warden" / "crds")
     cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    objs = chart_objects()
+    objs = sorted(chart_objects(), key=lambda o: HELM_INSTALL_ORDER.index(o["kind"])
+                  if o["kind"] in HELM_INSTALL_ORDER else len(HELM_INSTALL_ORDER))
     for o in objs:
         if o["kind"] == "Service" and o["metadata"]["name"] == WEBHOOK_SERVICE:
             # No operator pod runs: the webhook process runs on this host instead.

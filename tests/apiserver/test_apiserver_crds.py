@@ -103,7 +103,8 @@ def test_the_chart_passes_a_server_side_dry_run(cluster, installed):
                 if not o["apiVersion"].startswith(("cert-manager.io/", "monitoring.coreos.com/"))]
         assert len(objs) >= 10, variant
         for ns in {o["metadata"]["namespace"] for o in objs if "namespace" in o["metadata"]}:
-            cluster.namespace(ns)  # a dry run cannot create the namespaces it writes into
+            if cluster.get("namespace", ns) is None:
+                cluster.namespace(ns)  # a dry run cannot create the namespaces it writes into
         out = cluster.apply(objs, dry_run=True, check=False)
         assert out.code == 0, f"{variant}:\n{out.stderr}"
         assert warnings(out.stderr) == [], f"{variant}:\n{out.stderr}"
