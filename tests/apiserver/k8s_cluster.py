@@ -164,7 +164,7 @@ class ControlPlane:
         return self.kubectl(*args, user=user, input=_text(docs), check=check)
 
     def get(self, kind: str, name: str, namespace: str | None = None, user: str = "admin") -> dict | None:
-        args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+        args = ["get", kind, name, "-o", "json", "--show-managed-fields"] + (["-n", namespace] if namespace else [])
         out = self.kubectl(*args, user=user, check=False)
         if out.code != 0:
             if "NotFound" in out.stderr:
@@ -173,7 +173,7 @@ class ControlPlane:
         return out.json()
 
     def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
-        args = ["get", kind, "-o", "json"] + (["-n", namespace] if namespace else ["-A"])
+        args = ["get", kind, "-o", "json", "--show-managed-fields"] + (["-n", namespace] if namespace else ["-A"])
         if selector:
             args += ["-l", selector]
         return self.kubectl(*args).json()["items"]

@@ -128,6 +128,7 @@ class OperatorProcess:
     proc: object = None
 
     def start(self) -> None:
+        assert self.proc is None or not self.proc.alive(), "already running"
         binary = operator_binary()
         self.proc = _spawn([str(binary), "run", *self.args, "--admin-listen", f"127.0.0.1:{self.admin_port}"],
                            env=self.env)
@@ -170,6 +171,9 @@ class Webhook:
 
     def start(self) -> None:
         self.process.start()
+        self.wait_listening()
+
+    def wait_listening(self) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as s:
@@ -203,7 +207,7 @@ def webhook(request, cluster, installed, operator_kubeconfig, tmp_path_factory):
     process = _operator(request, operator_kubeconfig, "--mode", "webhook", "--webhook-listen", f"{address}:{port}",
                         "--webhook-cert-dir", str(cert_dir))
     hook = Webhook(process, address, port)
-    hook.start()
+    hook.wait_listening()
 
     def ca_written():
         return all((cluster.get(kind, RELEASE) or {}).get("webhooks", [{}])[0].get("clientConfig", {}).get("caBundle")

@@ -153,7 +153,8 @@ def snapshot(cluster) -> dict:
         for o in cluster.list(kind, NS, selector="app.kubernetes.io/managed-by=mcp-warden-operator"):
             snap[f"{kind}/{o['metadata']['name']}"] = o["metadata"]["resourceVersion"]
     for d in cluster.list("deployments", NS):
-        mine = [m for m in d["metadata"].get("managedFields", []) if m["manager"] == "mcp-warden-operator"]
+        mine = [m for m in d["metadata"]["managedFields"] if m["manager"] == "mcp-warden-operator"]
+        assert mine, f"deployments/{d['metadata']['name']} has no fields of the operator"
         snap[f"deployments/{d['metadata']['name']}"] = (d["metadata"]["generation"], json.dumps(mine, sort_keys=True))
     for s in cluster.list("mcpservers", NS):
         snap[f"mcpservers/{s['metadata']['name']}/status"] = json.dumps(s.get("status"), sort_keys=True)

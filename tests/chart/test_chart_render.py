@@ -278,8 +278,10 @@ def test_webhook_contract(variant):
         assert wh["rules"] == [{"apiGroups": ["mcpwarden.dev"], "apiVersions": ["v1alpha1"],
                                 "operations": ["CREATE", "UPDATE"], "resources": ["mcpservers"],
                                 "scope": "Namespaced"}]
-        assert [m["name"] for m in wh["matchConditions"]] == ["approval-annotations"]
-        assert "mcpwarden.dev/approve" in wh["matchConditions"][0]["expression"]
+        # What the expression decides is tested on a real API server (tests/apiserver).
+        assert [m["name"] for m in wh["matchConditions"]] == ["approval-annotations-change-or-no-update-right"]
+        expression = wh["matchConditions"][0]["expression"]
+        assert "mcpwarden.dev/approve" in expression and "check('update')" in expression
         if kind == "MutatingWebhookConfiguration":
             assert wh["reinvocationPolicy"] == "Never"
         annotations = config["metadata"].get("annotations", {})
