@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
     kind = "SandboxProfile",
     namespaced,
     shortname = "sbp",
+    category = "mcp",
+    category = "mcp-warden",
     derive = "PartialEq",
     derive = "Default",
     doc = "SandboxProfile: the user, resources, filesystem, network egress and workspace access of an MCP server's pod.",

@@ -31,6 +31,8 @@ const UNIQUE_EXPOSED: &str =
     kind = "ToolProfile",
     namespaced,
     shortname = "tp",
+    category = "mcp",
+    category = "mcp-warden",
     derive = "PartialEq",
     derive = "Default",
     doc = "ToolProfile: which upstream tools an MCPServer exposes, to which roles, with which argument rules and budgets.",

@@ -110,3 +110,11 @@ def test_the_chart_passes_a_server_side_dry_run(cluster, installed):
         assert warnings(out.stderr) == [], f"{variant}:\n{out.stderr}"
         applied = re.findall(r"serverside-applied \(server dry run\)", out.stdout)
         assert len(applied) == len(objs), f"{variant}:\n{out.stdout}"
+
+
+def test_categories_list_every_kind(cluster, examples_applied):
+    """`kubectl get mcp` (and `mcp-warden`) lists servers and both profiles."""
+    for category in ("mcp", "mcp-warden"):
+        names = cluster.kubectl("get", category, "-n", EXAMPLE_NAMESPACE, "-o", "name").stdout.split()
+        kinds = {n.split("/", 1)[0].split(".", 1)[0] for n in names}
+        assert kinds == {"mcpserver", "toolprofile", "sandboxprofile"}, names
