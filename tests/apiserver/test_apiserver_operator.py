@@ -186,3 +186,38 @@ def test_steady_state_makes_no_writes(cluster, reconciled_examples):
     after = snapshot(cluster)
     changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed == {}, f"the operator wrote in a steady state: {sorted(changed)}"
+
+
+def test_objects_it_does_not_own_are_not_taken_over(cluster, controller, examples_applied):
+    """A ConfigMap named like the server's policy, made by someone else, stops
+    the operator (condition + Warning Event) instead of being force-applied."""
+    ns = "team-owners"
+    cluster.namespace(ns)
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "taken-policy", "namespace": ns},
+               "data": {"policy.yaml": "someone else's"}}
+    cluster.apply(foreign, field_manager="another-team")
+    cluster.apply([
+        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": ns},
+         "spec": {}},
+        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "taken", "namespace": ns},
+         "spec": {"image": "ghcr.io/example/mcp:1", "command": ["srv"], "toolProfileRef": {"name": "t"}}},
+    ])
+
+    def degraded():
+        s = cluster.get("mcpserver", "taken", ns) or {}
+        return next((c for c in s.get("status", {}).get("conditions", [])
+                     if c["type"] == "Degraded" and c["reason"] == "ObjectNotOwned"), None)
+
+    condition = wait_for("Degraded=ObjectNotOwned", degraded, timeout=30)
+    assert condition["status"] == "True" and "ConfigMap/taken-policy" in condition["message"]
+    assert cluster.get("configmap", "taken-policy", ns)["data"] == {"policy.yaml": "someone else's"}
+    assert cluster.get("deployment", "taken", ns) is None, "nothing is applied while an object is in the way"
+    events = [e for e in cluster.list("events.events.k8s.io", ns)
+              if e.get("reason") == "ObjectNotOwned" and e.get("type") == "Warning"]
+    assert events, "no Warning Event"
+    # Once it is gone, the server is built (a label change wakes the controller up).
+    cluster.kubectl("delete", "configmap", "taken-policy", "-n", ns)
+    cluster.kubectl("label", "mcpserver", "taken", "-n", ns, "retry=1")
+    wait_for("the Deployment", lambda: cluster.get("deployment", "taken", ns), timeout=30)
+    owners = cluster.get("configmap", "taken-policy", ns)["metadata"]["ownerReferences"]
+    assert owners[0]["kind"] == "MCPServer" and owners[0]["name"] == "taken"
