@@ -6,8 +6,11 @@ VENV     ?= .venv
 PYTHON   ?= $(VENV)/bin/python
 SIDECAR  := target/debug/mcp-warden-sidecar
 OPERATOR := target/debug/mcp-warden-operator
+# A real kube-apiserver + kube-controller-manager for tests/apiserver (control-plane.sh
+# and the binaries); the suite skips, saying so, when the folder is absent.
+K8S_BIN_DIR ?= ../shared/k8s
 
-.PHONY: all build test test-rust test-e2e lint fmt generate check-generated demo setup bench clean
+.PHONY: all build test test-rust test-e2e test-apiserver lint fmt generate check-generated demo setup bench clean
 
 all: build
 
@@ -27,7 +30,13 @@ test-rust:
 
 test-e2e:
 	MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) MCP_WARDEN_OPERATOR=$(abspath $(OPERATOR)) \
+	MCP_WARDEN_K8S_BIN_DIR=$(abspath $(K8S_BIN_DIR)) \
 		$(PYTHON) -m pytest -q tests
+
+## test-apiserver: only the real-API-server suite (CRDs, examples, chart, operator, webhook, RBAC)
+test-apiserver:
+	MCP_WARDEN_OPERATOR=$(abspath $(OPERATOR)) MCP_WARDEN_K8S_BIN_DIR=$(abspath $(K8S_BIN_DIR)) \
+		$(PYTHON) -m pytest -q tests/apiserver
 
 ## lint: clippy with warnings as errors, rustfmt check
 lint:

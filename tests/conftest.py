@@ -18,6 +18,7 @@ Fixtures:
         not exist) and waits for the admin /readyz to answer 200.
     start_module_process, module_facade   the same with module lifetime, for
         servers shared by the tests of one module.
+    cluster, installed, controller, webhook, …   tests/apiserver/k8s_fixtures.py
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -36,6 +38,11 @@ from typing import IO, Iterator, Sequence
 import httpx
 import pytest
 import yaml
+
+# The real-API-server suite's fixtures (cluster, installed chart, operator,
+# webhook): a plugin, so they are shared by tests/apiserver's modules.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "apiserver"))
+pytest_plugins = ["k8s_fixtures"]
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent

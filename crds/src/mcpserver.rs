@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
     plural = "mcpservers",
     namespaced,
     shortname = "mcps",
+    category = "mcp",
+    category = "mcp-warden",
     status = "MCPServerStatus",
     derive = "PartialEq",
     validation = kube::core::Rule::new("size(self.metadata.name) <= 57 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("the name becomes Service names (<name> and <name>-peers): at most 57 lowercase letters, digits or '-', starting with a letter"),
@@ -29,7 +31,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::bound_strings)]
+#[schemars(transform = crate::schema::crd_bounds)]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'streamable-http' || has(self.port)").message("port is required when transport is streamable-http").field_path(".port"))]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || !has(self.port)").message("port is only used with transport streamable-http").field_path(".port"))]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || size(self.command) > 0").message("command is required when transport is stdio: the bridge has to know what to start").field_path(".command"))]
@@ -272,6 +274,11 @@ mod tests {
         let crd = MCPServer::crd();
         assert_eq!(crd.spec.group, "mcpwarden.dev");
         assert_eq!(crd.spec.names.short_names, Some(vec!["mcps".to_string()]));
+        // `kubectl get mcp` / `kubectl get mcp-warden` list all three kinds.
+        assert_eq!(
+            crd.spec.names.categories,
+            Some(vec!["mcp".to_string(), "mcp-warden".to_string()])
+        );
         let version = &crd.spec.versions[0];
         assert_eq!(version.name, "v1alpha1");
         assert!(version

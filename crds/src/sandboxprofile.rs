@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
     kind = "SandboxProfile",
     namespaced,
     shortname = "sbp",
+    category = "mcp",
+    category = "mcp-warden",
     derive = "PartialEq",
     derive = "Default",
     doc = "SandboxProfile: the user, resources, filesystem, network egress and workspace access of an MCP server's pod.",
@@ -38,7 +40,7 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::bound_strings)]
+#[schemars(transform = crate::schema::crd_bounds)]
 pub struct SandboxProfileSpec {
     /// The non-root user id every container runs as (default 65532). Also the
     /// group and the fsGroup.

@@ -6,15 +6,24 @@
 //! into the policy almost field for field.
 
 use kube::{CustomResource, KubeSchema};
+use schemars::Schema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::policy::{
     DefaultAction, Limits, PromptPolicy, Redaction, ResourcePolicy, RoleBinding, ScanAction,
     ToolRule,
 };
+use crate::schema::set_at;
 
-/// The exposed name of a tool (its alias, else its upstream name), in CEL.
-const EXPOSED: &str = "(has(t.alias) ? t.alias : t.name)";
+/// Exposed names (alias, else name) are unique, in CEL. Names are already
+/// unique (the list-map key), so two tools can only collide through an
+/// alias: every alias must be the exposed name of exactly one tool, itself.
+/// This prices at about half of comparing every exposed name with every
+/// other; the API server's estimate for 256 tools is about a fifth of its
+/// per-rule budget (a test against a real API server keeps it accepted).
+const UNIQUE_EXPOSED: &str =
+    "self.all(t, !has(t.alias) || self.exists_one(u, (has(u.alias) ? u.alias : u.name) == t.alias))";
 
 /// A reusable tool policy: the tools an MCPServer exposes, their roles, risks,
 /// argument rules and budgets. Referenced by `MCPServer.spec.toolProfileRef`.
@@ -25,6 +34,8 @@ const EXPOSED: &str = "(has(t.alias) ? t.alias : t.name)";
     kind = "ToolProfile",
     namespaced,
     shortname = "tp",
+    category = "mcp",
+    category = "mcp-warden",
     derive = "PartialEq",
     derive = "Default",
     doc = "ToolProfile: which upstream tools an MCPServer exposes, to which roles, with which argument rules and budgets.",
@@ -41,7 +52,7 @@ const EXPOSED: &str = "(has(t.alias) ? t.alias : t.name)";
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::bound_strings)]
+#[schemars(transform = crate::schema::crd_bounds)]
 pub struct ToolProfileSpec {
     /// What happens to an upstream tool that no entry in `tools` names:
     /// `deny` (hidden and refused, the default) or `allow`.
@@ -51,9 +62,10 @@ pub struct ToolProfileSpec {
     /// be snake_case, and exposed names (alias, else name) must be unique.
     #[serde(default)]
     #[schemars(length(max = 256))]
+    #[schemars(transform = tool_bounds)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     #[x_kube(validation = kube::core::Rule::new("self.all(t, !has(t.alias) || t.alias.matches('^[a-z][a-z0-9_]{0,63}$'))").message("alias must be snake_case: a lowercase letter, then lowercase letters, digits or _, at most 64 characters"))]
-    #[x_kube(validation = kube::core::Rule::new(format!("self.all(t, self.exists_one(u, {} == {}))", EXPOSED.replace("t.", "u."), EXPOSED)).message("exposed tool names (alias, else name) must be unique"))]
+    #[x_kube(validation = kube::core::Rule::new(UNIQUE_EXPOSED).message("exposed tool names (alias, else name) must be unique"))]
     #[x_kube(validation = kube::core::Rule::new("self.all(t, !has(t.pin) || t.pin.matches('^sha256:[0-9a-f]{64}$'))").message("pin must be sha256: followed by 64 lowercase hex digits"))]
     pub tools: Vec<ToolRule>,
     /// Profile-wide budgets; a tool's own `limits` override them field by field.
@@ -62,11 +74,13 @@ pub struct ToolProfileSpec {
     pub limits: Limits,
     /// Secret redaction in tool results (on by default, every built-in detector).
     #[serde(default)]
+    #[schemars(transform = redaction_bounds)]
     pub redaction: Redaction,
     /// Who gets which role (`viewer`, `user`, `admin`). Nobody has a role by
     /// default, so nobody can call a tool until a binding names them.
     #[serde(default)]
     #[schemars(length(max = 64))]
+    #[schemars(transform = role_bounds)]
     pub roles: Vec<RoleBinding>,
     /// Quarantine a tool whose definition changes while the server runs
     /// (default true).
@@ -97,6 +111,95 @@ fn default_true() -> bool {
     true
 }
 
+// Bounds for the shared `FacadePolicy` building blocks as this CRD embeds
+// them. The API server prices every CEL rule from these (a longer `name` or
+// a longer list is a more expensive rule); everything not named here gets
+// `crate::schema::crd_bounds`' defaults.
+
+/// `tools[]`: the fields the CEL rules read are bounded tightly — `name` and
+/// `alias` as MCP clients show tool names, `pin` exactly `sha256:` + 64 hex.
+fn tool_bounds(schema: &mut Schema) {
+    let item = "/items/properties";
+    set_at(
+        schema,
+        &format!("{item}/name"),
+        &[("minLength", json!(1)), ("maxLength", json!(128))],
+    );
+    set_at(
+        schema,
+        &format!("{item}/alias"),
+        &[("maxLength", json!(64))],
+    );
+    set_at(schema, &format!("{item}/pin"), &[("maxLength", json!(71))]);
+    set_at(
+        schema,
+        &format!("{item}/arguments"),
+        &[("maxItems", json!(32))],
+    );
+    let arg = format!("{item}/arguments/items");
+    set_at(
+        schema,
+        &arg,
+        &[(
+            "description",
+            json!("A rule for one argument of a tool: values pass, need a person's approval (check) or are refused."),
+        )],
+    );
+    set_at(
+        schema,
+        &format!("{arg}/properties/name"),
+        &[("minLength", json!(1)), ("maxLength", json!(256))],
+    );
+    set_at(
+        schema,
+        &format!("{arg}/properties/root"),
+        &[("maxLength", json!(1024))],
+    );
+    for list in ["allow", "check", "deny"] {
+        let list = format!("{arg}/properties/{list}");
+        set_at(schema, &list, &[("maxItems", json!(64))]);
+        set_at(
+            schema,
+            &format!("{list}/items"),
+            &[("maxLength", json!(1024))],
+        );
+    }
+}
+
+/// `roles[]`: subjects, groups and `namespace/name` service accounts.
+fn role_bounds(schema: &mut Schema) {
+    for (list, len) in [("subjects", 256), ("groups", 256), ("serviceAccounts", 317)] {
+        let list = format!("/items/properties/{list}");
+        set_at(schema, &list, &[("maxItems", json!(128))]);
+        set_at(
+            schema,
+            &format!("{list}/items"),
+            &[("maxLength", json!(len))],
+        );
+    }
+}
+
+/// `redaction`: detector names become metric labels, so they stay short.
+fn redaction_bounds(schema: &mut Schema) {
+    set_at(schema, "/properties/kinds", &[("maxItems", json!(32))]);
+    set_at(
+        schema,
+        "/properties/kinds/items",
+        &[("maxLength", json!(64))],
+    );
+    set_at(schema, "/properties/patterns", &[("maxItems", json!(32))]);
+    set_at(
+        schema,
+        "/properties/patterns/items/properties/name",
+        &[("maxLength", json!(64))],
+    );
+    set_at(
+        schema,
+        "/properties/patterns/items/properties/regex",
+        &[("maxLength", json!(1024))],
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +215,38 @@ mod tests {
             text.contains("x-kubernetes-list-map-keys"),
             "tools must be a map list"
         );
+    }
+
+    /// What the API server's CEL cost estimate depends on: the strings the
+    /// rules read are short, every list is bounded, and no `uint64` format
+    /// (which the API server warns about) is left.
+    #[test]
+    fn rule_inputs_are_bounded_and_formats_known() {
+        let crd = serde_json::to_value(ToolProfile::crd()).unwrap();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let tool = &spec["properties"]["tools"]["items"]["properties"];
+        assert_eq!(tool["name"]["maxLength"], 128);
+        assert_eq!(tool["alias"]["maxLength"], 64);
+        assert_eq!(tool["pin"]["maxLength"], 71);
+        let text = serde_json::to_string(spec).unwrap();
+        assert!(!text.contains("uint"), "unknown integer format left");
+        fn lists_bounded(v: &serde_json::Value, at: &str) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if m.get("type") == Some(&"array".into()) {
+                        assert!(m.contains_key("maxItems"), "{at} has no maxItems");
+                    }
+                    if m.get("type") == Some(&"string".into()) && !m.contains_key("enum") {
+                        assert!(m.contains_key("maxLength"), "{at} has no maxLength");
+                    }
+                    m.iter()
+                        .for_each(|(k, c)| lists_bounded(c, &format!("{at}/{k}")));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|c| lists_bounded(c, at)),
+                _ => {}
+            }
+        }
+        lists_bounded(spec, "spec");
     }
 
     #[test]

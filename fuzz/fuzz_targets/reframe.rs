@@ -18,8 +18,28 @@ use mcp_warden_sidecar::jsonrpc::{self, Kind, Members, Message, RequestId};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-fn split<'a>(line: &'a [u8], on: &[u8]) -> Vec<&'a [u8]> {
-    line.split(|b| on.contains(b)).filter(|s| !s.is_empty()).collect()
+/// The non-empty lines a reader sees: split at LF only, at CR or LF
+/// (universal newlines), or at the CRLF sequence only.
+fn lines<'a>(text: &'a [u8], reader: &str) -> Vec<&'a [u8]> {
+    let parts: Vec<&[u8]> = match reader {
+        "lf" => text.split(|&b| b == b'\n').collect(),
+        "universal" => text.split(|&b| b == b'\n' || b == b'\r').collect(),
+        _ => {
+            let mut out = Vec::new();
+            let mut rest = text;
+            while let Some(at) = rest.windows(2).position(|w| w == b"\r\n") {
+                out.push(&rest[..at]);
+                rest = &rest[at + 2..];
+            }
+            out.push(rest);
+            out
+        }
+    };
+    parts
+        .into_iter()
+        .map(|p| p.strip_suffix(b"\n").unwrap_or(p))
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -47,9 +67,9 @@ fuzz_target!(|data: &[u8]| {
     line.push(b'\n');
     // LF readers (most SDKs), CR-or-LF readers (Python's universal newlines),
     // CRLF readers: one non-empty line each, the whole message.
-    for on in [&b"\n"[..], &b"\r\n"[..], &b"\r"[..]] {
-        let parts = split(&line, on);
-        assert_eq!(parts.len(), 1, "{} lines for one message", parts.len());
+    for reader in ["lf", "universal", "crlf"] {
+        let parts = lines(&line, reader);
+        assert_eq!(parts.len(), 1, "{} lines for one message ({reader})", parts.len());
         assert_eq!(parts[0], &line[..line.len() - 1]);
     }
     // The line is the message the facade judged.

@@ -133,6 +133,18 @@ pub fn digest(names: &BTreeSet<String>) -> String {
     format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
+/// Whether `value` has the shape of a [`digest`]: `sha256:` and 64 lowercase
+/// hex digits. The webhook refuses any other `mcpwarden.dev/approve` value,
+/// which would otherwise approve nothing and so act as a silent revocation.
+pub fn is_digest(value: &str) -> bool {
+    value.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 /// Where the approval stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ApprovalState {
@@ -375,6 +387,23 @@ mod tests {
             digest(&set(&["a", "b"])),
             "names are delimited"
         );
+    }
+
+    #[test]
+    fn digest_shape() {
+        let d = digest(&BTreeSet::from(["network.dns".to_string()]));
+        assert!(is_digest(&d), "{d}");
+        for bad in [
+            "yes",
+            "",
+            "sha256:",
+            "sha256:ABC",
+            &d.to_uppercase(),
+            &format!("{d}0"),
+            &d[1..],
+        ] {
+            assert!(!is_digest(bad), "{bad}");
+        }
     }
 
     #[test]

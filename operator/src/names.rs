@@ -81,17 +81,36 @@ pub fn peers_service(server: &MCPServer) -> String {
     format!("{}-peers", server.name_any())
 }
 
-/// Labels on every object and pod.
+/// Labels of the pods and of the objects named after the server (Kubernetes'
+/// recommended `app.kubernetes.io/*` set: `component: server`).
 pub fn labels(server: &MCPServer) -> BTreeMap<String, String> {
+    labels_with_component(server, "server")
+}
+
+/// The recommended labels with `component` saying what the object is for.
+/// `managed-by` is also how the controller finds the objects it owns.
+fn labels_with_component(server: &MCPServer, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".into(), "mcp-server".into()),
         ("app.kubernetes.io/instance".into(), server.name_any()),
+        ("app.kubernetes.io/component".into(), component.into()),
+        ("app.kubernetes.io/part-of".into(), "mcp-warden".into()),
         (
             "app.kubernetes.io/managed-by".into(),
             "mcp-warden-operator".into(),
         ),
         (SERVER_LABEL.into(), server.name_any()),
     ])
+}
+
+/// What an owned object named `name` is for: the suffix after the server's
+/// name (`policy`, `jwks`, `peers`, `peer-key`), else `server`.
+fn component(server: &MCPServer, name: &str) -> String {
+    name.strip_prefix(&server.name_any())
+        .and_then(|rest| rest.strip_prefix('-'))
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or("server")
+        .to_string()
 }
 
 /// The pod selector (a stable subset of [`labels`]).
@@ -103,9 +122,9 @@ pub fn selector(server: &MCPServer) -> BTreeMap<String, String> {
 /// has a uid (it came from the API server), the controller owner reference.
 pub fn metadata(server: &MCPServer, name: String) -> ObjectMeta {
     ObjectMeta {
+        labels: Some(labels_with_component(server, &component(server, &name))),
         name: Some(name),
         namespace: Some(namespace(server)),
-        labels: Some(labels(server)),
         owner_references: owner_reference(server).map(|r| vec![r]),
         ..ObjectMeta::default()
     }

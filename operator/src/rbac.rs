@@ -74,8 +74,14 @@ pub const API_CALLS: &[Rule] = &[
 /// Non-resource URLs read with `get`.
 pub const NON_RESOURCE_URLS: &[&str] = &["/.well-known/openid-configuration", "/openid/v1/jwks"];
 
-/// What users need to approve capabilities (for the chart's approver role).
-pub const APPROVER_RULE: Rule = rule("mcpwarden.dev", "mcpservers/approval", &["approve"]);
+/// What users need to approve capabilities (the chart's approver role):
+/// `approve` is what the webhook's SubjectAccessReview asks for, `get` and
+/// `patch` what `kubectl annotate` sends. Not `update`: without it the webhook
+/// lets an approver change nothing but the approval annotations.
+pub const APPROVER_RULES: &[Rule] = &[
+    rule("mcpwarden.dev", "mcpservers/approval", &["approve"]),
+    rule("mcpwarden.dev", "mcpservers", &["get", "patch"]),
+];
 
 /// The RBAC (group, resource, verb) of an HTTP request to the API server,
 /// or `None` for a non-resource URL.
@@ -177,5 +183,19 @@ mod tests {
         for url in NON_RESOURCE_URLS {
             assert!(doc.contains(url), "RBAC.md lacks {url}");
         }
+        let people = doc.split("## 5.").nth(1).expect("RBAC.md has §5");
+        for r in APPROVER_RULES {
+            let row = format!(
+                "| `{}` | `{}` | {} |",
+                r.group,
+                r.resource,
+                r.verbs.join(", ")
+            );
+            assert!(people.contains(&row), "RBAC.md §5 lacks the row {row}");
+        }
+        assert!(
+            !APPROVER_RULES.iter().any(|r| r.verbs.contains(&"update")),
+            "approvers must not get update: the webhook's approval-only rule depends on it"
+        );
     }
 }

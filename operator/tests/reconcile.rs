@@ -321,18 +321,19 @@ async fn create_applies_every_object_with_owner_references() {
     let expected = [
         format!("GET {TP_PATH}"),
         "GET /.well-known/openid-configuration".into(),
+        // every object is read (and its owner checked) before anything is written
         "GET /api/v1/namespaces/team-a/serviceaccounts/git".into(),
-        "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
-        "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
-        "GET /api/v1/namespaces/team-a/secrets/git-peer-key".into(),
-        "POST /api/v1/namespaces/team-a/secrets".into(),
         "GET /apis/apps/v1/namespaces/team-a/deployments/git".into(),
-        "PATCH /apis/apps/v1/namespaces/team-a/deployments/git".into(),
         "GET /api/v1/namespaces/team-a/services/git".into(),
+        "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
+        "GET /api/v1/namespaces/team-a/secrets/git-peer-key".into(),
+        "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
+        "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
+        "POST /api/v1/namespaces/team-a/secrets".into(),
+        "PATCH /apis/apps/v1/namespaces/team-a/deployments/git".into(),
         "PATCH /api/v1/namespaces/team-a/services/git".into(),
         "GET /api/v1/namespaces/team-a/services/git-peers".into(),
-        "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /apis/policy/v1/namespaces/team-a/poddisruptionbudgets/git".into(),
         "GET /api/v1/namespaces/team-a/pods".into(),
@@ -477,6 +478,63 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         "{calls:?}"
     );
     assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn objects_under_its_names_that_it_does_not_own_are_not_taken_over() {
+    const CM: &str = "/api/v1/namespaces/team-a/configmaps/git-policy";
+    for (path, foreign) in [
+        // made by someone else, and one left over from a deleted server of the same name
+        (
+            CM,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "git-policy", "namespace": NS, "uid": "x"}, "data": {"policy.yaml": "{}"}}),
+        ),
+        (
+            PEER_KEY,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                          "metadata": {"name": "git-peer-key", "namespace": NS, "uid": "y", "ownerReferences": [
+                              {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "name": "git",
+                               "uid": "uid-old-git", "controller": true}]},
+                          "data": {"peer.key": "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}}),
+        ),
+    ] {
+        let mut fixture = Fixture::new().with_server().with_tool_profile(tools_v1());
+        fixture.objects.insert(path.into(), foreign.clone());
+        let (action, calls, after) = fixture.reconcile().await;
+        let writes: Vec<String> = calls
+            .iter()
+            .filter(|c| c.is_write())
+            .map(Call::short)
+            .collect();
+        assert!(
+            writes
+                .iter()
+                .all(|w| w.ends_with("/status") || w.contains("/events")),
+            "{path}: nothing may be written: {writes:?}"
+        );
+        assert_eq!(after.objects[path], foreign, "left as it was");
+        let server = after.server();
+        let degraded = condition(&server, "Degraded");
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "ObjectNotOwned")
+        );
+        let kind_name = if path == CM {
+            "ConfigMap/git-policy"
+        } else {
+            "Secret/git-peer-key"
+        };
+        assert!(degraded.message.contains(kind_name), "{}", degraded.message);
+        assert_eq!(condition(&server, "Ready").reason, "ObjectNotOwned");
+        let warning = calls
+            .iter()
+            .find(|c| c.path.contains("/events") && c.body["reason"] == "ObjectNotOwned")
+            .unwrap_or_else(|| panic!("no Event: {writes:?}"));
+        assert_eq!(warning.body["type"], "Warning");
+        // Objects in the way are not watched: look again soon.
+        assert_eq!(action, Action::requeue(reconcile::SECRET_RECHECK));
+    }
 }
 
 const PEER_KEY: &str = "/api/v1/namespaces/team-a/secrets/git-peer-key";

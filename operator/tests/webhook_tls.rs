@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use mcp_warden_operator::webhook::{
-    self, certs, AccessDecision, Authorizer, UserInfo, MUTATE_PATH, VALIDATE_PATH,
+    self, certs, Access, AccessDecision, Authorizer, UserInfo, MUTATE_PATH, VALIDATE_PATH,
 };
 use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -19,11 +19,12 @@ use serde_json::{json, Value};
 struct OnlyAlice;
 
 impl Authorizer for OnlyAlice {
-    fn may_approve<'a>(
+    fn allowed<'a>(
         &'a self,
         user: &'a UserInfo,
         _namespace: &'a str,
         _name: &'a str,
+        _access: Access,
     ) -> BoxFuture<'a, Result<AccessDecision, String>> {
         let allowed = user.username == "alice";
         Box::pin(async move {
@@ -90,7 +91,7 @@ fn admission_review(user: &str) -> Vec<u8> {
             "userInfo": {"username": user, "uid": "u-1", "groups": ["system:authenticated"]},
             "object": {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
                        "metadata": {"name": "fetch", "namespace": "team-a",
-                                    "annotations": {"mcpwarden.dev/approve": "sha256:abc"}},
+                                    "annotations": {"mcpwarden.dev/approve": "sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca"}},
                        "spec": {"image": "i", "toolProfileRef": {"name": "p"}}},
             "oldObject": {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
                           "metadata": {"name": "fetch", "namespace": "team-a"},

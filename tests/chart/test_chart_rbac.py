@@ -27,24 +27,49 @@ def _codes(cell: str) -> list[str]:
     return re.findall(r"`([^`]*)`", cell)
 
 
-def _tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
-    """Every markdown table of the file: (header cells, rows of cells)."""
-    tables, current = [], []
+def _tables(text: str) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Every markdown table of the file: (the paragraph before it, header cells, rows of cells)."""
+    tables, current, paragraph, before, blank = [], [], [], "", False
     for line in text.splitlines() + [""]:
         if line.lstrip().startswith("|"):
+            if not current:
+                before = " ".join(paragraph)
             current.append(_cells(line))
-        elif current:
-            tables.append((current[0], current[2:]))
-            current = []
+            continue
+        if current:
+            tables.append((before, current[0], current[2:]))
+            current, paragraph = [], []
+        if not line.strip():
+            blank = True
+        elif line.startswith("#"):
+            paragraph, blank = [], False
+        else:
+            paragraph, blank = ([line.strip()] if blank else [*paragraph, line.strip()]), False
     return tables
+
+
+def _grants(rows: list[list[str]]) -> set[Grant]:
+    out = set()
+    for group_cell, resource_cell, verbs_cell, *_ in rows:
+        (group,) = _codes(group_cell)
+        out |= {(group, r, v.strip()) for r in _codes(resource_cell) for v in verbs_cell.split(",")}
+    return out
+
+
+def people_roles(text: str) -> dict[str, set[Grant]]:
+    """§5: {"Approver" | "Editor" | "Viewer": grants}, by the word that opens the table's paragraph."""
+    roles = {}
+    for before, header, rows in _tables(text.split("## 5.", 1)[1]):
+        if header[:3] == ["apiGroup", "resource", "verbs"]:
+            roles[before.split(":", 1)[0]] = _grants(rows)
+    return roles
 
 
 def parse_rbac_md(text: str) -> tuple[set[Grant], dict[str, list[str]], set[Grant]]:
     """-> (operator grants, {resource: resourceNames}, approver grants)."""
-    tables = [rows for header, rows in _tables(text) if header[:3] == ["apiGroup", "resource", "verbs"]]
-    # §1, the operator's calls (with a `why` column), then the approver's permission.
+    tables = [rows for _, header, rows in _tables(text) if header[:3] == ["apiGroup", "resource", "verbs"]]
+    # §1, the operator's calls (the one table with a `why` column); §5, people's roles.
     (api_table,) = [rows for rows in tables if len(rows[0]) == 4]
-    (approver_table,) = [rows for rows in tables if len(rows[0]) == 3]
     grants: set[Grant] = set()
     names: dict[str, list[str]] = {}
     for group_cell, resource_cell, verbs_cell, *why in api_table:
@@ -59,11 +84,7 @@ def parse_rbac_md(text: str) -> tuple[set[Grant], dict[str, list[str]], set[Gran
             m = re.search(r"resourceNames: \[([^\]]*)\]", " ".join(why))
             if m:
                 names[resource] = [n.strip() for n in m.group(1).split(",")]
-    approver = set()
-    for group_cell, resource_cell, verbs_cell, *_ in approver_table:
-        (group,) = _codes(group_cell)
-        approver |= {(group, r, v.strip()) for r in _codes(resource_cell) for v in verbs_cell.split(",")}
-    return grants, names, approver
+    return grants, names, people_roles(text)["Approver"]
 
 
 def grants_of(rules: list[dict]) -> set[Grant]:
@@ -102,7 +123,12 @@ def test_rbac_md_parses(contract):
             ("apps", "deployments", "patch"), ("coordination.k8s.io", "leases", "update"),
             ("events.k8s.io", "events", "create")} <= grants
     assert names.get("validatingwebhookconfigurations") == ["mcp-warden"]
-    assert approver == {("mcpwarden.dev", "mcpservers/approval", "approve")}
+    assert approver == {("mcpwarden.dev", "mcpservers/approval", "approve"),
+                        ("mcpwarden.dev", "mcpservers", "get"), ("mcpwarden.dev", "mcpservers", "patch")}
+    roles = people_roles(RBAC_MD.read_text())
+    assert set(roles) == {"Approver", "Editor", "Viewer"}
+    assert ("mcpwarden.dev", "toolprofiles", "create") in roles["Editor"]
+    assert ("mcpwarden.dev", "mcpservers", "update") not in approver, "approvers must not get update"
 
 
 @pytest.mark.parametrize("variant", ["default", "secret-tls"])
@@ -179,6 +205,22 @@ def test_approver_cluster_role(contract, variant):
         assert not [o for o in objs if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"].endswith("approver")]
 
 
+@pytest.mark.parametrize("variant", list(VALUE_SETS))
+def test_edit_and_view_roles_aggregate_into_the_built_in_ones(variant):
+    roles = people_roles(RBAC_MD.read_text())
+    objs = objects(VALUE_SETS[variant])
+    for role, name, aggregate in [("Editor", "mcp-warden-edit", {"edit", "admin"}),
+                                  ("Viewer", "mcp-warden-view", {"view"})]:
+        rendered = find(objs, "ClusterRole", name)
+        assert grants_of(rendered["rules"]) == roles[role], diff(roles[role], grants_of(rendered["rules"]))
+        labels = rendered["metadata"]["labels"]
+        assert {k.rsplit("-", 1)[1] for k in labels if k.startswith("rbac.authorization.k8s.io/aggregate-to-")} \
+            == aggregate
+        assert not any(r.get("resources") == ["mcpservers/approval"] for r in rendered["rules"])
+    assert not [o for o in objects({"rbac": {"aggregatedRoles": {"create": False}}})
+                if o["metadata"]["name"] in {"mcp-warden-edit", "mcp-warden-view"}]
+
+
 def test_rbac_can_be_left_to_the_cluster_admin():
-    objs = objects({"rbac": {"create": False, "approver": {"create": False}}})
+    objs = objects({"rbac": {"create": False, "approver": {"create": False}, "aggregatedRoles": {"create": False}}})
     assert not [o for o in objs if o["kind"] in {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}]

@@ -222,10 +222,12 @@ def test_operator_deployment(variant):
     pod = deployment["spec"]["template"]
     (c,) = pod["spec"]["containers"]
     assert deployment["spec"]["replicas"] == values.get("replicaCount", 1)
-    # Contract (operator/RBAC.md §2): the facades' NetworkPolicy admits the operator by this label.
+    # Contract (operator/RBAC.md §2): the facades' NetworkPolicy admits the operator by these labels.
     assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "mcp-warden-operator"
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= pod["metadata"]["labels"].items()
+    env_labels = next(e["value"] for e in c["env"] if e["name"] == "MCP_WARDEN_OPERATOR_POD_LABELS")
+    assert dict(kv.split("=", 1) for kv in env_labels.split(",")) == selector
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"admin": 8081, "webhook": 8443}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
@@ -278,8 +280,10 @@ def test_webhook_contract(variant):
         assert wh["rules"] == [{"apiGroups": ["mcpwarden.dev"], "apiVersions": ["v1alpha1"],
                                 "operations": ["CREATE", "UPDATE"], "resources": ["mcpservers"],
                                 "scope": "Namespaced"}]
-        assert [m["name"] for m in wh["matchConditions"]] == ["approval-annotations"]
-        assert "mcpwarden.dev/approve" in wh["matchConditions"][0]["expression"]
+        # What the expression decides is tested on a real API server (tests/apiserver).
+        assert [m["name"] for m in wh["matchConditions"]] == ["approval-annotations-change-or-no-update-right"]
+        expression = wh["matchConditions"][0]["expression"]
+        assert "mcpwarden.dev/approve" in expression and "check('update')" in expression
         if kind == "MutatingWebhookConfiguration":
             assert wh["reinvocationPolicy"] == "Never"
         annotations = config["metadata"].get("annotations", {})
@@ -370,3 +374,19 @@ def test_release_name_and_namespace_flow_through():
     assert env["MCP_WARDEN_WEBHOOK_SERVICE"] == "warden-prod-mcp-warden-webhook"
     assert env["MCP_WARDEN_WEBHOOK_CONFIG_NAME"] == "warden-prod-mcp-warden"
     assert find(objs, "ClusterRole", "warden-prod-mcp-warden-approver")
+
+
+def test_labels_follow_name_override():
+    """`nameOverride` renames the `app.kubernetes.io/name` of every object; the
+    operator is told its own pod labels, so the facades still admit it."""
+    objs = objects({"nameOverride": "warden"})
+    deployment = operator_deployment(objs)
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["app.kubernetes.io/name"] == "warden-operator"
+    assert deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "warden-operator"
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "app.kubernetes.io/name=warden-operator" in env["MCP_WARDEN_OPERATOR_POD_LABELS"].split(",")
+    for o in objs:
+        name = o["metadata"]["labels"]["app.kubernetes.io/name"]
+        assert name in {"warden", "warden-operator"}, (o["kind"], o["metadata"]["name"], name)
+        assert o["metadata"]["labels"]["app.kubernetes.io/part-of"] == "mcp-warden"

@@ -42,7 +42,11 @@ def _arg(name: str) -> str:
 def test_build_stage_links_statically():
     build = " ".join(stages(DOCKERFILE)["build"])
     assert 'RUSTFLAGS="-C target-feature=+crt-static"' in build
-    assert "--target x86_64-unknown-linux-gnu" in build and "--locked" in build
+    assert '--target "$triple"' in build and "--locked" in build
+    # multi-arch: the Rust target follows BuildKit's TARGETARCH
+    assert "ARG TARGETARCH" in build
+    assert "amd64|x86_64) triple=x86_64-unknown-linux-gnu" in build
+    assert "arm64|aarch64) triple=aarch64-unknown-linux-gnu" in build
     assert "-p mcp-warden-operator -p mcp-warden-sidecar" in build
     assert "dynamically linked" in build  # the build fails if a binary is not static
 

@@ -30,6 +30,7 @@ Names, labels and images shared by every template.
 {{- define "mcp-warden.labels" -}}
 {{- $own := dict
   "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-")
+  "app.kubernetes.io/name" (include "mcp-warden.name" .)
   "app.kubernetes.io/part-of" "mcp-warden"
   "app.kubernetes.io/instance" .Release.Name
   "app.kubernetes.io/version" .Chart.AppVersion
@@ -38,12 +39,14 @@ Names, labels and images shared by every template.
 {{- end -}}
 
 {{/*
-The operator pods' selector. `app.kubernetes.io/name: mcp-warden-operator` is a
-contract (operator/RBAC.md §2): every MCPServer's NetworkPolicy admits the
-operator's pods to the facades' :9090 by this label.
+The operator pods' selector: `app.kubernetes.io/name: <name>-operator`
+(`mcp-warden-operator` unless `nameOverride`) and the release. Every
+MCPServer's NetworkPolicy admits the operator's pods to the facades' :9090 by
+these labels (operator/RBAC.md §2), which the Deployment hands the operator
+in MCP_WARDEN_OPERATOR_POD_LABELS.
 */}}
 {{- define "mcp-warden.selectorLabels" -}}
-app.kubernetes.io/name: mcp-warden-operator
+app.kubernetes.io/name: {{ printf "%s-operator" (include "mcp-warden.name" .) | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 

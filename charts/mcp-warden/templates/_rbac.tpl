@@ -72,3 +72,27 @@ call is one new row here and one in RBAC.md.
   resourceNames: [mcp-warden-operator]
   verbs: [get, update]
 {{- end -}}
+
+
+{{/* People's roles (operator/RBAC.md §5). */}}
+{{- define "mcp-warden.approverRules" -}}
+- apiGroups: [mcpwarden.dev]
+  resources: [mcpservers/approval]
+  verbs: [approve]
+# `kubectl annotate` reads, then patches; no `update`, so nothing else changes (the webhook checks).
+- apiGroups: [mcpwarden.dev]
+  resources: [mcpservers]
+  verbs: [get, patch]
+{{- end -}}
+
+{{- define "mcp-warden.editRules" -}}
+- apiGroups: [mcpwarden.dev]
+  resources: [mcpservers, toolprofiles, sandboxprofiles]
+  verbs: [create, delete, deletecollection, get, list, patch, update, watch]
+{{- end -}}
+
+{{- define "mcp-warden.viewRules" -}}
+- apiGroups: [mcpwarden.dev]
+  resources: [mcpservers, mcpservers/status, toolprofiles, sandboxprofiles]
+  verbs: [get, list, watch]
+{{- end -}}

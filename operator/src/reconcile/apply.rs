@@ -2,6 +2,12 @@
 //! skipping objects that already match. "Match" means the live object
 //! contains the desired one ([`contains`]), so a steady state makes no writes
 //! and the defaults the API server adds do not count as drift.
+//!
+//! Every object is read first, and if one that exists is not controlled by
+//! this MCPServer (no controller owner reference with its uid) nothing at all
+//! is written: the server would otherwise run with someone else's policy,
+//! Service or NetworkPolicy, or force-apply over an object another team made.
+//! The status says which objects are in the way ([`Applied::not_owned`]).
 
 use std::fmt::Debug;
 
@@ -46,51 +52,119 @@ pub struct Applied {
     pub written: Vec<String>,
     /// The live Deployment as read before applying (for `Ready`), if any.
     pub deployment: Option<Deployment>,
-    /// The peer-key Secret exists but holds no usable key (someone else made
-    /// it); the operator never overwrites a Secret, so this is reported.
+    /// The peer-key Secret exists but holds no usable key; the operator
+    /// never overwrites a Secret, so this is reported.
     pub peer_key_unusable: bool,
+    /// `Kind/name` of existing objects with a desired name that this server
+    /// does not control; when any, nothing was written.
+    pub not_owned: Vec<String>,
 }
 
-/// Apply every object in order; remove the scale-out objects of a server
-/// that no longer has more than one replica.
+/// One desired object and what the API server has under its name.
+struct Read<'a, K> {
+    desired: &'a K,
+    live: Option<K>,
+}
+
+impl<K> Read<'_, K>
+where
+    K: Resource<DynamicType = ()> + k8s_openapi::Resource,
+{
+    /// `Kind/name` if the live object exists and `server` does not control it.
+    fn foreign(&self, server: &MCPServer) -> Option<String> {
+        let live = self.live.as_ref()?;
+        (!controlled_by(live, server))
+            .then(|| format!("{}/{}", <K as k8s_openapi::Resource>::KIND, live.name_any()))
+    }
+}
+
+/// Whether `server` is `object`'s controller (by uid: a same-named server
+/// that was deleted and re-created is someone else).
+pub fn controlled_by<K: Resource>(object: &K, server: &MCPServer) -> bool {
+    server.uid().is_some_and(|uid| {
+        object
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true))
+    })
+}
+
+/// Read every object; unless one is in the way, apply them in order, make
+/// the peer key, and remove the scale-out objects of a server that no longer
+/// has more than one replica.
 pub async fn apply_all(
     client: &Client,
     server: &MCPServer,
     objects: &DesiredObjects,
 ) -> Result<Applied, ApplyError> {
     let ns = &names::namespace(server);
-    let mut applied = Applied::default();
-    apply_one(client, ns, &objects.service_account, &mut applied.written).await?;
-    apply_one(client, ns, &objects.config_map, &mut applied.written).await?;
-    if let Some(jwks) = &objects.jwks_config_map {
-        apply_one(client, ns, jwks, &mut applied.written).await?;
+    // 1. read (and check ownership of) everything before writing anything
+    let sa = read(client, ns, &objects.service_account).await?;
+    let cm = read(client, ns, &objects.config_map).await?;
+    let jwks = read_opt(client, ns, objects.jwks_config_map.as_ref()).await?;
+    let deployment = read(client, ns, &objects.deployment).await?;
+    let service = read(client, ns, &objects.service).await?;
+    let peers = read_opt(client, ns, objects.peers_service.as_ref()).await?;
+    let np = read(client, ns, &objects.network_policy).await?;
+    let pdb = read_opt(client, ns, objects.pod_disruption_budget.as_ref()).await?;
+    let key_name = names::peer_key_secret(server);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let key = secrets
+        .get_opt(&key_name)
+        .await
+        .map_err(|source| ApplyError {
+            kind: "Secret",
+            name: key_name.clone(),
+            source,
+        })?;
+    let not_owned: Vec<String> = [
+        sa.foreign(server),
+        cm.foreign(server),
+        jwks.as_ref().and_then(|r| r.foreign(server)),
+        deployment.foreign(server),
+        service.foreign(server),
+        peers.as_ref().and_then(|r| r.foreign(server)),
+        np.foreign(server),
+        pdb.as_ref().and_then(|r| r.foreign(server)),
+        key.as_ref()
+            .filter(|k| !controlled_by(*k, server))
+            .map(|_| format!("Secret/{key_name}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !not_owned.is_empty() {
+        return Ok(Applied {
+            not_owned,
+            ..Applied::default()
+        });
     }
-    applied.peer_key_unusable = !ensure_peer_key(client, server, &mut applied.written).await?;
-    applied.deployment = apply_one(client, ns, &objects.deployment, &mut applied.written).await?;
-    apply_one(client, ns, &objects.service, &mut applied.written).await?;
-    match &objects.peers_service {
-        Some(peers) => drop(apply_one(client, ns, peers, &mut applied.written).await?),
+    // 2. write what differs
+    let mut applied = Applied::default();
+    let written = &mut applied.written;
+    write(client, ns, sa, written).await?;
+    write(client, ns, cm, written).await?;
+    if let Some(jwks) = jwks {
+        write(client, ns, jwks, written).await?;
+    }
+    applied.peer_key_unusable = !ensure_peer_key(client, server, key, written).await?;
+    applied.deployment = write(client, ns, deployment, written).await?;
+    write(client, ns, service, written).await?;
+    match peers {
+        Some(peers) => drop(write(client, ns, peers, written).await?),
         None => {
             let name = names::peers_service(server);
-            remove_owned::<k8s_openapi::api::core::v1::Service>(
-                client,
-                server,
-                &name,
-                &mut applied.written,
-            )
-            .await?
+            remove_owned::<k8s_openapi::api::core::v1::Service>(client, server, &name, written)
+                .await?
         }
     }
-    apply_one(client, ns, &objects.network_policy, &mut applied.written).await?;
-    match &objects.pod_disruption_budget {
-        Some(pdb) => drop(apply_one(client, ns, pdb, &mut applied.written).await?),
+    write(client, ns, np, written).await?;
+    match pdb {
+        Some(pdb) => drop(write(client, ns, pdb, written).await?),
         None => {
             let name = names::object_name(server);
             remove_owned::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
-                client,
-                server,
-                &name,
-                &mut applied.written,
+                client, server, &name, written,
             )
             .await?
         }
@@ -98,29 +172,32 @@ pub async fn apply_all(
     Ok(applied)
 }
 
-/// Make the peer-key Secret once: 32 random bytes, created (never patched)
-/// so a running key is never replaced. Returns whether a usable key exists.
+/// Make the peer-key Secret once (`live` is what was read): 32 random
+/// bytes, created (never patched) so a running key is never replaced.
+/// Returns whether a usable key exists.
 async fn ensure_peer_key(
     client: &Client,
     server: &MCPServer,
+    live: Option<Secret>,
     written: &mut Vec<String>,
 ) -> Result<bool, ApplyError> {
-    let name = names::peer_key_secret(server);
-    let api: Api<Secret> = Api::namespaced(client.clone(), &names::namespace(server));
-    let err = |source| ApplyError {
-        kind: "Secret",
-        name: name.clone(),
-        source,
-    };
-    if let Some(live) = api.get_opt(&name).await.map_err(err)? {
+    if let Some(live) = live {
         return Ok(has_usable_peer_key(&live));
     }
+    let name = names::peer_key_secret(server);
+    let api: Api<Secret> = Api::namespaced(client.clone(), &names::namespace(server));
     let secret = desired_peer_key_secret(server, random_key());
     match api.create(&PostParams::default(), &secret).await {
         Ok(_) => {}
         // Another writer won the race; its key is as good as ours.
         Err(kube::Error::Api(e)) if e.code == 409 => return Ok(true),
-        Err(e) => return Err(err(e)),
+        Err(source) => {
+            return Err(ApplyError {
+                kind: "Secret",
+                name,
+                source,
+            })
+        }
     }
     written.push(format!("Secret/{name}"));
     Ok(true)
@@ -159,12 +236,7 @@ where
     let Some(live) = api.get_opt(name).await.map_err(err)? else {
         return Ok(());
     };
-    let ours = server.uid().is_some_and(|uid| {
-        live.owner_references()
-            .iter()
-            .any(|o| o.uid == uid && o.controller == Some(true))
-    });
-    if ours {
+    if controlled_by(&live, server) {
         api.delete(name, &DeleteParams::default())
             .await
             .map_err(err)?;
@@ -173,12 +245,49 @@ where
     Ok(())
 }
 
-/// Read the live object; apply the desired one unless the live one contains
-/// it. Returns the live object as read.
-async fn apply_one<K>(
+/// Read what the API server has under `desired`'s name.
+async fn read<'a, K>(client: &Client, ns: &str, desired: &'a K) -> Result<Read<'a, K>, ApplyError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let name = desired.name_any();
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let live = api.get_opt(&name).await.map_err(|source| ApplyError {
+        kind: <K as k8s_openapi::Resource>::KIND,
+        name,
+        source,
+    })?;
+    Ok(Read { desired, live })
+}
+
+async fn read_opt<'a, K>(
     client: &Client,
     ns: &str,
-    desired: &K,
+    desired: Option<&'a K>,
+) -> Result<Option<Read<'a, K>>, ApplyError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    match desired {
+        Some(d) => read(client, ns, d).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Apply the desired object unless the live one (as read) contains it.
+/// Returns the live object as read.
+async fn write<K>(
+    client: &Client,
+    ns: &str,
+    read: Read<'_, K>,
     written: &mut Vec<String>,
 ) -> Result<Option<K>, ApplyError>
 where
@@ -189,24 +298,25 @@ where
         + Serialize
         + DeserializeOwned,
 {
+    let Read { desired, live } = read;
     let name = desired.name_any();
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let err = |source| ApplyError {
-        kind: <K as k8s_openapi::Resource>::KIND,
-        name: name.clone(),
-        source,
-    };
-    let live = api.get_opt(&name).await.map_err(err)?;
     let want = crate::build::typed_value(desired);
     if let Some(live) = &live {
         if contains(&serde_json::to_value(live).unwrap_or_default(), &want) {
             return Ok(Some(live.clone()));
         }
     }
+    // Every live object was checked to be ours, so forcing only takes fields
+    // back from other managers of our own object (e.g. a `kubectl edit`).
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
     api.patch(&name, &params, &Patch::Apply(&want))
         .await
-        .map_err(err)?;
+        .map_err(|source| ApplyError {
+            kind: <K as k8s_openapi::Resource>::KIND,
+            name: name.clone(),
+            source,
+        })?;
     written.push(format!("{}/{name}", <K as k8s_openapi::Resource>::KIND));
     Ok(live)
 }

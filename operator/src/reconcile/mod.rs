@@ -97,7 +97,8 @@ impl Error {
 
 /// How long a healthy server waits before it is looked at again (drift check).
 pub const RESYNC: Duration = Duration::from_secs(600);
-/// How long a server with a missing Secret waits (Secrets are not watched).
+/// How long a server with a missing Secret, or whose objects' names are
+/// taken by someone else's objects, waits (neither is watched).
 pub const SECRET_RECHECK: Duration = Duration::from_secs(60);
 
 /// Reconcile one MCPServer, recording metrics. Logs inside carry the
@@ -179,11 +180,16 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         tools: tools.as_deref(),
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
+        not_owned: &applied.not_owned,
     };
     let desired = status::desired_status(server, outcome, &now);
     status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;
+    if !applied.not_owned.is_empty() {
+        // Objects in the way are not watched (they are not ours): look again later.
+        info!(not_owned = ?applied.not_owned, "objects with this server's names belong to someone else; nothing applied");
+    }
     Ok(Outcome::Applied {
-        secrets_missing: !resolved.missing_secrets.is_empty(),
+        secrets_missing: !resolved.missing_secrets.is_empty() || !applied.not_owned.is_empty(),
     })
 }
 

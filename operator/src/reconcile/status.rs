@@ -52,6 +52,9 @@ pub enum Outcome<'a> {
         endpoint: &'a str,
         /// The peer-key Secret exists but holds no usable key.
         peer_key_unusable: bool,
+        /// Existing objects under this server's names that it does not own
+        /// (`Kind/name`); when any, nothing was applied.
+        not_owned: &'a [String],
     },
 }
 
@@ -104,6 +107,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             tools,
             endpoint,
             peer_key_unusable,
+            not_owned,
         } => {
             capability_fields = (
                 capabilities.requested.iter().cloned().collect(),
@@ -123,15 +127,20 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                         names::policy_config_map(server)
                     ),
                 ),
-                ready_condition(server, deployment),
+                match not_owned_condition(not_owned) {
+                    Some((_, reason, message)) => ("False", reason, message),
+                    None => ready_condition(server, deployment),
+                },
                 capabilities.condition(server),
-                degraded_condition(
-                    server,
-                    deployment,
-                    missing_secrets,
-                    capabilities,
-                    peer_key_unusable,
-                ),
+                not_owned_condition(not_owned).unwrap_or_else(|| {
+                    degraded_condition(
+                        server,
+                        deployment,
+                        missing_secrets,
+                        capabilities,
+                        peer_key_unusable,
+                    )
+                }),
                 Some(endpoint.to_string()),
             )
         }
@@ -166,6 +175,21 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         approved_capabilities: capability_fields.3,
         tools: tools_now,
     }
+}
+
+/// Objects under the server's names that belong to someone else: nothing
+/// was applied, and nothing is taken over.
+fn not_owned_condition(not_owned: &[String]) -> Option<(&'static str, &'static str, String)> {
+    (!not_owned.is_empty()).then(|| {
+        (
+            "True",
+            "ObjectNotOwned",
+            format!(
+                "not applied: {} already exist and this MCPServer does not own them (no controller owner reference to it); the operator does not take over other objects. Delete or rename them, or rename the MCPServer",
+                not_owned.join(", ")
+            ),
+        )
+    })
 }
 
 fn ready_condition(

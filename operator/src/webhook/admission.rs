@@ -1,21 +1,33 @@
 //! The admission decision for MCPServer CREATE/UPDATE (DESIGN.md §5):
-//! who may set or change `mcpwarden.dev/approve`, and the `approved-by`
-//! record. Only the SubjectAccessReview is I/O; it sits behind
-//! [`Authorizer`] so every path is testable with AdmissionReview JSON.
+//! who may set or change `mcpwarden.dev/approve`, the `approved-by` record,
+//! and what a user whose only right is approving may change. Only the
+//! SubjectAccessReviews are I/O; they sit behind [`Authorizer`] so every path
+//! is testable with AdmissionReview JSON.
 //!
 //! | change to the annotations                | validate                      | mutate |
 //! |---|---|---|
 //! | none                                     | allow, no SubjectAccessReview | nothing |
+//! | `approve` set or changed to a non-digest | deny: must be `sha256:` + 64 hex | — |
 //! | `approve` set or changed                 | allow iff the SAR allows (verb `approve`, `mcpservers/approval`) and `approved-by` is absent or the requester | `approved-by` := requester |
 //! | `approve` removed (revocation)           | allow                         | remove `approved-by` |
 //! | only `approved-by` changed               | deny: only the webhook writes it | restore the old value |
+//!
+//! And, for every UPDATE (validate): a change to anything but the two
+//! approval annotations — `spec`, labels, other annotations, finalizers,
+//! owner references — needs verb `update` on the MCPServer (a second SAR).
+//! Approvers are granted `patch` (what `kubectl annotate` needs) but not
+//! `update`, so they can approve and revoke and change nothing else; editors
+//! (`update` and `patch`, e.g. the built-in `edit` role) are not affected.
+//! The chart's `matchConditions` send the API server's requests here only
+//! when one of the two rules can apply: the approval annotations change, or
+//! the user lacks `update`.
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
-use crate::capabilities::{APPROVED_BY_ANNOTATION, APPROVE_ANNOTATION};
+use crate::capabilities::{is_digest, APPROVED_BY_ANNOTATION, APPROVE_ANNOTATION};
 
 /// The requesting user, as the API server authenticated it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,15 +51,35 @@ pub struct AccessDecision {
     pub reason: String,
 }
 
-/// Asks the API server whether a user may approve capabilities of one MCPServer.
+/// What the webhook asks the API server a user may do to one MCPServer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Verb `approve` on `mcpservers/approval`: set or change `mcpwarden.dev/approve`.
+    Approve,
+    /// Verb `update` on `mcpservers`: change anything besides the approval annotations.
+    Update,
+}
+
+impl Access {
+    /// `(verb, subresource)` of the SubjectAccessReview.
+    pub fn verb_and_subresource(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Access::Approve => ("approve", Some("approval")),
+            Access::Update => ("update", None),
+        }
+    }
+}
+
+/// Asks the API server whether a user may do something to one MCPServer.
 pub trait Authorizer: Send + Sync {
-    /// SubjectAccessReview: verb `approve`, group `mcpwarden.dev`, resource
-    /// `mcpservers`, subresource `approval`, in `namespace`, for `name`.
-    fn may_approve<'a>(
+    /// SubjectAccessReview: group `mcpwarden.dev`, resource `mcpservers`, the
+    /// verb and subresource of `access`, in `namespace`, for `name`.
+    fn allowed<'a>(
         &'a self,
         user: &'a UserInfo,
         namespace: &'a str,
         name: &'a str,
+        access: Access,
     ) -> BoxFuture<'a, Result<AccessDecision, String>>;
 }
 
@@ -74,6 +106,33 @@ struct Request {
     new: BTreeMap<String, String>,
     old: BTreeMap<String, String>,
     has_annotations: bool,
+    /// An UPDATE that changes more than the approval annotations.
+    other_changes: bool,
+}
+
+/// What a user edits of an MCPServer, without the approval annotations and
+/// without what the API server itself maintains (resourceVersion,
+/// managedFields, generation, status…).
+fn editable(object: &Value) -> Value {
+    let meta = |f: &str| object.pointer(&format!("/metadata/{f}")).cloned();
+    let mut annotations = meta("annotations").unwrap_or(Value::Null);
+    if let Some(map) = annotations.as_object_mut() {
+        map.remove(APPROVE_ANNOTATION);
+        map.remove(APPROVED_BY_ANNOTATION);
+    }
+    let empty_is_absent = |v: Option<Value>| match v {
+        Some(Value::Object(m)) if m.is_empty() => Value::Null,
+        Some(Value::Array(a)) if a.is_empty() => Value::Null,
+        Some(v) => v,
+        None => Value::Null,
+    };
+    json!({
+        "spec": object.get("spec").cloned().unwrap_or(Value::Null),
+        "labels": empty_is_absent(meta("labels")),
+        "annotations": empty_is_absent(Some(annotations)),
+        "finalizers": empty_is_absent(meta("finalizers")),
+        "ownerReferences": empty_is_absent(meta("ownerReferences")),
+    })
 }
 
 fn annotations(object: &Value) -> Result<BTreeMap<String, String>, Malformed> {
@@ -144,6 +203,7 @@ fn parse(body: &[u8]) -> Result<Request, Malformed> {
         has_annotations: object
             .pointer("/metadata/annotations")
             .is_some_and(Value::is_object),
+        other_changes: old_object.is_some_and(|old| editable(old) != editable(object)),
     })
 }
 
@@ -158,10 +218,44 @@ fn allow(req: &Request) -> Value {
 }
 
 fn deny(req: &Request, code: u16, message: String) -> Value {
+    let reason = match code {
+        403 => "Forbidden",
+        422 => "Invalid",
+        _ => "InternalError",
+    };
     response(
         req,
-        json!({"allowed": false, "status": {"code": code, "reason": if code == 403 { "Forbidden" } else { "InternalError" }, "message": message}}),
+        json!({"allowed": false, "status": {"code": code, "reason": reason, "message": message}}),
     )
+}
+
+/// Ask `authorizer`; `Err` is the denial to send (refused, or the SAR failed).
+async fn require(
+    req: &Request,
+    authorizer: &dyn Authorizer,
+    access: Access,
+    refusal: impl FnOnce(&str) -> String,
+) -> Result<(), Value> {
+    let who = format!("MCPServer {}/{}", req.namespace, req.name);
+    match authorizer
+        .allowed(&req.user, &req.namespace, &req.name, access)
+        .await
+    {
+        Ok(d) if d.allowed => Ok(()),
+        Ok(d) => {
+            let reason = if d.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", d.reason)
+            };
+            Err(deny(req, 403, format!("{}{reason}", refusal(&who))))
+        }
+        Err(e) => Err(deny(
+            req,
+            500,
+            format!("{who}: cannot check the user's rights (SubjectAccessReview failed: {e})"),
+        )),
+    }
 }
 
 /// Answer one AdmissionReview: the response review (allowed or denied with
@@ -214,17 +308,23 @@ pub async fn review(
             ))
         }
         Mode::Validate => {
-            if !approve_changed {
-                if !revoked && by_new != by_old {
-                    return Ok(deny(
-                        &req,
-                        403,
-                        format!("{who}: {APPROVED_BY_ANNOTATION} is written by the mcp-warden admission webhook only"),
-                    ));
-                }
-                return Ok(allow(&req));
+            if !approve_changed && !revoked && by_new != by_old {
+                return Ok(deny(
+                    &req,
+                    403,
+                    format!("{who}: {APPROVED_BY_ANNOTATION} is written by the mcp-warden admission webhook only"),
+                ));
             }
-            if by_new.is_some_and(|b| *b != req.user.username) {
+            if let Some(value) = approve_new.filter(|v| approve_changed && !is_digest(v)) {
+                return Ok(deny(
+                    &req,
+                    422,
+                    format!(
+                        "{who}: {APPROVE_ANNOTATION} must be \"sha256:\" followed by 64 lowercase hex digits, the digest in the server's status.capabilityDigest; got {value:?}. To revoke an approval, remove the annotation"
+                    ),
+                ));
+            }
+            if approve_changed && by_new.is_some_and(|b| *b != req.user.username) {
                 return Ok(deny(
                     &req,
                     403,
@@ -234,26 +334,22 @@ pub async fn review(
                     ),
                 ));
             }
-            match authorizer
-                .may_approve(&req.user, &req.namespace, &req.name)
-                .await
-            {
-                Ok(d) if d.allowed => Ok(allow(&req)),
-                Ok(d) => Ok(deny(
-                    &req,
-                    403,
-                    format!(
-                        "user {:?} may not approve capabilities of {who}: setting {APPROVE_ANNOTATION} needs verb \"approve\" on resource \"mcpservers/approval\" in API group \"mcpwarden.dev\"{}",
-                        req.user.username,
-                        if d.reason.is_empty() { String::new() } else { format!(" ({})", d.reason) }
-                    ),
-                )),
-                Err(e) => Ok(deny(
-                    &req,
-                    500,
-                    format!("{who}: cannot check approval rights (SubjectAccessReview failed: {e})"),
-                )),
+            let user = &req.user.username;
+            if approve_changed {
+                if let Err(denial) = require(&req, authorizer, Access::Approve, |who| format!(
+                    "user {user:?} may not approve capabilities of {who}: setting {APPROVE_ANNOTATION} needs verb \"approve\" on resource \"mcpservers/approval\" in API group \"mcpwarden.dev\""
+                )).await {
+                    return Ok(denial);
+                }
             }
+            if req.other_changes {
+                if let Err(denial) = require(&req, authorizer, Access::Update, |who| format!(
+                    "user {user:?} may change only the approval annotations of {who}: changing anything besides the {APPROVE_ANNOTATION} annotation needs verb \"update\" on resource \"mcpservers\" in API group \"mcpwarden.dev\" (\"patch\" alone, as the approver role grants, does not allow it)"
+                )).await {
+                    return Ok(denial);
+                }
+            }
+            Ok(allow(&req))
         }
     }
 }
@@ -263,24 +359,31 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// Allows only `alice`; records every question.
+    /// `alice` may approve (and patch, so she is an approver only); `erin`
+    /// may update (an editor); nobody else may do either. Records every question.
     #[derive(Default)]
     struct Fake {
-        asked: Mutex<Vec<(String, String, String)>>,
+        asked: Mutex<Vec<(String, String, String, Access)>>,
     }
 
     impl Authorizer for Fake {
-        fn may_approve<'a>(
+        fn allowed<'a>(
             &'a self,
             user: &'a UserInfo,
             namespace: &'a str,
             name: &'a str,
+            access: Access,
         ) -> BoxFuture<'a, Result<AccessDecision, String>> {
-            self.asked
-                .lock()
-                .unwrap()
-                .push((user.username.clone(), namespace.into(), name.into()));
-            let allowed = user.username == "alice";
+            self.asked.lock().unwrap().push((
+                user.username.clone(),
+                namespace.into(),
+                name.into(),
+                access,
+            ));
+            let allowed = match access {
+                Access::Approve => user.username == "alice",
+                Access::Update => user.username == "erin",
+            };
             Box::pin(async move {
                 Ok(AccessDecision {
                     allowed,
@@ -296,7 +399,13 @@ mod tests {
     }
 
     fn review_json(user: &str, old: Option<Value>, new: Value) -> Vec<u8> {
+        review_with_spec(user, old.map(|o| (o, json!({}))), (new, json!({})))
+    }
+
+    /// An AdmissionReview whose old and new objects have these annotations and specs.
+    fn review_with_spec(user: &str, old: Option<(Value, Value)>, new: (Value, Value)) -> Vec<u8> {
         let meta = |a: Value| json!({"name": "fetch", "namespace": "team-a", "annotations": a});
+        let object = |(a, spec): (Value, Value)| json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": meta(a), "spec": spec});
         serde_json::to_vec(&json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {
@@ -306,8 +415,8 @@ mod tests {
                 "namespace": "team-a", "name": "fetch",
                 "operation": if old.is_some() { "UPDATE" } else { "CREATE" },
                 "userInfo": {"username": user, "groups": ["system:authenticated"]},
-                "object": {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": meta(new), "spec": {}},
-                "oldObject": old.map(|o| json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": meta(o), "spec": {}})),
+                "object": object(new),
+                "oldObject": old.map(object),
             }
         }))
         .unwrap()
@@ -319,7 +428,7 @@ mod tests {
         serde_json::from_slice(&bytes.0).unwrap()
     }
 
-    const D: &str = "sha256:aaaa";
+    const D: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
     #[tokio::test]
     async fn an_approver_passes_and_is_recorded() {
@@ -334,7 +443,8 @@ mod tests {
             [(
                 "alice".to_string(),
                 "team-a".to_string(),
-                "fetch".to_string()
+                "fetch".to_string(),
+                Access::Approve
             )]
         );
         let m = review(&body, Mode::Mutate, &fake).await.unwrap();
@@ -437,6 +547,115 @@ mod tests {
             review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
             false
         );
+    }
+
+    #[tokio::test]
+    async fn a_value_that_is_not_a_digest_is_refused() {
+        let fake = Fake::default();
+        for bad in ["yes", "sha256:aaaa", "SHA256:AAAA"] {
+            let body = review_json("alice", Some(json!({})), json!({APPROVE_ANNOTATION: bad}));
+            let v = review(&body, Mode::Validate, &fake).await.unwrap();
+            assert_eq!(v["response"]["allowed"], false, "{bad}");
+            assert_eq!(v["response"]["status"]["code"], 422);
+            let msg = v["response"]["status"]["message"].as_str().unwrap();
+            assert!(
+                msg.contains("must be \"sha256:\" followed by 64 lowercase hex digits"),
+                "{msg}"
+            );
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
+        }
+        // An old malformed value that stays is not re-judged.
+        let same = json!({APPROVE_ANNOTATION: "yes", "x": "1"});
+        let body = review_json("bob", Some(same.clone()), same);
+        assert_eq!(
+            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
+            true
+        );
+    }
+
+    #[tokio::test]
+    async fn an_approver_changes_nothing_else() {
+        let fake = Fake::default();
+        let spec = |r: i64| json!({"image": "i", "replicas": r});
+        // approve and, in the same write, change the spec: refused (no `update`)
+        let body = review_with_spec(
+            "alice",
+            Some((json!({}), spec(1))),
+            (json!({APPROVE_ANNOTATION: D}), spec(5)),
+        );
+        let v = review(&body, Mode::Validate, &fake).await.unwrap();
+        assert_eq!(v["response"]["allowed"], false);
+        let msg = v["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(
+                "\"alice\" may change only the approval annotations of MCPServer team-a/fetch"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("verb \"update\""), "{msg}");
+        // a label or another annotation is a change too
+        for (old, new) in [
+            (json!({}), json!({"team": "x"})),
+            (
+                json!({APPROVE_ANNOTATION: D}),
+                json!({APPROVE_ANNOTATION: D, "note": "x"}),
+            ),
+        ] {
+            let body = review_with_spec("alice", Some((old, spec(1))), (new, spec(1)));
+            assert_eq!(
+                review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
+                false
+            );
+        }
+        // approving alone, or revoking, is fine
+        for (old, new) in [
+            (json!({}), json!({APPROVE_ANNOTATION: D})),
+            (
+                json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "alice"}),
+                json!({}),
+            ),
+        ] {
+            let body = review_with_spec("alice", Some((old, spec(1))), (new, spec(1)));
+            assert_eq!(
+                review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
+                true
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_editor_edits_without_approving() {
+        let fake = Fake::default();
+        let spec = |r: i64| json!({"image": "i", "replicas": r});
+        let body = review_with_spec("erin", Some((json!({}), spec(1))), (json!({}), spec(3)));
+        assert_eq!(
+            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
+            true
+        );
+        assert_eq!(
+            fake.asked.lock().unwrap().last().map(|a| a.3),
+            Some(Access::Update)
+        );
+        // …but may not approve
+        let body = review_with_spec(
+            "erin",
+            Some((json!({}), spec(1))),
+            (json!({APPROVE_ANNOTATION: D}), spec(3)),
+        );
+        let v = review(&body, Mode::Validate, &fake).await.unwrap();
+        assert_eq!(v["response"]["allowed"], false);
+        assert!(v["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("may not approve"));
+        // a CREATE is RBAC's business (verb create): no update check
+        let fake = Fake::default();
+        let body = review_with_spec("mallory", None, (json!({"x": "y"}), spec(1)));
+        assert_eq!(
+            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
+            true
+        );
+        assert!(fake.asked.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -200,7 +200,9 @@ async fn ensure_existing(api: &Api<Secret>, name: &str) -> Result<CertPair, Cert
 
 /// Write `ca_pem` into the `caBundle` of every webhook of the Validating- and
 /// MutatingWebhookConfiguration `config_name` (strategic merge by webhook
-/// name; a missing configuration is skipped). Returns how many were patched.
+/// name, field manager `mcp-warden-operator`; a missing configuration, or one
+/// whose every caBundle is already right, is skipped). Returns how many were
+/// patched.
 pub async fn patch_ca_bundles(
     client: &Client,
     config_name: &str,
@@ -217,7 +219,7 @@ pub async fn patch_ca_bundles(
             c.webhooks
                 .unwrap_or_default()
                 .into_iter()
-                .map(|w| w.name)
+                .map(|w| (w.name, w.client_config.ca_bundle))
                 .collect()
         },
     );
@@ -230,7 +232,7 @@ pub async fn patch_ca_bundles(
             c.webhooks
                 .unwrap_or_default()
                 .into_iter()
-                .map(|w| w.name)
+                .map(|w| (w.name, w.client_config.ca_bundle))
                 .collect()
         },
     );
@@ -244,7 +246,7 @@ async fn patch_one<K>(
     kind: &str,
     config_name: &str,
     bundle: &serde_json::Value,
-    webhook_names: impl FnOnce(K) -> Vec<String>,
+    webhooks: impl FnOnce(K) -> Vec<(String, Option<ByteString>)>,
 ) -> Result<bool, CertError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
@@ -256,18 +258,24 @@ where
     let Some(live) = api.get_opt(config_name).await.map_err(err)? else {
         return Ok(false);
     };
-    let names = webhook_names(live);
-    if names.is_empty() {
-        return Ok(false);
+    let webhooks = webhooks(live);
+    let current = |b: &Option<ByteString>| b.as_ref().and_then(|b| serde_json::to_value(b).ok());
+    if webhooks
+        .iter()
+        .all(|(_, b)| current(b).as_ref() == Some(bundle))
+    {
+        return Ok(false); // nothing to do (or no webhooks): no write
     }
+    let names: Vec<String> = webhooks.into_iter().map(|(n, _)| n).collect();
     let patch = bundle_patch(&names, bundle);
-    api.patch(
-        config_name,
-        &PatchParams::default(),
-        &Patch::Strategic(patch),
-    )
-    .await
-    .map_err(err)?;
+    // Named, so `managedFields` says who owns caBundle (not "unknown").
+    let params = PatchParams {
+        field_manager: Some(crate::config::FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch(config_name, &params, &Patch::Strategic(patch))
+        .await
+        .map_err(err)?;
     Ok(true)
 }
 

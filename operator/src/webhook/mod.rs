@@ -4,7 +4,8 @@
 //! ```text
 //! API server ──HTTPS──▶ serve (TLS: tokio-rustls) ─▶ route
 //!     POST /mutate-mcpserver   ─▶ admission::review(Mutate)   records mcpwarden.dev/approved-by
-//!     POST /validate-mcpserver ─▶ admission::review(Validate) ─▶ Authorizer (SubjectAccessReview)
+//!     POST /validate-mcpserver ─▶ admission::review(Validate) ─▶ Authorizer (SubjectAccessReviews:
+//!                                 approve on mcpservers/approval; update on mcpservers)
 //!     GET  /healthz            ─▶ ok
 //! ```
 //! [`certs`] loads the serving certificate from a mounted Secret directory,
@@ -29,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-pub use admission::{AccessDecision, Authorizer, Mode, UserInfo};
+pub use admission::{Access, AccessDecision, Authorizer, Mode, UserInfo};
 
 /// Path of the validating webhook (contract).
 pub const VALIDATE_PATH: &str = "/validate-mcpserver";
@@ -58,12 +59,14 @@ pub struct KubeAuthorizer {
 }
 
 impl Authorizer for KubeAuthorizer {
-    fn may_approve<'a>(
+    fn allowed<'a>(
         &'a self,
         user: &'a UserInfo,
         namespace: &'a str,
         name: &'a str,
+        access: Access,
     ) -> BoxFuture<'a, Result<AccessDecision, String>> {
+        let (verb, subresource) = access.verb_and_subresource();
         Box::pin(async move {
             let review = SubjectAccessReview {
                 spec: SubjectAccessReviewSpec {
@@ -74,8 +77,8 @@ impl Authorizer for KubeAuthorizer {
                     resource_attributes: Some(ResourceAttributes {
                         group: Some(mcp_warden_crds::GROUP.into()),
                         resource: Some("mcpservers".into()),
-                        subresource: Some("approval".into()),
-                        verb: Some("approve".into()),
+                        subresource: subresource.map(Into::into),
+                        verb: Some(verb.into()),
                         namespace: Some(namespace.into()),
                         name: Some(name.into()),
                         ..ResourceAttributes::default()
