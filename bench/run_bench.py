@@ -267,7 +267,7 @@ class Bench:
         self.results: dict = {
             "started": dt.datetime.now().isoformat(timespec="seconds"),
             "machine": machine_info(),
-            "config": {"concurrency": list(CONCURRENCY), "rounds": args.rounds, "duration_s": args.duration,
+            "config": {"concurrency": list(args.levels), "rounds": args.rounds, "duration_s": args.duration,
                        "warmup_s": args.warmup, "message": MESSAGE,
                        "sessions": f"min(c, 16) for echo, min(c, {args.everything_sessions}) for everything",
                        "everything_rounds": args.everything_rounds,
@@ -342,6 +342,8 @@ class Bench:
                                 extra=["--max-sessions", "256"])
         ts.append(Target("facade-stdio-policy", "facade", "stdio", url, p.pid, [f"Authorization: Bearer {TOKEN}"],
                          note="-- CMD: one server process per session, realistic policy", policy=True))
+        if "peers" in self.a.skip:  # a facade-only comparison (e.g. two facade builds)
+            return ts
         if self.a.mcp_proxy:
             port = free_port()
             p = self.start(f"{up.name}-mcp-proxy", [self.a.mcp_proxy, "--host", "127.0.0.1", "--port", str(port),
@@ -409,7 +411,7 @@ class Bench:
                 if not refused:
                     log(f"   {t.name}: policy did not refuse an unlisted tool: {d}")
             live.append(t)
-        for c in CONCURRENCY:
+        for c in self.a.levels:
             level: dict = {t.name: [] for t in live}
             sessions = min(c, up.sessions_cap)
             for r in range(up.rounds):
@@ -772,8 +774,10 @@ def main() -> int:
     ap.add_argument("--everything-sessions", type=int, default=4,
                     help="most sessions for server-everything (each a node process for the stdio targets)")
     ap.add_argument("--criterion-secs", type=float, default=2.0)
+    ap.add_argument("--levels", type=int, nargs="+", default=list(CONCURRENCY),
+                    help="concurrency levels (default 1 16 128)")
     ap.add_argument("--skip", action="append", default=[],
-                    help="echo, everything, idle, criterion, operator (repeatable)")
+                    help="echo, everything, idle, criterion, operator, peers (repeatable)")
     a = ap.parse_args()
     a.load = str(Path(a.bin_dir) / "mcp-bench-load")
     a.echo = str(Path(a.bin_dir) / "mcp-bench-echo")

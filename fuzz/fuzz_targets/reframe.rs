@@ -14,7 +14,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use mcp_warden_sidecar::framing::one_line;
-use mcp_warden_sidecar::jsonrpc::{self, Kind, Members, Message, RequestId};
+use mcp_warden_sidecar::jsonrpc::{self, Kind, Members, Message, ParamsEdit, RequestId};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -57,7 +57,7 @@ fuzz_target!(|data: &[u8]| {
         p.set("_meta", meta.to_raw());
     };
     let with_progress = request && msg.mentions(b"progressToken");
-    let edit: Option<&mut (dyn FnMut(&mut Members) + Send)> =
+    let edit: Option<ParamsEdit<'_>> =
         if with_progress { Some(&mut progress) } else { None };
     let Ok(out) = jsonrpc::rebuild(&msg, request.then_some(&id), edit) else {
         return;

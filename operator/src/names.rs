@@ -34,6 +34,10 @@ pub const JWKS_KEY: &str = "jwks.json";
 /// Where the facade reads the cluster's service-account JWKS (the operator
 /// publishes it into the `<name>-jwks` ConfigMap).
 pub const JWKS_FILE: &str = "/etc/mcp-warden/jwks/jwks.json";
+/// Where the admin-token Secret is mounted in the facade, and its key.
+pub const ADMIN_TOKEN_DIR: &str = "/etc/mcp-warden/admin";
+pub const ADMIN_TOKEN_KEY: &str = "token";
+
 /// Where the peer-key Secret is mounted in the facade.
 pub const PEER_KEY_DIR: &str = "/etc/mcp-warden/peer";
 /// The peer key's key in its Secret.
@@ -74,6 +78,12 @@ pub fn jwks_config_map(server: &MCPServer) -> String {
 /// Name of the Secret holding the replicas' shared peer key (session-id HMAC).
 pub fn peer_key_secret(server: &MCPServer) -> String {
     format!("{}-peer-key", server.name_any())
+}
+
+/// Name of the Secret holding the token the facades ask for on `/tools`
+/// (the operator reads it back to fetch `status.tools`).
+pub fn admin_token_secret(server: &MCPServer) -> String {
+    format!("{}-admin-token", server.name_any())
 }
 
 /// Name of the headless Service the replicas find each other by.

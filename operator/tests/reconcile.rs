@@ -59,12 +59,18 @@ struct Fixture {
     facades: FakeFacades,
 }
 
-/// The facades' `/tools` answers by `ip:9090`.
+/// The facades' `/tools` answers by `ip:9090`, and the admin tokens the
+/// operator presented.
 #[derive(Clone, Default)]
-struct FakeFacades(BTreeMap<String, Vec<ObservedTool>>);
+struct FakeFacades(BTreeMap<String, Vec<ObservedTool>>, Arc<Mutex<Vec<String>>>);
 
 impl ToolsSource for FakeFacades {
-    fn fetch<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+    fn fetch<'a>(
+        &'a self,
+        addr: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+        self.1.lock().unwrap().push(token.to_string());
         let answer = self
             .0
             .get(addr)
@@ -328,8 +334,10 @@ async fn create_applies_every_object_with_owner_references() {
         "GET /api/v1/namespaces/team-a/services/git".into(),
         "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /api/v1/namespaces/team-a/secrets/git-peer-key".into(),
+        "GET /api/v1/namespaces/team-a/secrets/git-admin-token".into(),
         "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
+        "POST /api/v1/namespaces/team-a/secrets".into(),
         "POST /api/v1/namespaces/team-a/secrets".into(),
         "PATCH /apis/apps/v1/namespaces/team-a/deployments/git".into(),
         "PATCH /api/v1/namespaces/team-a/services/git".into(),
@@ -350,7 +358,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[17].body;
+    let event = &calls[19].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -786,6 +794,7 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         .0
         .insert("10.1.0.3:9090".into(), vec![tool("hidden", "sha256:x")]);
 
+    let presented = fixture.facades.1.clone();
     let (_, calls, after) = fixture.reconcile().await;
     let tools = after.server().status.unwrap().tools;
     assert_eq!(
@@ -793,6 +802,15 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         [tool("quarantined", "sha256:new")],
         "the worst state of the running pods"
     );
+    // `/tools` shows hidden tools: the operator asks with the server's admin token.
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+        after.objects["/api/v1/namespaces/team-a/secrets/git-admin-token"].clone(),
+    )
+    .unwrap();
+    let token = String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap();
+    assert_eq!(token.len(), 64, "32 random bytes, hex");
+    let presented = presented.lock().unwrap().clone();
+    assert_eq!(presented, vec![token; 2], "the token, to each running pod");
     let cm = &after.objects["/api/v1/namespaces/team-a/configmaps/git-jwks"];
     let published: Value = serde_json::from_str(cm["data"]["jwks.json"].as_str().unwrap()).unwrap();
     assert_eq!(published, serde_json::from_str::<Value>(jwks).unwrap());

@@ -30,12 +30,13 @@ use mcp_warden_crds::policy::{AuthConfig, Role, RoleBinding, STATIC_ISSUER};
 
 use crate::error::ConfigError;
 
-/// Who gets which role, indexed by (issuer, name).
+/// Who gets which role, indexed by issuer, then name (looked up per call
+/// without allocating).
 #[derive(Debug, Clone, Default)]
 pub struct RoleIndex {
     anonymous: Option<Role>,
-    subjects: HashMap<(String, String), Role>,
-    groups: HashMap<(String, String), Role>,
+    subjects: HashMap<String, HashMap<String, Role>>,
+    groups: HashMap<String, HashMap<String, Role>>,
     service_accounts: HashMap<String, Role>,
 }
 
@@ -117,23 +118,19 @@ impl RoleIndex {
                         ));
                         continue;
                     }
-                    let existing = match field {
-                        "subjects" => idx.subjects.insert((issuer.clone(), name.clone()), b.role),
-                        "groups" => idx.groups.insert((issuer.clone(), name.clone()), b.role),
-                        _ => idx.service_accounts.insert(name.clone(), b.role),
+                    let map = match field {
+                        "subjects" => idx.subjects.entry(issuer.clone()).or_default(),
+                        "groups" => idx.groups.entry(issuer.clone()).or_default(),
+                        _ => &mut idx.service_accounts,
                     };
-                    if let Some(other) = existing.filter(|r| *r != b.role) {
-                        errors.push(ConfigError::invalid(
+                    match map.get(name) {
+                        Some(r) if *r != b.role => errors.push(ConfigError::invalid(
                             at,
                             format!("{name:?} is bound to two different roles"),
-                        ));
-                        // Keep the first binding: the policy will not load anyway.
-                        let key = (issuer.clone(), name.clone());
-                        match field {
-                            "subjects" => idx.subjects.insert(key, other),
-                            "groups" => idx.groups.insert(key, other),
-                            _ => idx.service_accounts.insert(name.clone(), other),
-                        };
+                        )),
+                        _ => {
+                            map.insert(name.clone(), b.role);
+                        }
                     }
                 }
             }
@@ -152,10 +149,15 @@ impl RoleIndex {
         groups: impl IntoIterator<Item = &'g str>,
         service_account: Option<&str>,
     ) -> Option<Role> {
-        let key = |name: &str| (issuer.to_string(), name.to_string());
-        let mut best = self.subjects.get(&key(subject)).copied();
-        for g in groups {
-            best = best.max(self.groups.get(&key(g)).copied());
+        let mut best = self
+            .subjects
+            .get(issuer)
+            .and_then(|m| m.get(subject))
+            .copied();
+        if let Some(bound) = self.groups.get(issuer) {
+            for g in groups {
+                best = best.max(bound.get(g).copied());
+            }
         }
         if let Some(sa) = service_account {
             best = best.max(self.service_accounts.get(sa).copied());

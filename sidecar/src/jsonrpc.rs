@@ -88,6 +88,9 @@ pub struct Message {
     pub method: Option<Box<str>>,
     /// For responses: whether it carries `error` rather than `result`.
     pub is_error: bool,
+    /// Where the `id` value is in `bytes` (when read from them): the id can
+    /// be replaced without reading the message again ([`with_id`]).
+    id_span: Option<(usize, usize)>,
 }
 
 impl fmt::Debug for Message {
@@ -208,13 +211,36 @@ impl Message {
         };
         let method = env.method.map(|m| Box::<str>::from(m.as_ref()));
         let is_error = env.error.is_some();
+        // The raw id is a slice of `bytes` (serde_json borrows it): its offset.
+        let id_span = env.id.map(|raw| {
+            let start = raw.get().as_ptr() as usize - bytes.as_ptr() as usize;
+            (start, start + raw.get().len())
+        });
         Ok(Message {
             bytes,
             kind,
             id,
             method,
             is_error,
+            id_span,
         })
+    }
+
+    /// A message the facade wrote (no id span: it was never read).
+    pub fn written(
+        bytes: Bytes,
+        kind: Kind,
+        id: Option<RequestId>,
+        method: Option<Box<str>>,
+    ) -> Message {
+        Message {
+            bytes,
+            kind,
+            id,
+            method,
+            is_error: false,
+            id_span: None,
+        }
     }
 
     pub fn method(&self) -> &str {
@@ -249,18 +275,38 @@ fn is_safe_integer(text: &str) -> bool {
 }
 
 /// The members of a JSON object in the order written, each value as its
-/// raw JSON text: edit one member and write the object back with every
-/// other byte of meaning kept.
+/// raw JSON text, borrowed from the text it was read from (nothing is
+/// copied until it is written out): edit one member and write the object
+/// back with every other byte of meaning kept.
 #[derive(Debug, Default)]
-pub struct Members(Vec<(String, Box<RawValue>)>);
+pub struct Members<'a>(Vec<(Cow<'a, str>, Val<'a>)>);
 
-impl Members {
-    pub fn parse(text: &[u8]) -> Result<Members, String> {
+/// A member's value: as read, or replaced.
+#[derive(Debug)]
+enum Val<'a> {
+    Read(&'a RawValue),
+    Set(Box<RawValue>),
+}
+
+impl Val<'_> {
+    fn raw(&self) -> &RawValue {
+        match self {
+            Val::Read(v) => v,
+            Val::Set(v) => v,
+        }
+    }
+}
+
+/// Edits a message's `params` on its way to the next hop.
+pub type ParamsEdit<'e> = &'e mut (dyn FnMut(&mut Members<'_>) + Send);
+
+impl<'a> Members<'a> {
+    pub fn parse(text: &'a [u8]) -> Result<Members<'a>, String> {
         serde_json::from_slice(text).map_err(|e| e.to_string())
     }
 
     pub fn get(&self, key: &str) -> Option<&RawValue> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.raw())
     }
 
     /// Replace `key`'s value in place (every copy of the key, should the
@@ -268,21 +314,24 @@ impl Members {
     pub fn set(&mut self, key: &str, value: Box<RawValue>) {
         match self.0.iter().position(|(k, _)| k == key) {
             Some(at) => {
-                self.0[at].1 = value;
+                self.0[at].1 = Val::Set(value);
                 let mut i = 0;
                 self.0.retain(|(k, _)| {
                     i += 1;
                     i - 1 == at || k != key
                 });
             }
-            None => self.0.push((key.to_string(), value)),
+            None => self.0.push((Cow::Owned(key.to_string()), Val::Set(value))),
         }
     }
 
     /// Take `key` out (every copy of it); the first copy's value.
     pub fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
         let at = self.0.iter().position(|(k, _)| k == key)?;
-        let value = self.0.remove(at).1;
+        let value = match self.0.remove(at).1 {
+            Val::Read(v) => v.to_owned(),
+            Val::Set(v) => v,
+        };
         self.0.retain(|(k, _)| k != key);
         Some(value)
     }
@@ -296,7 +345,7 @@ impl Members {
         let len = self
             .0
             .iter()
-            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .map(|(k, v)| k.len() + v.raw().get().len() + 4)
             .sum::<usize>();
         let mut out = Vec::with_capacity(len + 2);
         out.push(b'{');
@@ -304,30 +353,55 @@ impl Members {
             if i > 0 {
                 out.push(b',');
             }
-            serde_json::to_writer(&mut out, k).expect("strings serialize");
+            serde_json::to_writer(&mut out, k.as_ref()).expect("strings serialize");
             out.push(b':');
-            out.extend_from_slice(v.get().as_bytes());
+            out.extend_from_slice(v.raw().get().as_bytes());
         }
         out.push(b'}');
         out
     }
 }
 
-impl<'de> Deserialize<'de> for Members {
+/// An object key, borrowed when the text has no escapes in it.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Members;
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Members<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<Members, A::Error> {
+            ) -> Result<Members<'de>, A::Error> {
                 let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
-                    out.push((k, v));
+                while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    out.push((k, Val::Read(v)));
                 }
                 Ok(Members(out))
             }
@@ -342,7 +416,7 @@ impl<'de> Deserialize<'de> for Members {
 pub fn rebuild(
     msg: &Message,
     id: Option<&RequestId>,
-    edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+    edit: Option<ParamsEdit<'_>>,
 ) -> Result<Bytes, String> {
     rebuild_bytes(&msg.bytes, id, edit)
 }
@@ -351,7 +425,7 @@ pub fn rebuild(
 pub fn rebuild_bytes(
     bytes: &[u8],
     id: Option<&RequestId>,
-    edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+    edit: Option<ParamsEdit<'_>>,
 ) -> Result<Bytes, String> {
     let mut top = Members::parse(bytes)?;
     if let Some(id) = id {
@@ -361,13 +435,49 @@ pub fn rebuild_bytes(
         );
     }
     if let Some(edit) = edit {
-        let mut params = match top.get("params") {
-            Some(raw) => Members::parse(raw.get().as_bytes())?,
-            None => Members::default(),
+        let edited = {
+            let mut params = match top.get("params") {
+                Some(raw) => Members::parse(raw.get().as_bytes())?,
+                None => Members::default(),
+            };
+            edit(&mut params);
+            params.to_raw()
         };
-        edit(&mut params);
-        top.set("params", params.to_raw());
+        top.set("params", edited);
     }
+    Ok(Bytes::from(top.to_vec()))
+}
+
+/// The message under `id`, everything else as it was: the id's bytes
+/// spliced out and in (one copy, no second read), or, for a message the
+/// facade wrote itself, [`rebuild`].
+pub fn with_id(msg: &Message, id: &RequestId) -> Result<Bytes, String> {
+    let Some((start, end)) = msg.id_span else {
+        return rebuild(msg, Some(id), None);
+    };
+    let new = id.as_json().as_bytes();
+    let mut out = Vec::with_capacity(msg.bytes.len() - (end - start) + new.len());
+    out.extend_from_slice(&msg.bytes[..start]);
+    out.extend_from_slice(new);
+    out.extend_from_slice(&msg.bytes[end..]);
+    Ok(Bytes::from(out))
+}
+
+/// The message with `params` replaced by `params` (raw JSON), and its `id`
+/// by `id` when given.
+pub fn with_params(
+    msg: &Message,
+    id: Option<&RequestId>,
+    params: Box<RawValue>,
+) -> Result<Bytes, String> {
+    let mut top = Members::parse(&msg.bytes)?;
+    if let Some(id) = id {
+        top.set(
+            "id",
+            RawValue::from_string(id.as_json().to_string()).map_err(|e| e.to_string())?,
+        );
+    }
+    top.set("params", params);
     Ok(Bytes::from(top.to_vec()))
 }
 
@@ -376,7 +486,7 @@ pub fn rebuild_bytes(
 /// so numbers like `-0` or `1e400` reach the server as the client wrote them.
 pub fn edit_params(
     msg: &Message,
-    mut edit: impl FnMut(&mut Members) + Send,
+    mut edit: impl FnMut(&mut Members<'_>) + Send,
 ) -> Result<Message, String> {
     let bytes = rebuild(msg, None, Some(&mut edit))?;
     Message::parse(bytes).map_err(|(e, _)| e.to_string())
@@ -578,6 +688,18 @@ mod tests {
         assert_eq!(RequestId::number(7).as_number(), Some(7));
         assert_eq!(id(r#""7""#).as_number(), None);
         assert!(RequestId::from_raw("1.5").is_none() && RequestId::from_raw("{}").is_none());
+    }
+
+    #[test]
+    fn the_id_is_spliced_in_place() {
+        let m = parse("{\"result\":{\"x\":\"id\"},\"id\" : 17 ,\"jsonrpc\":\"2.0\"}").unwrap();
+        let out = with_id(&m, &RequestId::from_raw("\"c\\u0031\"").unwrap()).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "{\"result\":{\"x\":\"id\"},\"id\" : \"c1\" ,\"jsonrpc\":\"2.0\"}"
+        );
+        let again = Message::parse(out).unwrap();
+        assert_eq!(again.id.unwrap().as_json(), "\"c1\"");
     }
 
     #[test]

@@ -44,9 +44,9 @@ use mcp_warden_crds::mcpserver::Transport;
 
 use super::BuildInput;
 use crate::names::{
-    self, ADMIN_PORT, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY,
-    POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH,
-    TERMINATION_GRACE_SECONDS,
+    self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
+    JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS, SIDECAR_BIN,
+    SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS,
 };
 
 /// The Deployment running the server and the facade.
@@ -289,6 +289,7 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         mount("policy", POLICY_DIR, true),
         mount("jwks", JWKS_DIR, true),
         mount("peer-key", PEER_KEY_DIR, true),
+        mount("admin-token", ADMIN_TOKEN_DIR, true),
     ];
     let env_value = |name: &str, value: String| EnvVar {
         name: name.into(),
@@ -314,6 +315,11 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         env_value(
             "MCP_WARDEN_ADVERTISE_ADDR",
             format!("$(POD_IP):{FACADE_PORT}"),
+        ),
+        // `/tools` shows hidden tools: only the operator, with this token, reads it.
+        env_value(
+            "MCP_WARDEN_ADMIN_TOKEN_FILE",
+            format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ),
     ];
     match spec.transport {
@@ -457,6 +463,16 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             name: "peer-key".into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(names::peer_key_secret(input.server)),
+                default_mode: Some(0o440),
+                optional: Some(false),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "admin-token".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(names::admin_token_secret(input.server)),
                 default_mode: Some(0o440),
                 optional: Some(false),
                 ..SecretVolumeSource::default()

@@ -1,8 +1,10 @@
-//! The peer-key Secret: the key every replica's facade signs and checks
-//! session ids with. Its bytes are random, so the operator makes them (I/O,
-//! in `reconcile::apply`) once and never rewrites a valid key; this builder
-//! only shapes the object around the bytes it is given. `render` does not
-//! print it.
+//! The server's two random Secrets: the peer key every replica's facade
+//! signs and checks session ids with, and the admin token the facades ask
+//! for on `/tools` (which shows hidden tools), presented by the operator
+//! when it reads `status.tools`. Their bytes are random, so the operator
+//! makes them (I/O, in `reconcile::apply`) once and never rewrites a usable
+//! one; these builders only shape the objects around the bytes they are
+//! given. `render` prints neither.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +28,30 @@ pub fn desired_peer_key_secret(server: &MCPServer, key: Vec<u8>) -> Secret {
         immutable: Some(true),
         ..Secret::default()
     }
+}
+
+/// The fewest characters a usable admin token has (the facade refuses shorter).
+pub const ADMIN_TOKEN_MIN_CHARS: usize = 32;
+
+/// The Secret holding `token` (hex text) under `token`.
+pub fn desired_admin_token_secret(server: &MCPServer, token: String) -> Secret {
+    Secret {
+        metadata: names::metadata(server, names::admin_token_secret(server)),
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([(
+            names::ADMIN_TOKEN_KEY.to_string(),
+            ByteString(token.into_bytes()),
+        )])),
+        immutable: Some(true),
+        ..Secret::default()
+    }
+}
+
+/// The admin token a live Secret holds, if usable.
+pub fn admin_token(secret: &Secret) -> Option<String> {
+    let raw = secret.data.as_ref()?.get(names::ADMIN_TOKEN_KEY)?;
+    let token = std::str::from_utf8(&raw.0).ok()?.trim();
+    (token.len() >= ADMIN_TOKEN_MIN_CHARS).then(|| token.to_string())
 }
 
 /// Whether a live Secret holds a usable peer key.

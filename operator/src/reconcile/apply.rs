@@ -25,7 +25,9 @@ use serde_json::Value;
 
 use crate::{
     build::{
-        secret::{desired_peer_key_secret, has_usable_peer_key},
+        secret::{
+            admin_token, desired_admin_token_secret, desired_peer_key_secret, has_usable_peer_key,
+        },
         DesiredObjects,
     },
     config::FIELD_MANAGER,
@@ -58,6 +60,9 @@ pub struct Applied {
     /// `Kind/name` of existing objects with a desired name that this server
     /// does not control; when any, nothing was written.
     pub not_owned: Vec<String>,
+    /// The token the facades ask for on `/tools` (from the admin-token
+    /// Secret); `None` when that Secret holds no usable token.
+    pub admin_token: Option<String>,
 }
 
 /// One desired object and what the API server has under its name.
@@ -108,15 +113,9 @@ pub async fn apply_all(
     let np = read(client, ns, &objects.network_policy).await?;
     let pdb = read_opt(client, ns, objects.pod_disruption_budget.as_ref()).await?;
     let key_name = names::peer_key_secret(server);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let key = secrets
-        .get_opt(&key_name)
-        .await
-        .map_err(|source| ApplyError {
-            kind: "Secret",
-            name: key_name.clone(),
-            source,
-        })?;
+    let key = read_secret(client, ns, &key_name).await?;
+    let token_name = names::admin_token_secret(server);
+    let token = read_secret(client, ns, &token_name).await?;
     let not_owned: Vec<String> = [
         sa.foreign(server),
         cm.foreign(server),
@@ -129,6 +128,10 @@ pub async fn apply_all(
         key.as_ref()
             .filter(|k| !controlled_by(*k, server))
             .map(|_| format!("Secret/{key_name}")),
+        token
+            .as_ref()
+            .filter(|t| !controlled_by(*t, server))
+            .map(|_| format!("Secret/{token_name}")),
     ]
     .into_iter()
     .flatten()
@@ -147,7 +150,22 @@ pub async fn apply_all(
     if let Some(jwks) = jwks {
         write(client, ns, jwks, written).await?;
     }
-    applied.peer_key_unusable = !ensure_peer_key(client, server, key, written).await?;
+    let peer_key = || desired_peer_key_secret(server, random_key());
+    let usable = |s: &Secret| has_usable_peer_key(s);
+    applied.peer_key_unusable = !ensure_secret(client, server, key, peer_key, usable, written)
+        .await?
+        .is_some_and(|s| usable(&s));
+    let new_token = || desired_admin_token_secret(server, hex::encode(random_key()));
+    applied.admin_token = ensure_secret(
+        client,
+        server,
+        token,
+        new_token,
+        |s| admin_token(s).is_some(),
+        written,
+    )
+    .await?
+    .and_then(|s| admin_token(&s));
     applied.deployment = write(client, ns, deployment, written).await?;
     write(client, ns, service, written).await?;
     match peers {
@@ -172,35 +190,50 @@ pub async fn apply_all(
     Ok(applied)
 }
 
-/// Make the peer-key Secret once (`live` is what was read): 32 random
-/// bytes, created (never patched) so a running key is never replaced.
-/// Returns whether a usable key exists.
-async fn ensure_peer_key(
+/// Make a random Secret once (`live` is what was read): created (never
+/// patched) so a running key or token is never replaced. Returns the Secret
+/// in force: the live one, ours, or (when another writer won the race to
+/// create it) the winner's, read back.
+async fn ensure_secret(
     client: &Client,
     server: &MCPServer,
     live: Option<Secret>,
+    desired: impl FnOnce() -> Secret,
+    usable: impl Fn(&Secret) -> bool,
     written: &mut Vec<String>,
-) -> Result<bool, ApplyError> {
+) -> Result<Option<Secret>, ApplyError> {
     if let Some(live) = live {
-        return Ok(has_usable_peer_key(&live));
+        return Ok(Some(live));
     }
-    let name = names::peer_key_secret(server);
-    let api: Api<Secret> = Api::namespaced(client.clone(), &names::namespace(server));
-    let secret = desired_peer_key_secret(server, random_key());
+    let secret = desired();
+    let name = secret.name_any();
+    let ns = names::namespace(server);
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
     match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => {}
-        // Another writer won the race; its key is as good as ours.
-        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(true),
-        Err(source) => {
-            return Err(ApplyError {
-                kind: "Secret",
-                name,
-                source,
-            })
+        Ok(_) => {
+            written.push(format!("Secret/{name}"));
+            Ok(Some(secret))
         }
+        // Another writer won the race; its bytes are as good as ours.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let theirs = read_secret(client, &ns, &name).await?;
+            Ok(theirs.filter(|s| usable(s)))
+        }
+        Err(source) => Err(ApplyError {
+            kind: "Secret",
+            name,
+            source,
+        }),
     }
-    written.push(format!("Secret/{name}"));
-    Ok(true)
+}
+
+async fn read_secret(client: &Client, ns: &str, name: &str) -> Result<Option<Secret>, ApplyError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.map_err(|source| ApplyError {
+        kind: "Secret",
+        name: name.to_string(),
+        source,
+    })
 }
 
 /// 32 bytes from the operating system's CSPRNG.

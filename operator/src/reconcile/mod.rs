@@ -170,7 +170,8 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         info!(written = ?applied.written, "applied");
     }
     // 6. observe what the facades report
-    let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server).await;
+    let token = applied.admin_token.as_deref();
+    let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server, token).await;
     // 7. status + Events
     let endpoint = names::endpoint(server, &ctx.config);
     let outcome = status::Outcome::Applied {

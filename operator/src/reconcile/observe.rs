@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! pods (label mcpwarden.dev/server=<name>, Running, with an IP)
-//!   └─ ToolsSource::fetch("<podIP>:9090")  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
+//!   └─ ToolsSource::fetch("<podIP>:9090", token)  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
+//!      (`/tools` shows hidden tools: the facade wants the server's admin token)
 //! API server GET /.well-known/openid-configuration (issuer) + /openid/v1/jwks
 //!   └─ JwksCache (5 min; a failure keeps the last good copy) ─▶ ConfigMap <name>-jwks + policy issuer
 //! ```
@@ -29,8 +30,12 @@ use crate::names::{self, ADMIN_PORT};
 
 /// Reads one facade's `/tools`.
 pub trait ToolsSource: Send + Sync {
-    /// `GET http://{addr}/tools`, decoded.
-    fn fetch<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>>;
+    /// `GET http://{addr}/tools` with `Authorization: Bearer {token}`, decoded.
+    fn fetch<'a>(
+        &'a self,
+        addr: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>>;
 }
 
 /// The real source: HTTP/1.1 to the pod's admin port, 3 s timeout.
@@ -42,7 +47,11 @@ struct ToolsDoc {
 }
 
 impl ToolsSource for HttpTools {
-    fn fetch<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+    fn fetch<'a>(
+        &'a self,
+        addr: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
         Box::pin(async move {
             let work = async {
                 let tcp = tokio::net::TcpStream::connect(addr)
@@ -54,6 +63,7 @@ impl ToolsSource for HttpTools {
                 tokio::spawn(conn);
                 let request = hyper::Request::get("/tools")
                     .header("host", addr)
+                    .header("authorization", format!("Bearer {token}"))
                     .body(Empty::<Bytes>::new())
                     .map_err(|e| e.to_string())?;
                 let response = sender
@@ -108,12 +118,14 @@ pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
 }
 
 /// The tools every running facade of `server` reports; `None` when no pod
-/// answered (status keeps what it had).
+/// answered, or there is no admin token to ask with (status keeps what it had).
 pub async fn observe_tools(
     client: &Client,
     source: &dyn ToolsSource,
     server: &mcp_warden_crds::MCPServer,
+    token: Option<&str>,
 ) -> Option<Vec<ObservedTool>> {
+    let token = token?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &names::namespace(server));
     let selector = format!("{}={}", names::SERVER_LABEL, names::object_name(server));
     let list = match pods.list(&ListParams::default().labels(&selector)).await {
@@ -134,7 +146,7 @@ pub async fn observe_tools(
     addrs.sort();
     let mut answers = Vec::new();
     for addr in &addrs {
-        match source.fetch(addr).await {
+        match source.fetch(addr, token).await {
             Ok(tools) => answers.push(tools),
             Err(e) => debug!(%addr, error = %e, "no /tools from this facade"),
         }

@@ -27,7 +27,7 @@ use super::identity::Identity;
 use super::output::{Filtered, OutputCheck};
 use super::refusal::Refusal;
 use super::Request;
-use crate::jsonrpc::{self, Members, RequestId};
+use crate::jsonrpc::{self, Members, ParamsEdit, RequestId};
 use crate::session::{Forwarded, Session};
 
 /// What the audit line and metrics need to know about a call.
@@ -153,7 +153,7 @@ impl Session {
                     p.set("name", upstream.clone());
                 }
             };
-            let edit: Option<&mut (dyn FnMut(&mut Members) + Send)> = if upstream.is_some() {
+            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() {
                 Some(&mut rename)
             } else {
                 None

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::output::{self, Filtered};
 use super::refusal::Refusal;
 use super::Request;
-use crate::jsonrpc::{self, codes, Members};
+use crate::jsonrpc::{self, codes, ParamsEdit};
 use crate::session::{Forwarded, Session};
 
 /// How an exchange ended, for metrics and the audit line.
@@ -52,7 +52,7 @@ pub async fn plain(session: &Arc<Session>, req: Request) {
 pub async fn exchange(
     session: &Arc<Session>,
     req: &Request,
-    edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+    edit: Option<ParamsEdit<'_>>,
     shape: impl FnOnce(&mut Value),
 ) -> Ended {
     let limit = session.app.limits.request_timeout;

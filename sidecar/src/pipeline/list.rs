@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use super::output;
 use super::registry::ObservedTool;
 use super::Request;
-use crate::jsonrpc::{self, Members};
+use crate::jsonrpc::{self, Members, ParamsEdit};
 use crate::session::{Forwarded, Session};
 
 /// Upstream pages followed at most, so a server cannot loop the facade.
@@ -35,12 +35,11 @@ impl Session {
         let mut no_cursor = |p: &mut Members| {
             p.remove("cursor");
         };
-        let edit: Option<&mut (dyn FnMut(&mut Members) + Send)> =
-            if req.params().get("cursor").is_some() {
-                Some(&mut no_cursor)
-            } else {
-                None
-            };
+        let edit: Option<ParamsEdit<'_>> = if req.params().get("cursor").is_some() {
+            Some(&mut no_cursor)
+        } else {
+            None
+        };
         let limit = self.app.limits.upstream_wait;
         let answer = match self.forward(&id, &req.msg, edit, limit).await {
             Forwarded::Answer(answer) => answer,

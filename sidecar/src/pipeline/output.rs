@@ -54,10 +54,14 @@ pub struct OutputCheck<'a> {
 impl OutputCheck<'_> {
     /// Filter an upstream answer into the client's answer (under `client_id`).
     pub fn apply(&self, msg: Message, client_id: &RequestId) -> Result<(Bytes, Filtered), Refusal> {
-        let (bytes, filtered) = self.filter(msg)?;
-        let bytes =
-            jsonrpc::rebuild_bytes(&bytes, Some(client_id), None).map_err(|_| self.unreadable())?;
-        Ok((bytes, filtered))
+        let (changed, filtered) = self.filter(&msg)?;
+        // Untouched by the filter: put the client's id in place; else the
+        // filter wrote new bytes (under the server's id) to read again.
+        let bytes = match changed {
+            None => jsonrpc::with_id(&msg, client_id),
+            Some(bytes) => jsonrpc::rebuild_bytes(&bytes, Some(client_id), None),
+        };
+        Ok((bytes.map_err(|_| self.unreadable())?, filtered))
     }
 
     fn unreadable(&self) -> Refusal {
@@ -67,8 +71,9 @@ impl OutputCheck<'_> {
         }
     }
 
-    /// Filter an upstream answer; error answers are only redacted.
-    fn filter(&self, msg: Message) -> Result<(Bytes, Filtered), Refusal> {
+    /// Filter an upstream answer; error answers are only redacted. `None`:
+    /// the answer passes as the server wrote it.
+    fn filter(&self, msg: &Message) -> Result<(Option<Bytes>, Filtered), Refusal> {
         let size = msg.bytes.len() as u64;
         if msg.is_error {
             // An error answer is the server's text too: it may leak secrets.
@@ -84,17 +89,15 @@ impl OutputCheck<'_> {
             counts.total() == 0 && memchr::memmem::find(&msg.bytes, b"\\u").is_none()
         };
         if size <= self.limits.max_output_bytes && clean_raw && !needs_schema {
-            return Ok((
-                msg.bytes,
-                Filtered {
-                    output_bytes: size,
-                    ..Default::default()
-                },
-            ));
+            let filtered = Filtered {
+                output_bytes: size,
+                ..Default::default()
+            };
+            return Ok((None, filtered));
         }
         let mut value: Value = serde_json::from_slice(&msg.bytes).unwrap_or(Value::Null);
         let Some(result) = value.get_mut("result") else {
-            return Ok((msg.bytes, Filtered::default()));
+            return Ok((None, Filtered::default()));
         };
         if let (Some(def), true) = (self.definition, needs_schema) {
             let is_error = result
@@ -161,16 +164,16 @@ impl OutputCheck<'_> {
             filtered.truncated = true;
         }
         filtered.output_bytes = bytes.len() as u64;
-        Ok((Bytes::from(bytes), filtered))
+        Ok((Some(Bytes::from(bytes)), filtered))
     }
 }
 
 impl OutputCheck<'_> {
-    fn redact_error(&self, msg: Message) -> (Bytes, Filtered) {
+    fn redact_error(&self, msg: &Message) -> (Option<Bytes>, Filtered) {
         let size = msg.bytes.len() as u64;
-        let untouched = |bytes| {
+        let untouched = || {
             (
-                bytes,
+                None,
                 Filtered {
                     output_bytes: size,
                     ..Default::default()
@@ -178,19 +181,19 @@ impl OutputCheck<'_> {
             )
         };
         if !self.redactor.is_enabled() {
-            return untouched(msg.bytes);
+            return untouched();
         }
         let mut value: Value = match serde_json::from_slice(&msg.bytes) {
             Ok(v) => v,
-            Err(_) => return untouched(msg.bytes),
+            Err(_) => return untouched(),
         };
         let Some(error) = value.get_mut("error") else {
-            return untouched(msg.bytes);
+            return untouched();
         };
         let mut counts = self.redactor.counts();
         self.redactor.redact_json(error, &mut counts);
         if counts.total() == 0 {
-            return untouched(msg.bytes);
+            return untouched();
         }
         let redactions = counts
             .iter()
@@ -200,7 +203,7 @@ impl OutputCheck<'_> {
         let bytes = Bytes::from(serde_json::to_vec(&value).expect("values serialize"));
         let output_bytes = bytes.len() as u64;
         (
-            bytes,
+            Some(bytes),
             Filtered {
                 output_bytes,
                 truncated: false,

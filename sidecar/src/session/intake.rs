@@ -134,7 +134,7 @@ impl Session {
             return;
         }
         if let Ok(bytes) = jsonrpc::rebuild(&msg, None, None) {
-            let out = Message { bytes, ..msg };
+            let out = Message::written(bytes, Kind::Notification, None, msg.method.clone());
             let _ = self.send_upstream(out).await;
         }
     }
@@ -202,13 +202,9 @@ impl Session {
             self.app.metrics.dropped("client_response");
             return;
         };
-        match jsonrpc::rebuild(&msg, Some(&server_id), None) {
+        match jsonrpc::with_id(&msg, &server_id) {
             Ok(bytes) => {
-                let out = Message {
-                    bytes,
-                    id: Some(server_id),
-                    ..msg
-                };
+                let out = Message::written(bytes, Kind::Response, Some(server_id), None);
                 let _ = self.send_upstream(out).await;
             }
             Err(_) => self.app.metrics.dropped("client_response"),

@@ -213,11 +213,8 @@ fn rebuild(msg: &Message, id: Option<&RequestId>, params: Value) -> Option<Bytes
     if params.is_null() {
         return jsonrpc::rebuild(msg, id, None).ok();
     }
-    let raw = serde_json::to_vec(&params).ok()?;
-    let mut set = |p: &mut jsonrpc::Members| {
-        *p = jsonrpc::Members::parse(&raw).unwrap_or_default();
-    };
-    jsonrpc::rebuild(msg, id, Some(&mut set)).ok()
+    let raw = serde_json::value::to_raw_value(&params).ok()?;
+    jsonrpc::with_params(msg, id, raw).ok()
 }
 
 /// Queue on `target`, or in the backlog when there is none.

@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use super::{Outbound, Session};
-use crate::jsonrpc::{self, Kind, Members, Message, RequestId};
+use crate::jsonrpc::{self, Kind, Members, Message, ParamsEdit, RequestId};
 use crate::upstream::Link;
 
 /// What became of a forwarded request.
@@ -77,7 +77,7 @@ impl Session {
         self: &Arc<Self>,
         client_id: &RequestId,
         msg: &Message,
-        edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+        edit: Option<ParamsEdit<'_>>,
         limit: Duration,
     ) -> Forwarded {
         let n = self.next_upstream.fetch_add(1, Ordering::Relaxed);
@@ -108,13 +108,7 @@ impl Session {
                 return Forwarded::Failed(format!("the request cannot be forwarded: {why}"));
             }
         };
-        let out = Message {
-            bytes,
-            kind: Kind::Request,
-            id: Some(id),
-            method: msg.method.clone(),
-            is_error: false,
-        };
+        let out = Message::written(bytes, Kind::Request, Some(id), msg.method.clone());
         let deadline = tokio::time::Instant::now() + limit;
         // The limit covers sending too: over HTTP the answer may come back
         // with the send itself.
@@ -301,14 +295,14 @@ fn outgoing(
     msg: &Message,
     id: &RequestId,
     progress: bool,
-    edit: Option<&mut (dyn FnMut(&mut Members) + Send)>,
+    edit: Option<ParamsEdit<'_>>,
 ) -> Result<Bytes, String> {
     if !progress && edit.is_none() {
-        return jsonrpc::rebuild(msg, Some(id), None);
+        return jsonrpc::with_id(msg, id);
     }
     let mut edit = edit;
     let mut failed = None;
-    let mut apply = |params: &mut Members| {
+    let mut apply = |params: &mut Members<'_>| {
         if let Some(edit) = edit.as_mut() {
             edit(params);
         }
