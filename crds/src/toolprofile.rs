@@ -100,10 +100,12 @@ pub struct ToolProfileSpec {
     /// rule gives the role it needs, else `defaultAction` (default `deny`:
     /// no resource is visible until a rule allows it).
     #[serde(default)]
+    #[schemars(transform = resource_bounds)]
     pub resources: ResourcePolicy,
     /// Which prompts callers may list and get, by exact name; same
     /// precedence as `resources` (default `deny`).
     #[serde(default)]
+    #[schemars(transform = prompt_bounds)]
     pub prompts: PromptPolicy,
 }
 
@@ -168,6 +170,11 @@ fn tool_bounds(schema: &mut Schema) {
 
 /// `roles[]`: subjects, groups and `namespace/name` service accounts.
 fn role_bounds(schema: &mut Schema) {
+    set_at(
+        schema,
+        "/items/properties/issuer",
+        &[("maxLength", json!(512))],
+    );
     for (list, len) in [("subjects", 256), ("groups", 256), ("serviceAccounts", 317)] {
         let list = format!("/items/properties/{list}");
         set_at(schema, &list, &[("maxItems", json!(128))]);
@@ -177,6 +184,34 @@ fn role_bounds(schema: &mut Schema) {
             &[("maxLength", json!(len))],
         );
     }
+}
+
+/// `resources.rules[]`: URI globs, in order (not a map: order matters).
+fn resource_bounds(schema: &mut Schema) {
+    set_at(schema, "/properties/rules", &[("maxItems", json!(128))]);
+    set_at(
+        schema,
+        "/properties/rules/items/properties/uri",
+        &[("minLength", json!(1)), ("maxLength", json!(1024))],
+    );
+}
+
+/// `prompts.rules[]`: one rule per prompt name (a map list keyed by name).
+fn prompt_bounds(schema: &mut Schema) {
+    set_at(
+        schema,
+        "/properties/rules",
+        &[
+            ("maxItems", json!(128)),
+            ("x-kubernetes-list-type", json!("map")),
+            ("x-kubernetes-list-map-keys", json!(["name"])),
+        ],
+    );
+    set_at(
+        schema,
+        "/properties/rules/items/properties/name",
+        &[("minLength", json!(1)), ("maxLength", json!(128))],
+    );
 }
 
 /// `redaction`: detector names become metric labels, so they stay short.
