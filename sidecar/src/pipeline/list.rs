@@ -7,9 +7,9 @@
 //! policy lets this caller see → rewrite (alias, description, risk prefix,
 //! portable schema).
 //!
-//! list_changed: re-read the list (re-checking pins and drift) before
-//! telling the client, so a changed definition is quarantined before any
-//! client can act on it.
+//! list_changed: the channel re-reads the list (re-checking pins and
+//! drift) before telling any client, so a changed definition is quarantined
+//! before a client can act on it.
 
 use std::sync::Arc;
 
@@ -22,9 +22,6 @@ use super::registry::ObservedTool;
 use super::Request;
 use crate::jsonrpc::{self, Members, ParamsEdit};
 use crate::session::{Forwarded, Session};
-
-/// Upstream pages followed at most, so a server cannot loop the facade.
-const MAX_PAGES: usize = 100;
 
 impl Session {
     /// Answer one client tools/list (exactly once).
@@ -69,7 +66,7 @@ impl Session {
             };
         }
         let mut value = answer.to_value();
-        let definitions = match self.collect_pages(&mut value).await {
+        let definitions = match self.channel.collect_pages(&mut value).await {
             Ok(defs) => defs,
             Err(text) => return self.answer_call(&id, list_error(&id, &text, "upstream_failed")),
         };
@@ -100,43 +97,10 @@ impl Session {
         );
     }
 
-    /// The `tools` of the first page plus every further page.
-    async fn collect_pages(&self, first: &mut Value) -> Result<Vec<Value>, String> {
-        let mut tools = take_tools(first);
-        let mut cursor = first.pointer("/result/nextCursor").cloned();
-        for _ in 0..MAX_PAGES {
-            let Some(c) = cursor.take().filter(|c| !c.is_null()) else {
-                return Ok(tools);
-            };
-            let mut page = self
-                .internal_request(None, "tools/list", &json!({ "cursor": c }))
-                .await?
-                .to_value();
-            if page.get("error").is_some() {
-                return Err("the MCP server refused a tools/list page".into());
-            }
-            tools.extend(take_tools(&mut page));
-            cursor = page.pointer("/result/nextCursor").cloned();
-        }
-        Err(format!(
-            "the MCP server's tool list has more than {MAX_PAGES} pages"
-        ))
-    }
-
     /// Read the whole upstream tool list into the registry (the facade's own
     /// request; nothing reaches the client).
     pub(crate) async fn refresh_tools(&self) {
-        let Ok(answer) = self.internal_request(None, "tools/list", &json!({})).await else {
-            return;
-        };
-        let mut value = answer.to_value();
-        if value.get("error").is_some() {
-            return;
-        }
-        if let Ok(defs) = self.collect_pages(&mut value).await {
-            let policy = self.app.policy.load_full();
-            self.app.registry.observe(defs, &policy, &self.app.metrics);
-        }
+        self.channel.refresh_tools().await
     }
 }
 
@@ -148,13 +112,6 @@ fn list_error(id: &jsonrpc::RequestId, text: &str, reason: &str) -> Bytes {
         text,
         Some(json!({ "reason": reason })),
     )
-}
-
-fn take_tools(page: &mut Value) -> Vec<Value> {
-    match page.pointer_mut("/result/tools").map(Value::take) {
-        Some(Value::Array(tools)) => tools,
-        _ => Vec::new(),
-    }
 }
 
 /// A tool definition as this caller sees it.

@@ -115,7 +115,9 @@ impl Session {
         };
         let forward = match kind {
             ClientNotification::Initialized => {
-                self.state.lock().unwrap().initialized = true;
+                if self.owns_channel {
+                    self.channel.set_initialized();
+                }
                 true
             }
             ClientNotification::Cancelled => return self.client_cancelled(&msg).await,
@@ -161,19 +163,15 @@ impl Session {
             self.app
                 .metrics
                 .observe_request(&p.method, "cancelled", p.started.elapsed());
-            p.upstream.and_then(|n| {
-                let tell = st.outbound.get_mut(&n)?.cancelled.take()?;
-                let _ = tell.send(());
-                Some(n)
-            })
+            p.upstream
         };
-        if let Some(n) = upstream {
+        if let Some(n) = upstream.filter(|n| self.channel.client_cancelled(*n)) {
             let reason = value
                 .pointer("/params/reason")
                 .and_then(Value::as_str)
                 .map(|r| r.chars().take(200).collect::<String>())
                 .unwrap_or_else(|| "cancelled by the client".into());
-            self.cancel_upstream(n, &reason).await;
+            self.channel.cancel(n, &reason).await;
         }
     }
 
@@ -181,9 +179,9 @@ impl Session {
     /// server request, which goes back under the server's id. Anything else
     /// answers a request nobody sent the client, and is dropped.
     async fn client_response(&self, msg: Message) {
+        let epoch = self.channel.epoch();
         let target = {
             let mut st = self.state.lock().unwrap();
-            let epoch = st.epoch;
             let entry = msg
                 .id
                 .as_ref()

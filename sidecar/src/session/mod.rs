@@ -1,18 +1,21 @@
-//! One downstream session and its private upstream link.
+//! One downstream session: a client conversation and where its answers go.
 //!
 //! A transport (HTTP or stdio) hands client messages to
-//! [`Session::client_message`] with the stream their answers belong on. The
-//! session's work is split by direction:
+//! [`Session::client_message`] with the stream their answers belong on. A
+//! session sends through a [`channel::Channel`]: its own for a legacy
+//! server (the server's state is the session's), or one shared by every
+//! caller for a modern server. The session's work is split by direction:
 //! - [`intake`]: client → facade: the method table, the role gate, and the
 //!   pipeline step that answers each request;
 //! - [`upstream`]: facade → server: every request goes out under an id of
-//!   the facade's own (per session, monotonic), and the server's answer comes
-//!   back to the step that sent it, never straight to the client;
+//!   the facade's own (per channel, monotonic), and the server's answer
+//!   comes back to the step that sent it, never straight to the client;
 //! - [`route`]: server → client: notifications and server requests pass the
 //!   output filter, server request ids are mapped to the facade's own, and
 //!   each message goes to the stream it belongs on;
-//! - [`supervisor`]: the link's life: restarts with backoff, the client's
-//!   handshake replayed, recycling a server that would not stop a call.
+//! - [`channel`]: the upstream connection's life: restarts with backoff,
+//!   the handshake replayed, recycling a server that would not stop a call,
+//!   and which session each server message is for.
 //!
 //! Invariant: every client request gets exactly one response, from the
 //! pipeline step that took it, or from the facade when the session ends.
@@ -20,12 +23,12 @@
 //! cancellation rules require. A request is registered when it is taken;
 //! whoever removes it from `pending` answers it.
 
+pub mod channel;
 pub mod ids;
 mod intake;
 pub mod manager;
 mod route;
 pub mod stream;
-mod supervisor;
 mod upstream;
 pub mod work;
 
@@ -36,13 +39,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use tokio::sync::{oneshot, watch, Notify};
+use tokio::sync::oneshot;
 
 use crate::app::App;
 use crate::jsonrpc::{self, codes, Message, RequestId};
 use crate::pipeline::budget::SessionBudget;
 use crate::pipeline::identity::Identity;
-use crate::upstream::Link;
+use channel::{Channel, Era};
 use stream::{Stream, StreamRx};
 
 pub(crate) use upstream::Forwarded;
@@ -65,22 +68,11 @@ struct Pending {
     upstream: Option<u64>,
 }
 
-/// A request on the server, by the facade's id for it.
-struct Outbound {
-    /// Where the answer goes (the step that sent it); `Err` when the server
-    /// went away first.
-    answer: oneshot::Sender<Result<Message, String>>,
-    /// The client request it carries (none for the facade's own requests).
-    client: Option<RequestId>,
-    /// Told when the client cancels it.
-    cancelled: Option<oneshot::Sender<()>>,
-}
-
 /// A request on the client, by the facade's id for it.
 enum ToClient {
     /// The facade's own (an approval elicitation).
     Facade(oneshot::Sender<Message>),
-    /// The server's, under the server's id, from the server of this epoch.
+    /// The server's, under the server's id, from the channel's link of this epoch.
     Server {
         id: RequestId,
         epoch: u64,
@@ -92,24 +84,16 @@ enum ToClient {
 #[derive(Default)]
 struct State {
     pending: HashMap<RequestId, Pending>,
-    outbound: HashMap<u64, Outbound>,
     to_client: HashMap<u64, ToClient>,
     streams: HashMap<u64, Stream>,
     finished: VecDeque<u64>,
     standalone: Option<u64>,
     backlog: VecDeque<Bytes>,
     next_stream: u64,
-    /// The client's `initialize` params and whether it completed the
-    /// handshake: both are replayed to a restarted server.
-    initialize: Option<serde_json::Value>,
-    initialized: bool,
     protocol_version: Option<String>,
     /// The client declared the elicitation capability.
     client_elicits: bool,
     closed: bool,
-    /// Counts the server links: a request from an earlier server cannot be
-    /// answered into a later one.
-    epoch: u64,
 }
 
 /// Why a message could not be taken.
@@ -123,19 +107,15 @@ pub struct Session {
     pub id: Arc<str>,
     pub(crate) app: Arc<App>,
     state: Mutex<State>,
-    link: watch::Sender<Option<Arc<Link>>>,
-    /// Taken in turn by messages on their way to the server (see
-    /// `send_upstream`).
-    send_turn: tokio::sync::Mutex<()>,
+    /// Where the session's requests go.
+    pub(crate) channel: Arc<Channel>,
+    /// Whether the channel is the session's alone (it ends with the session).
+    owns_channel: bool,
     /// Milliseconds since `created` of the last client activity.
     last_activity: AtomicU64,
     created: Instant,
-    /// The facade's ids for requests to the server, and to the client.
-    next_upstream: AtomicU64,
+    /// The facade's ids for requests it sends the client.
     next_downstream: AtomicU64,
-    /// Wakes the supervisor to replace a server that would not let go of a
-    /// cancelled call.
-    recycle: Notify,
     pub(crate) budget: SessionBudget,
     /// Who opened the session; only they may use it.
     owner: Arc<Identity>,
@@ -144,30 +124,40 @@ pub struct Session {
 }
 
 impl Session {
-    /// Create a session and start its upstream link.
+    /// Create a session with a channel of its own to the server (a legacy
+    /// server: a process, or an upstream session, per client session).
     pub fn start(
         app: Arc<App>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
     ) -> Arc<Session> {
-        let (link, _) = watch::channel(None);
+        let channel = Channel::start(app.clone(), Era::Legacy, id.clone(), true);
+        Session::with_channel(app, id, owner, quota_key, channel, true)
+    }
+
+    fn with_channel(
+        app: Arc<App>,
+        id: Arc<str>,
+        owner: Arc<Identity>,
+        quota_key: String,
+        channel: Arc<Channel>,
+        owns_channel: bool,
+    ) -> Arc<Session> {
         let session = Arc::new(Session {
             id,
             app,
             state: Mutex::new(State::default()),
-            link,
-            send_turn: tokio::sync::Mutex::new(()),
+            channel,
+            owns_channel,
             last_activity: AtomicU64::new(0),
             created: Instant::now(),
-            next_upstream: AtomicU64::new(1),
             next_downstream: AtomicU64::new(1),
-            recycle: Notify::new(),
             budget: SessionBudget::default(),
             owner,
             quota_key,
         });
-        tokio::spawn(supervisor::run(session.clone()));
+        session.channel.add_listener(&session);
         session
     }
 
@@ -278,9 +268,10 @@ impl Session {
     /// The client's `initialize` params (replayed to a restarted server) and
     /// whether it can answer elicitations.
     pub(crate) fn record_initialize(&self, params: serde_json::Value, elicits: bool) {
-        let mut st = self.state.lock().unwrap();
-        st.initialize = Some(params);
-        st.client_elicits = elicits;
+        self.state.lock().unwrap().client_elicits = elicits;
+        if self.owns_channel {
+            self.channel.set_handshake(params);
+        }
     }
 
     /// The protocol version the server agreed to.
@@ -335,7 +326,6 @@ impl Session {
             }
             st.closed = true;
             self.fail_pending(&mut st, reason, "session_closed");
-            st.outbound.clear();
             st.to_client.clear();
             for s in st.streams.values_mut() {
                 if s.open_ended() {
@@ -343,7 +333,9 @@ impl Session {
                 }
             }
         }
-        self.link.send_replace(None);
+        if self.owns_channel {
+            self.channel.close();
+        }
     }
 
     /// Answer every pending request with an error (the session is ending).

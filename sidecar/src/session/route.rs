@@ -1,22 +1,23 @@
-//! Server → client: what the server sends, filtered and routed.
+//! Server → client: what the server sends, filtered and routed to this
+//! session's client (the [`super::channel::Channel`] decided it is for
+//! this session).
 //!
-//! - A response answers one of the facade's requests (by the facade's id),
-//!   and goes to the step that sent it ([`Session::server_response`]).
-//! - A request (sampling, elicitation, roots) is allowed only if the method
-//!   table says so; its params pass the output filter; it reaches the
-//!   client under an id of the facade's own, mapped back when the client
-//!   answers. `ping` the facade answers itself; anything else is refused.
+//! - A request (sampling, elicitation, roots; a legacy server only) is
+//!   allowed only if the method table says so; its params pass the output
+//!   filter; it reaches the client under an id of the facade's own, mapped
+//!   back when the client answers. `ping` the facade answers itself;
+//!   anything else is refused.
 //! - A notification is allowed only if the table says so, and passes the
 //!   output filter: log messages, progress (with the client's own token
 //!   restored), resource updates only for resources the caller may read.
 //!
-//! Which stream: a message the transport tied to a request (HTTP upstream:
-//! it came on that request's SSE stream) or progress goes to that request's
-//! stream; list-changed and resource-updated notifications to the
-//! standalone stream, else the newest request's; any other server message
-//! to the newest request in flight (a stdio server cannot say what it
-//! relates to), else the standalone stream; with nowhere to go, it waits
-//! in a bounded backlog for the next GET.
+//! Which stream: a message tied to a client request (it came with that
+//! request, or names its progress token) goes to that request's stream;
+//! list-changed and resource-updated notifications to the standalone
+//! stream, else the newest request's; any other server message to the
+//! newest request in flight (a stdio server cannot say what it relates
+//! to), else the standalone stream; with nowhere to go, it waits in a
+//! bounded backlog for the next GET.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,121 +25,75 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::channel::Channel;
 use super::{push_item, Session, State, ToClient, BACKLOG_DEPTH};
-use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
+use crate::jsonrpc::{self, codes, Message, RequestId};
 use crate::pipeline::methods::{self, ServerNotification};
 use crate::pipeline::output;
 
 impl Session {
-    /// Take one message from the server. `related` is the facade's id of
-    /// the request it came with, when the transport knows (HTTP).
-    pub(super) async fn server_message(self: &Arc<Self>, bytes: Bytes, related: Option<RequestId>) {
-        let msg = match Message::parse(bytes) {
-            Ok(msg) => msg,
-            Err((e, _)) => {
-                self.app.metrics.upstream_invalid.inc();
-                tracing::warn!(session = %self.id, error = %e, "dropped a message from the MCP server that is not JSON-RPC");
-                return;
-            }
-        };
-        let related = related.and_then(|id| id.as_number());
-        match msg.kind {
-            Kind::Response => self.server_response(msg),
-            Kind::Request => self.server_request(msg, related).await,
-            Kind::Notification => self.server_notification(msg, related).await,
-        }
-    }
-
-    async fn server_request(self: &Arc<Self>, msg: Message, related: Option<u64>) {
+    /// A request from the server, which the channel decided is for this
+    /// session's client (`related`: the facade's request it came with).
+    pub(super) async fn server_request(
+        self: &Arc<Self>,
+        channel: &Arc<Channel>,
+        msg: Message,
+        related: Option<u64>,
+    ) {
         let server_id = msg.id.clone().expect("requests have ids");
         let refuse = |code, text: &str| jsonrpc::error_response(Some(&server_id), code, text, None);
-        let answer = match methods::server_request(msg.method()) {
-            None => Some(refuse(
-                codes::METHOD_NOT_FOUND,
-                "the facade does not pass this request to the client",
-            )),
-            Some(false) => Some(jsonrpc::result_response(&server_id, "{}")),
-            Some(true) => None,
-        };
-        if let Some(answer) = answer {
-            // Not from this task: it pumps the answers a send in turn may be waiting for.
-            if let Ok(answer) = Message::parse(answer) {
-                let session = self.clone();
-                tokio::spawn(async move {
-                    let _ = session.send_upstream(answer).await;
-                });
+        match methods::server_request(msg.method()) {
+            None => {
+                let text = "the facade does not pass this request to the client";
+                return channel.send_later(refuse(codes::METHOD_NOT_FOUND, text));
             }
-            return;
+            Some(false) => return channel.send_later(jsonrpc::result_response(&server_id, "{}")),
+            Some(true) => {}
         }
         let policy = self.app.policy.load();
         let Some(params) = output::filter_params(&msg, &policy, &self.app.metrics) else {
             self.app.metrics.dropped("server_request");
-            let answer = refuse(
-                codes::INTERNAL_ERROR,
-                "the facade did not pass this request to the client (over its size limit)",
-            );
-            if let Ok(answer) = Message::parse(answer) {
-                let session = self.clone();
-                tokio::spawn(async move {
-                    let _ = session.send_upstream(answer).await;
-                });
-            }
-            return;
+            let text = "the facade did not pass this request to the client (over its size limit)";
+            return channel.send_later(refuse(codes::INTERNAL_ERROR, text));
         };
         let n = self.next_downstream.fetch_add(1, Ordering::Relaxed);
-        let mut st = self.state.lock().unwrap();
-        let target = related_stream(&st, related).or_else(|| default_target(&st, msg.method()));
-        let bytes = match rebuild(&msg, Some(&RequestId::number(n)), params) {
-            Some(bytes) => bytes,
-            None => return,
+        let Some(bytes) = rebuild(&msg, Some(&RequestId::number(n)), params) else {
+            return;
         };
-        let epoch = st.epoch;
+        let client = related.and_then(|r| channel.origin(r)).and_then(|(_, c)| c);
+        let mut st = self.state.lock().unwrap();
+        let target = client
+            .and_then(|c| st.pending.get(&c).map(|p| p.stream))
+            .or_else(|| default_target(&st, msg.method()));
         st.to_client.insert(
             n,
             ToClient::Server {
                 id: server_id,
-                epoch,
+                epoch: channel.epoch(),
                 stream: target,
             },
         );
         deliver(self, &mut st, target, bytes, false);
     }
 
-    async fn server_notification(self: &Arc<Self>, msg: Message, related: Option<u64>) {
+    /// A notification from the server for this session's client: tied to
+    /// client request `client` when the channel could tell.
+    pub(super) async fn server_notification(&self, msg: &Message, client: Option<RequestId>) {
         let Some(kind) = methods::server_notification(msg.method()) else {
             self.app.metrics.dropped("server_notification");
             return;
         };
         let policy = self.app.policy.load_full();
-        let Some(params) = output::filter_params(&msg, &policy, &self.app.metrics) else {
+        let Some(params) = output::filter_params(msg, &policy, &self.app.metrics) else {
             self.app.metrics.dropped("server_notification");
             return;
         };
         match kind {
-            ServerNotification::Filtered => {
-                let Some(bytes) = rebuild(&msg, None, params) else {
-                    return;
-                };
-                let mut st = self.state.lock().unwrap();
-                let target =
-                    related_stream(&st, related).or_else(|| default_target(&st, msg.method()));
-                deliver(self, &mut st, target, bytes, true);
+            ServerNotification::Filtered | ServerNotification::ToolsChanged => {
+                self.deliver_notification(msg, client, params)
             }
-            ServerNotification::Progress => self.server_progress(&msg, params),
-            ServerNotification::Cancelled => self.server_cancelled(&msg),
-            ServerNotification::ToolsChanged => {
-                // Re-check pins and drift before the client hears of it.
-                let session = self.clone();
-                tokio::spawn(async move {
-                    session.refresh_tools().await;
-                    let Some(bytes) = rebuild(&msg, None, params) else {
-                        return;
-                    };
-                    let mut st = session.state.lock().unwrap();
-                    let target = default_target(&st, msg.method());
-                    deliver(&session, &mut st, target, bytes, true);
-                });
-            }
+            ServerNotification::Progress => self.server_progress(msg, client, params),
+            ServerNotification::Cancelled => self.server_cancelled(msg),
             ServerNotification::ResourceUpdated => {
                 let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
                 let role = self.owner().role(&policy.compiled);
@@ -146,25 +101,28 @@ impl Session {
                     self.app.metrics.dropped("server_notification");
                     return;
                 }
-                let Some(bytes) = rebuild(&msg, None, params) else {
-                    return;
-                };
-                let mut st = self.state.lock().unwrap();
-                let target = default_target(&st, msg.method());
-                deliver(self, &mut st, target, bytes, true);
+                self.deliver_notification(msg, client, params)
             }
         }
     }
 
+    /// Deliver a (filtered) notification on the stream it belongs to.
+    fn deliver_notification(&self, msg: &Message, client: Option<RequestId>, params: Value) {
+        let Some(bytes) = rebuild(msg, None, params) else {
+            return;
+        };
+        let mut st = self.state.lock().unwrap();
+        let target = client
+            .and_then(|c| st.pending.get(&c).map(|p| p.stream))
+            .or_else(|| default_target(&st, msg.method()));
+        deliver(self, &mut st, target, bytes, true);
+    }
+
     /// Progress names the facade's id of the request (the token it sent);
     /// the client gets its own token back, on that request's stream.
-    fn server_progress(&self, msg: &Message, mut params: Value) {
-        let n = params.get("progressToken").and_then(Value::as_u64);
+    fn server_progress(&self, msg: &Message, client: Option<RequestId>, mut params: Value) {
         let mut st = self.state.lock().unwrap();
-        let request = n
-            .and_then(|n| st.outbound.get(&n))
-            .and_then(|o| o.client.clone())
-            .and_then(|c| st.pending.get(&c));
+        let request = client.and_then(|c| st.pending.get(&c));
         let Some((stream, token)) =
             request.and_then(|p| Some((p.stream, p.progress_token.as_ref()?.get().to_string())))
         else {
@@ -187,8 +145,8 @@ impl Session {
         else {
             return;
         };
+        let epoch = self.channel.epoch();
         let mut st = self.state.lock().unwrap();
-        let epoch = st.epoch;
         let found = st.to_client.iter().find_map(|(n, t)| match t {
             ToClient::Server {
                 id,
@@ -233,12 +191,6 @@ fn deliver(session: &Session, st: &mut State, target: Option<u64>, bytes: Bytes,
             st.backlog.push_back(bytes);
         }
     }
-}
-
-/// The stream of the client request behind the facade's request `related`.
-fn related_stream(st: &State, related: Option<u64>) -> Option<u64> {
-    let client = st.outbound.get(&related?)?.client.as_ref()?;
-    st.pending.get(client).map(|p| p.stream)
 }
 
 fn default_target(st: &State, method: &str) -> Option<u64> {

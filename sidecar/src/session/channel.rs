@@ -1,0 +1,630 @@
+//! One upstream connection — a link the facade restarts when it fails — and
+//! the facade's requests on it.
+//!
+//! A channel is what sessions send through. A legacy server gets a channel
+//! per client session (its state is the session's); a modern server, which
+//! answers every request on its own, gets one channel that every caller
+//! shares. So the facade's ids, and the table of requests waiting for the
+//! server's answers, live here, per channel: an id names one request on
+//! one server, whoever sent it.
+//!
+//! What the server sends is routed from here: an answer to the request it
+//! names (and from there to the session that sent it); progress and
+//! messages tied to a request to that request's session; what belongs to no
+//! request to the channel's listeners (the sessions that use it). The
+//! sessions filter it for their clients ([`super::route`]).
+//!
+//! The supervisor (in [`Channel::start`]) connects, pumps the link's events,
+//! and on a crash fails every request in flight, backs off, restarts and
+//! replays the handshake the channel's session made (legacy), so the
+//! sessions carry on. A server that would not let go of a cancelled call is
+//! recycled the same way (at once, and without spending the restart budget).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::{oneshot, watch, Notify};
+
+use super::Session;
+use crate::app::App;
+use crate::jsonrpc::{self, Kind, Message, RequestId};
+use crate::upstream::{self, Link, LinkEvent};
+
+/// Which revision of MCP the server behind a channel speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` and a session per client (2025-11-25 and earlier).
+    Legacy,
+    /// Stateless: every request carries its version and capabilities (2026-07-28).
+    Modern,
+}
+
+/// A request on the server, by the facade's id for it.
+pub(super) struct Outbound {
+    /// Where the answer goes (the step that sent it); `Err` when the server
+    /// went away first.
+    pub(super) answer: oneshot::Sender<Result<Message, String>>,
+    /// The session that sent it (none for the channel's own requests).
+    pub(super) session: Weak<Session>,
+    /// The client request it carries, in that session.
+    pub(super) client: Option<RequestId>,
+    /// Told when the client cancels it.
+    pub(super) cancelled: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Default)]
+struct State {
+    outbound: HashMap<u64, Outbound>,
+    /// Counts the links: a request from an earlier server cannot be
+    /// answered into a later one.
+    epoch: u64,
+    /// The `initialize` params a legacy server got, and whether the
+    /// handshake completed: both replayed to a restarted server.
+    handshake: Option<Value>,
+    initialized: bool,
+    closed: bool,
+    /// The sessions that use this channel: they hear what belongs to no request.
+    listeners: Vec<Weak<Session>>,
+}
+
+pub struct Channel {
+    pub(crate) app: Arc<App>,
+    pub era: Era,
+    /// For logs: the session it serves, or `shared`.
+    name: Arc<str>,
+    link: watch::Sender<Option<Arc<Link>>>,
+    /// Taken in turn by messages on their way to the server (see `send`).
+    send_turn: tokio::sync::Mutex<()>,
+    /// The facade's ids for requests on this channel (monotonic).
+    next_id: AtomicU64,
+    state: Mutex<State>,
+    /// Wakes the supervisor to replace a server that would not let go of a
+    /// cancelled call.
+    recycle: Notify,
+    /// Whether the first link comes from the pool of pre-started servers.
+    spare: bool,
+}
+
+impl Channel {
+    /// A channel to the configured upstream, connecting in the background.
+    pub fn start(app: Arc<App>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
+        let (link, _) = watch::channel(None);
+        let channel = Arc::new(Channel {
+            app,
+            era,
+            name,
+            link,
+            send_turn: tokio::sync::Mutex::new(()),
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State::default()),
+            recycle: Notify::new(),
+            spare,
+        });
+        tokio::spawn(supervise(channel.clone()));
+        channel
+    }
+
+    /// `session` uses this channel: it hears what belongs to no request.
+    pub(super) fn add_listener(&self, session: &Arc<Session>) {
+        let mut st = self.state.lock().unwrap();
+        st.listeners.retain(|w| w.strong_count() > 0);
+        st.listeners.push(Arc::downgrade(session));
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.state.lock().unwrap().closed
+    }
+
+    /// Stop the server (the link is dropped) and fail what was in flight.
+    pub(super) fn close(&self) {
+        self.state.lock().unwrap().closed = true;
+        self.fail_in_flight("the session has ended");
+        self.link.send_replace(None);
+    }
+
+    /// The link's generation (bumped on every restart).
+    pub(super) fn epoch(&self) -> u64 {
+        self.state.lock().unwrap().epoch
+    }
+
+    /// Remember the client's `initialize` (legacy): replayed on restart.
+    pub(super) fn set_handshake(&self, params: Value) {
+        self.state.lock().unwrap().handshake = Some(params);
+    }
+
+    pub(super) fn set_initialized(&self) {
+        self.state.lock().unwrap().initialized = true;
+    }
+
+    /// A fresh id of the facade's own on this channel.
+    pub(super) fn mint(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(super) fn register(&self, id: u64, outbound: Outbound) {
+        self.state.lock().unwrap().outbound.insert(id, outbound);
+    }
+
+    pub(super) fn unregister(&self, id: u64) {
+        self.state.lock().unwrap().outbound.remove(&id);
+    }
+
+    /// Tell the step waiting for request `id` that its client cancelled it.
+    pub(super) fn client_cancelled(&self, id: u64) -> bool {
+        let tell = self
+            .state
+            .lock()
+            .unwrap()
+            .outbound
+            .get_mut(&id)
+            .and_then(|o| o.cancelled.take());
+        tell.is_some_and(|tx| tx.send(()).is_ok())
+    }
+
+    /// The session and client request behind the facade's request `id`.
+    pub(super) fn origin(&self, id: u64) -> Option<(Arc<Session>, Option<RequestId>)> {
+        let st = self.state.lock().unwrap();
+        let out = st.outbound.get(&id)?;
+        Some((out.session.upgrade()?, out.client.clone()))
+    }
+
+    /// Replace the server process (it did not let go of a cancelled call).
+    pub(super) fn recycle(&self) {
+        self.recycle.notify_one();
+    }
+
+    /// Send to the current link, waiting (bounded) while it restarts. An
+    /// answer the link hands back directly (HTTP) is routed like any other.
+    ///
+    /// Messages leave in the order they were handed over: each takes a turn
+    /// (a fair lock, so first come, first served) until it is queued on the
+    /// link, which is what keeps `initialize`, `notifications/initialized`
+    /// and what follows in order while a server starts or restarts. An HTTP
+    /// exchange gives the turn back as soon as it starts (concurrent POSTs
+    /// have no order), except for the handshake.
+    pub(super) async fn send(&self, msg: Message) -> Result<(), String> {
+        let turn = self.send_turn.lock().await;
+        let mut rx = self.link.subscribe();
+        let wait =
+            tokio::time::timeout(self.app.limits.upstream_wait, rx.wait_for(|l| l.is_some()));
+        let link =
+            match wait.await {
+                Ok(Ok(link)) => link.clone().expect("waited for Some"),
+                Ok(Err(_)) => return Err("the session has ended".into()),
+                Err(_) => return Err(
+                    "the MCP server is not available (it is starting or restarting); retry shortly"
+                        .into(),
+                ),
+            };
+        drop(rx);
+        let handshake = matches!(msg.method(), "initialize" | "notifications/initialized");
+        let sent = if link.is_queued() || handshake {
+            link.send(msg).await
+        } else {
+            drop(turn);
+            link.send(msg).await
+        };
+        match sent {
+            Ok(Some(answer)) => {
+                self.server_response(answer);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Tell the server to stop working on request `id` (the facade's id).
+    pub(super) async fn cancel(&self, id: u64, reason: &str) {
+        let params = serde_json::json!({ "requestId": id, "reason": reason });
+        if let Ok(cancel) =
+            Message::parse(jsonrpc::notification("notifications/cancelled", &params))
+        {
+            let _ = self.send(cancel).await;
+        }
+    }
+
+    /// A request of the facade's own, on `link` directly (the handshake
+    /// replay, before the link is published), else on the current link in
+    /// turn (so it never overtakes a client's handshake).
+    pub(crate) async fn internal_request(
+        &self,
+        link: Option<&Link>,
+        method: &str,
+        params: &Value,
+    ) -> Result<Message, String> {
+        let n = self.mint();
+        let (tx, rx) = oneshot::channel();
+        self.register(
+            n,
+            Outbound {
+                answer: tx,
+                session: Weak::new(),
+                client: None,
+                cancelled: None,
+            },
+        );
+        let msg = Message::parse(jsonrpc::request(&RequestId::number(n), method, params))
+            .map_err(|_| "internal request".to_string())?;
+        let sent = match link {
+            Some(link) => match link.send(msg).await {
+                Ok(Some(answer)) => {
+                    self.server_response(answer);
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            },
+            None => self.send(msg).await,
+        };
+        if let Err(e) = sent {
+            self.unregister(n);
+            return Err(e);
+        }
+        let answer = tokio::time::timeout(self.app.limits.upstream_wait, rx).await;
+        self.unregister(n);
+        match answer {
+            Ok(Ok(Ok(answer))) => Ok(answer),
+            Ok(Ok(Err(reason))) => Err(reason),
+            _ => Err(format!("the MCP server did not answer `{method}`")),
+        }
+    }
+
+    /// The server's answer to one of the facade's requests: to whoever sent
+    /// it. An id the facade did not send (or no longer waits for) is dropped.
+    fn server_response(&self, msg: Message) {
+        let waiter = msg
+            .id
+            .as_ref()
+            .and_then(RequestId::as_number)
+            .and_then(|n| self.state.lock().unwrap().outbound.remove(&n));
+        match waiter {
+            Some(out) => {
+                let _ = out.answer.send(Ok(msg));
+            }
+            None => {
+                self.app.metrics.upstream_unmatched.inc();
+                tracing::debug!(channel = %self.name, id = ?msg.id, "dropped an answer to no request of the facade's");
+            }
+        }
+    }
+
+    /// The link could not deliver request `id` (the facade's): it fails.
+    fn fail_request(&self, id: &RequestId, reason: &str) {
+        let waiter = id
+            .as_number()
+            .and_then(|n| self.state.lock().unwrap().outbound.remove(&n));
+        if let Some(out) = waiter {
+            let _ = out.answer.send(Err(reason.to_string()));
+        }
+    }
+
+    /// The server went away: every request it had fails with `reason` (the
+    /// steps waiting for them answer their clients).
+    fn fail_in_flight(&self, reason: &str) {
+        let outbound = std::mem::take(&mut self.state.lock().unwrap().outbound);
+        for (_, out) in outbound {
+            let _ = out.answer.send(Err(reason.to_string()));
+        }
+    }
+
+    /// The live sessions that use this channel.
+    fn listeners(&self) -> Vec<Arc<Session>> {
+        let mut st = self.state.lock().unwrap();
+        st.listeners.retain(|w| w.strong_count() > 0);
+        st.listeners.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Take one message from the server and route it. `related` is the
+    /// facade's id of the request it came with, when the transport knows
+    /// (HTTP).
+    async fn server_message(self: &Arc<Self>, bytes: Bytes, related: Option<RequestId>) {
+        let msg = match Message::parse(bytes) {
+            Ok(msg) => msg,
+            Err((e, _)) => {
+                self.app.metrics.upstream_invalid.inc();
+                tracing::warn!(channel = %self.name, error = %e, "dropped a message from the MCP server that is not JSON-RPC");
+                return;
+            }
+        };
+        let related = related.and_then(|id| id.as_number());
+        match msg.kind {
+            Kind::Response => self.server_response(msg),
+            Kind::Request => {
+                // A modern server asks through its results, never with requests.
+                let session = match self.era {
+                    Era::Legacy => self.request_owner(related),
+                    Era::Modern => None,
+                };
+                match session {
+                    Some(session) => session.server_request(self, msg, related).await,
+                    None => self.refuse_server_request(&msg),
+                }
+            }
+            Kind::Notification => {
+                if msg.method() == "notifications/tools/list_changed" {
+                    // Re-check pins and drift before any client hears of it.
+                    let channel = self.clone();
+                    tokio::spawn(async move {
+                        channel.refresh_tools().await;
+                        for session in channel.listeners() {
+                            session.server_notification(&msg, None).await;
+                        }
+                    });
+                    return;
+                }
+                let owner = related
+                    .or_else(|| progress_token(&msg))
+                    .and_then(|n| self.origin(n));
+                match owner {
+                    Some((session, client)) => session.server_notification(&msg, client).await,
+                    None if msg.method() == "notifications/progress" => {
+                        self.app.metrics.dropped("server_notification");
+                    }
+                    None => {
+                        for session in self.listeners() {
+                            session.server_notification(&msg, None).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which session a legacy server's request is for: the request it came
+    /// with (HTTP), else the newest request in flight (a stdio server
+    /// cannot say; the newest is the likely cause), else the channel's
+    /// session.
+    fn request_owner(&self, related: Option<u64>) -> Option<Arc<Session>> {
+        let st = self.state.lock().unwrap();
+        let by_request = related
+            .and_then(|n| st.outbound.get(&n))
+            .or_else(|| {
+                st.outbound
+                    .iter()
+                    .filter(|(_, o)| o.client.is_some())
+                    .max_by_key(|(n, _)| **n)
+                    .map(|(_, o)| o)
+            })
+            .and_then(|o| o.session.upgrade());
+        by_request.or_else(|| st.listeners.iter().find_map(Weak::upgrade))
+    }
+
+    /// Answer a server request nobody may see with -32601.
+    fn refuse_server_request(self: &Arc<Self>, msg: &Message) {
+        let id = msg.id.clone().expect("requests have ids");
+        let text = "the facade does not pass this request to the client";
+        let answer =
+            jsonrpc::error_response(Some(&id), jsonrpc::codes::METHOD_NOT_FOUND, text, None);
+        self.send_later(answer);
+    }
+
+    /// Send from a task of its own: the pump that calls this may be what a
+    /// send in turn is waiting for.
+    pub(super) fn send_later(self: &Arc<Self>, bytes: Bytes) {
+        if let Ok(msg) = Message::parse(bytes) {
+            let channel = self.clone();
+            tokio::spawn(async move {
+                let _ = channel.send(msg).await;
+            });
+        }
+    }
+
+    /// Read the whole upstream tool list into the registry (the facade's own
+    /// request; nothing reaches a client).
+    pub(crate) async fn refresh_tools(&self) {
+        let Ok(answer) = self
+            .internal_request(None, "tools/list", &serde_json::json!({}))
+            .await
+        else {
+            return;
+        };
+        let mut value = answer.to_value();
+        if value.get("error").is_some() {
+            return;
+        }
+        if let Ok(defs) = self.collect_pages(&mut value).await {
+            let policy = self.app.policy.load_full();
+            self.app.registry.observe(defs, &policy, &self.app.metrics);
+        }
+    }
+
+    /// The `tools` of the first page plus every further page.
+    pub(crate) async fn collect_pages(&self, first: &mut Value) -> Result<Vec<Value>, String> {
+        /// Upstream pages followed at most, so a server cannot loop the facade.
+        const MAX_PAGES: usize = 100;
+        let mut tools = take_tools(first);
+        let mut cursor = first.pointer("/result/nextCursor").cloned();
+        for _ in 0..MAX_PAGES {
+            let Some(c) = cursor.take().filter(|c| !c.is_null()) else {
+                return Ok(tools);
+            };
+            let mut page = self
+                .internal_request(None, "tools/list", &serde_json::json!({ "cursor": c }))
+                .await?
+                .to_value();
+            if page.get("error").is_some() {
+                return Err("the MCP server refused a tools/list page".into());
+            }
+            tools.extend(take_tools(&mut page));
+            cursor = page.pointer("/result/nextCursor").cloned();
+        }
+        Err(format!(
+            "the MCP server's tool list has more than {MAX_PAGES} pages"
+        ))
+    }
+
+    /// Re-run the handshake on a fresh server so the sessions' state
+    /// (negotiated version, capabilities) is what their clients believe.
+    async fn replay_handshake(&self, link: &Link) -> Result<(), String> {
+        let (params, initialized) = {
+            let st = self.state.lock().unwrap();
+            (st.handshake.clone(), st.initialized)
+        };
+        let Some(params) = params else { return Ok(()) };
+        let answer = self
+            .internal_request(Some(link), "initialize", &params)
+            .await?;
+        if answer.is_error {
+            return Err("the restarted MCP server refused the session's initialize".into());
+        }
+        if initialized {
+            let note = jsonrpc::notification("notifications/initialized", &serde_json::json!({}));
+            let note = Message::parse(note).map_err(|_| "internal notification".to_string())?;
+            link.send(note).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn restart_budget_left(&self, restarts: &mut Vec<Instant>) -> bool {
+        let window = self.app.limits.restart_window;
+        restarts.retain(|t| t.elapsed() < window);
+        restarts.len() < self.app.limits.max_restarts as usize
+    }
+
+    /// The server cannot be kept up: the sessions that use the channel end
+    /// (their clients start over), and the channel with them.
+    fn give_up(&self, reason: &str) {
+        for session in self.listeners() {
+            session.close(reason);
+        }
+        self.close();
+    }
+}
+
+/// The progress token of a server progress notification, as the facade's
+/// request id it was set to.
+fn progress_token(msg: &Message) -> Option<u64> {
+    if msg.method() != "notifications/progress" {
+        return None;
+    }
+    msg.to_value()
+        .pointer("/params/progressToken")
+        .and_then(Value::as_u64)
+}
+
+fn take_tools(page: &mut Value) -> Vec<Value> {
+    match page.pointer_mut("/result/tools").map(Value::take) {
+        Some(Value::Array(tools)) => tools,
+        _ => Vec::new(),
+    }
+}
+
+async fn supervise(channel: Arc<Channel>) {
+    let app = channel.app.clone();
+    let mut restarts: Vec<Instant> = Vec::new();
+    let mut backoff = app.limits.restart_backoff_initial;
+    let mut first = true;
+    loop {
+        if channel.is_closed() {
+            return;
+        }
+        let connected = if first && channel.spare {
+            app.spares.take().await
+        } else {
+            upstream::connect(&app.target, &app.link_limits).await
+        };
+        let (link, mut events) = match connected {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(channel = %channel.name, error = %e, "cannot open the upstream link");
+                channel.fail_in_flight(&format!("{e}"));
+                if !channel.restart_budget_left(&mut restarts) {
+                    return channel.give_up(&format!("the MCP server cannot be started: {e}"));
+                }
+                restarts.push(Instant::now());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(app.limits.restart_backoff_max);
+                continue;
+            }
+        };
+        let link = Arc::new(link);
+        // Pump events while replaying the handshake: its answer arrives
+        // through the same event stream.
+        let pump_channel = channel.clone();
+        let (closed_tx, closed_rx) = oneshot::channel::<String>();
+        let pump = tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                match event {
+                    LinkEvent::Message { bytes, related } => {
+                        pump_channel.server_message(bytes, related).await
+                    }
+                    LinkEvent::Failed { id, reason } => pump_channel.fail_request(&id, &reason),
+                    LinkEvent::Closed { reason } => {
+                        let _ = closed_tx.send(reason);
+                        return;
+                    }
+                }
+            }
+            let _ = closed_tx.send("the upstream link ended".into());
+        });
+        let mut closed_rx = closed_rx;
+        if !first {
+            // A server that dies during the replay is a crash like any other:
+            // it must count against the restart budget, not stall the sessions.
+            let replayed = tokio::select! {
+                r = channel.replay_handshake(&link) => r,
+                closed = &mut closed_rx => Err(closed.unwrap_or_else(|_| "the upstream link ended".into())),
+            };
+            if let Err(e) = replayed {
+                tracing::warn!(channel = %channel.name, error = %e, "restarted MCP server did not take the handshake");
+                pump.abort();
+                drop(link);
+                app.metrics.upstream_restarts.inc();
+                if !channel.restart_budget_left(&mut restarts) {
+                    return channel.give_up(&format!("the MCP server keeps failing ({e}); restart budget exhausted, the session is closed"));
+                }
+                restarts.push(Instant::now());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(app.limits.restart_backoff_max);
+                continue;
+            }
+        }
+        first = false;
+        channel.state.lock().unwrap().epoch += 1;
+        channel.link.send_replace(Some(link.clone()));
+        let up_since = Instant::now();
+        let mut link_rx = channel.link.subscribe();
+        let reason = tokio::select! {
+            r = &mut closed_rx => r.unwrap_or_else(|_| "the upstream link ended".into()),
+            // The channel closed (its session ended, shutdown): stop pumping.
+            _ = link_rx.wait_for(|l| l.is_none()) => { pump.abort(); return; }
+            () = channel.recycle.notified() => {
+                pump.abort();
+                channel.link.send_replace(None);
+                drop(link);
+                if channel.is_closed() {
+                    return;
+                }
+                channel.fail_in_flight("the MCP server was restarted because it did not stop a cancelled call; retry the request");
+                continue;
+            }
+        };
+        channel.link.send_replace(None);
+        drop(link);
+        if channel.is_closed() {
+            return;
+        }
+        app.metrics.upstream_restarts.inc();
+        tracing::warn!(channel = %channel.name, %reason, "upstream MCP server went away; restarting");
+        channel.fail_in_flight(&format!(
+            "{reason}; the facade is restarting it, retry the request"
+        ));
+        if !channel.restart_budget_left(&mut restarts) {
+            return channel.give_up(&format!(
+                "{reason}; restart budget exhausted, the session is closed"
+            ));
+        }
+        restarts.push(Instant::now());
+        // A link that stayed up for a whole window earns a fresh backoff.
+        if up_since.elapsed() > app.limits.restart_window {
+            backoff = app.limits.restart_backoff_initial;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(app.limits.restart_backoff_max);
+    }
+}
