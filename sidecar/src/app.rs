@@ -1,22 +1,25 @@
 //! The process-wide context every layer shares: where the upstream is, the
 //! runtime limits, the live policy, the session table and the metrics.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use mcp_warden_policy::SchemaCache;
 
+use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
 use crate::pipeline::audit::Audit;
-use crate::pipeline::budget::GlobalCalls;
+use crate::pipeline::budget::{GlobalCalls, SessionBudget};
 use crate::pipeline::policy::LivePolicy;
 use crate::pipeline::registry::Registry;
+use crate::session::channel::{Channel, Era};
 use crate::session::ids::SessionIds;
 use crate::session::manager::Sessions;
 use crate::upstream::spares::Spares;
-use crate::upstream::{LinkLimits, UpstreamTarget};
+use crate::upstream::{LinkLimits, LinkMode, ParamHeaders, UpstreamTarget};
 
 /// Runtime limits: each has a safe default and a `run` flag.
 #[derive(Clone, Debug)]
@@ -49,6 +52,21 @@ pub struct Limits {
     pub spares: usize,
     /// Longest single message from the server.
     pub max_upstream_message_bytes: usize,
+    /// Which revision of MCP the server speaks: found with `server/discover`
+    /// (`auto`), or set.
+    pub upstream_era: EraChoice,
+}
+
+/// How the server's era is decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EraChoice {
+    /// `server/discover` first; a server that does not answer it is legacy.
+    #[default]
+    Auto,
+    /// `initialize` and a session per client.
+    Legacy,
+    /// Stateless, one server shared by every caller.
+    Modern,
 }
 
 impl Default for Limits {
@@ -71,6 +89,7 @@ impl Default for Limits {
             restart_backoff_max: Duration::from_secs(5),
             spares: 1,
             max_upstream_message_bytes: 16 * 1024 * 1024,
+            upstream_era: EraChoice::Auto,
         }
     }
 }
@@ -117,6 +136,32 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         == 0
 }
 
+/// A legacy server's session the facade holds for one modern caller.
+pub struct Bridge {
+    pub channel: Arc<Channel>,
+    pub last_used: std::time::Instant,
+}
+
+/// Why a modern caller cannot be served now.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("the MCP server has not answered yet; retry shortly")]
+    NotReady,
+    #[error("the facade holds {0} server sessions for modern callers, its limit; retry later")]
+    TooMany(usize),
+}
+
+/// What the server said about itself when the facade first reached it.
+#[derive(Clone, Debug)]
+pub struct UpstreamInfo {
+    pub era: Era,
+    /// Its capabilities (`server/discover`, or `initialize`'s result).
+    pub capabilities: serde_json::Value,
+    /// Its name and version.
+    pub server_info: serde_json::Value,
+    pub instructions: Option<String>,
+}
+
 pub struct App {
     pub target: UpstreamTarget,
     /// Who may read `/tools` on the admin port.
@@ -136,13 +181,137 @@ pub struct App {
     /// Mints session ids and tells which replica owns one.
     pub session_ids: SessionIds,
     pub metrics: Metrics,
-    /// Set once the upstream answered `initialize` (the readiness probe).
+    /// Set once the upstream answered `initialize` or `server/discover`
+    /// (the readiness probe).
     pub ready: AtomicBool,
+    /// What the server is, once the probe found out.
+    pub upstream: OnceLock<UpstreamInfo>,
+    /// Woken when `upstream` is set.
+    pub upstream_known: tokio::sync::Notify,
+    /// A modern server's one channel, shared by every caller.
+    pub hub: OnceLock<Arc<Channel>>,
+    /// A legacy server's channels for modern clients, one per caller (the
+    /// facade made their handshake), by quota key.
+    pub bridges: Mutex<HashMap<String, Bridge>>,
+    /// Seals and opens the `requestState` of modern clients' retries.
+    pub state_seal: crate::request_state::StateSeal,
+    /// Calls on legacy servers that wait for a modern client's answer, by key.
+    pub parked: Mutex<HashMap<String, crate::session::Parked>>,
+    /// Budgets of callers without a session (modern clients), per caller.
+    pub budgets: Mutex<HashMap<String, Arc<SessionBudget>>>,
     /// Set on SIGTERM: no new sessions, live ones drain.
     pub draining: AtomicBool,
 }
 
 impl App {
+    /// What the server is: waits (up to the upstream wait) for the probe.
+    /// `None`: the server has not answered yet.
+    pub async fn upstream_info(&self) -> Option<&UpstreamInfo> {
+        let deadline = tokio::time::Instant::now() + self.limits.upstream_wait;
+        loop {
+            let known = self.upstream_known.notified();
+            if let Some(info) = self.upstream.get() {
+                return Some(info);
+            }
+            if tokio::time::timeout_at(deadline, known).await.is_err() {
+                return self.upstream.get();
+            }
+        }
+    }
+
+    /// Record what the probe found (once) and wake whoever waits for it.
+    pub fn set_upstream(&self, info: UpstreamInfo) {
+        let _ = self.upstream.set(info);
+        self.upstream_known.notify_waiters();
+    }
+
+    /// How links to the server speak, for a server of `era`.
+    pub fn link_mode(self: &Arc<Self>, era: Era) -> LinkMode {
+        if era == Era::Legacy {
+            return LinkMode::default();
+        }
+        let app = Arc::downgrade(self);
+        let param_headers: ParamHeaders = Arc::new(move |msg: &Message| {
+            let Some(app) = app.upgrade() else {
+                return Vec::new();
+            };
+            param_headers_of(&app, msg)
+        });
+        LinkMode {
+            modern: true,
+            param_headers: Some(param_headers),
+        }
+    }
+
+    /// The channel a modern caller's requests go through: the modern
+    /// server's hub, or (a legacy server) this caller's bridge, opened on
+    /// first use.
+    pub async fn modern_channel(
+        self: &Arc<Self>,
+        quota_key: &str,
+    ) -> Result<Arc<Channel>, ChannelError> {
+        let info = self.upstream_info().await.ok_or(ChannelError::NotReady)?;
+        if info.era == Era::Modern {
+            return self.hub.get().cloned().ok_or(ChannelError::NotReady);
+        }
+        let mut bridges = self.bridges.lock().unwrap();
+        bridges.retain(|_, b| !b.channel.is_closed());
+        if let Some(bridge) = bridges.get_mut(quota_key) {
+            bridge.last_used = std::time::Instant::now();
+            return Ok(bridge.channel.clone());
+        }
+        let cap = self.limits.max_sessions;
+        if bridges.len() >= cap {
+            // Room from the bridge idle longest, if one is idle at all.
+            let idlest = bridges
+                .iter()
+                .filter(|(_, b)| !b.channel.in_use())
+                .min_by_key(|(_, b)| b.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(evict) = idlest else {
+                return Err(ChannelError::TooMany(cap));
+            };
+            if let Some(old) = bridges.remove(&evict) {
+                old.channel.close();
+            }
+        }
+        let name: Arc<str> = format!("bridge:{}", bridges.len() + 1).into();
+        let channel = Channel::start_bridge(self.clone(), name);
+        bridges.insert(
+            quota_key.to_string(),
+            Bridge {
+                channel: channel.clone(),
+                last_used: std::time::Instant::now(),
+            },
+        );
+        self.metrics.bridges_active.set(bridges.len() as i64);
+        Ok(channel)
+    }
+
+    /// End the bridges idle past the idle timeout (their servers stop).
+    pub fn reap_bridges(&self) {
+        let idle = self.limits.idle_timeout;
+        let mut bridges = self.bridges.lock().unwrap();
+        bridges.retain(|_, b| {
+            let keep =
+                !b.channel.is_closed() && (b.channel.in_use() || b.last_used.elapsed() < idle);
+            if !keep {
+                b.channel.close();
+            }
+            keep
+        });
+        self.metrics.bridges_active.set(bridges.len() as i64);
+    }
+
+    /// The budget of a caller without a session (a modern client): one per
+    /// caller on this replica, kept while the caller is active.
+    pub fn budget_for(&self, quota_key: &str) -> Arc<SessionBudget> {
+        let mut budgets = self.budgets.lock().unwrap();
+        let idle = self.limits.idle_timeout;
+        budgets.retain(|_, b| b.active_within(idle));
+        budgets.entry(quota_key.to_string()).or_default().clone()
+    }
+
     pub fn new(
         target: UpstreamTarget,
         limits: Limits,
@@ -169,11 +338,48 @@ impl App {
             audit,
             global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
-            session_ids,
             metrics: Metrics::new(),
             ready: AtomicBool::new(false),
+            upstream: OnceLock::new(),
+            upstream_known: tokio::sync::Notify::new(),
+            hub: OnceLock::new(),
+            bridges: Mutex::new(HashMap::new()),
+            budgets: Mutex::new(HashMap::new()),
+            state_seal: session_ids.state_seal(),
+            session_ids,
+            parked: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
         })
+    }
+}
+
+/// The `Mcp-Param-*` headers of a `tools/call` on its way to a modern HTTP
+/// server: the tool's `x-mcp-header` annotations, as the facade last saw
+/// its definition, filled from the arguments sent.
+fn param_headers_of(app: &App, msg: &Message) -> Vec<(String, String)> {
+    if msg.method() != "tools/call" || !msg.mentions(b"arguments") {
+        return Vec::new();
+    }
+    let value = msg.to_value();
+    let Some(tool) = value
+        .pointer("/params/name")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|name| app.registry.get(name))
+    else {
+        return Vec::new();
+    };
+    let schema = tool
+        .definition
+        .get("inputSchema")
+        .unwrap_or(&serde_json::Value::Null);
+    match crate::era::header_params(schema) {
+        Ok(params) if !params.is_empty() => {
+            let arguments = value
+                .pointer("/params/arguments")
+                .unwrap_or(&serde_json::Value::Null);
+            crate::era::param_header_values(&params, arguments)
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -145,6 +145,12 @@ struct RunArgs {
     /// upstreams), so a new session does not wait for one to boot.
     #[arg(long, default_value_t = Limits::default().spares)]
     spares: usize,
+    /// Which revision of MCP the server speaks: `auto` asks it with
+    /// `server/discover` (a server that does not answer it is legacy);
+    /// `modern` serves every caller from one server; `legacy` gives each
+    /// session a server process (or upstream session) of its own.
+    #[arg(long, value_enum, env = "MCP_WARDEN_UPSTREAM_ERA", default_value_t = crate::app::EraChoice::Auto)]
+    upstream_era: crate::app::EraChoice,
     /// File holding the key shared by all replicas (at least 32 bytes): makes
     /// session ids routable between replicas and unforgeable.
     #[arg(long, env = "MCP_WARDEN_PEER_KEY_FILE", requires = "advertise_addr")]
@@ -280,6 +286,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_restarts: args.max_restarts,
         spares: if args.stdio { 0 } else { args.spares },
         max_upstream_message_bytes: args.max_upstream_message_bytes,
+        upstream_era: args.upstream_era,
         ..Limits::default()
     };
     let hosts = HostPolicy {
@@ -334,6 +341,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     if args.stdio {
         app.ready.store(true, Ordering::Relaxed);
+        // The server's era decides how the client's session is served.
+        tokio::spawn(probe::until_ready(app.clone()));
         let served = tokio::select! {
             served = downstream::stdio::run(app.clone()) => served,
             // Ended by a signal: stop the server and keep the audit trail.

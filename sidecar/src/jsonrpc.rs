@@ -309,6 +309,10 @@ impl<'a> Members<'a> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.raw())
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Replace `key`'s value in place (every copy of the key, should the
     /// text hold it twice), or append it.
     pub fn set(&mut self, key: &str, value: Box<RawValue>) {

@@ -4,6 +4,8 @@
 //! Module map, in the order a message travels:
 //! - [`downstream`]: client transports (Streamable HTTP on `/mcp`, stdio);
 //! - [`jsonrpc`]: classify messages, rebuild them under the facade's ids;
+//! - [`era`]: what tells the legacy and the modern revision of MCP apart;
+//! - [`request_state`]: the signed `requestState` of modern retries;
 //! - [`framing`]: the one place a message becomes a line (and back);
 //! - [`auth`]: who is calling (tokens, JWTs, service accounts);
 //! - [`session`]: one client session, its streams and its upstream link;
@@ -22,12 +24,14 @@ pub mod auth;
 pub mod bridge;
 pub mod cli;
 pub mod downstream;
+pub mod era;
 pub mod framing;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod pipeline;
 pub mod policy_file;
 pub mod probe;
+pub mod request_state;
 pub mod server;
 pub mod session;
 pub mod sse;

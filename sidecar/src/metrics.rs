@@ -45,6 +45,8 @@ pub struct Metrics {
     requests: IntCounterVec,
     request_duration: HistogramVec,
     pub sessions_active: IntGauge,
+    /// Legacy server sessions the facade holds for modern callers.
+    pub bridges_active: IntGauge,
     pub upstream_restarts: IntCounter,
     pub upstream_invalid: IntCounter,
     pub upstream_unmatched: IntCounter,
@@ -98,6 +100,11 @@ impl Metrics {
         .expect("valid metric");
         let sessions_active = IntGauge::new("mcpwarden_sessions_active", "Live client sessions")
             .expect("valid metric");
+        let bridges_active = IntGauge::new(
+            "mcpwarden_upstream_bridges_active",
+            "Legacy server sessions the facade holds for modern (sessionless) callers",
+        )
+        .expect("valid metric");
         let upstream_restarts = IntCounter::new(
             "mcpwarden_upstream_restarts_total",
             "Upstream MCP server restarts after a crash or disconnect",
@@ -240,6 +247,7 @@ impl Metrics {
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(request_duration.clone()),
             Box::new(sessions_active.clone()),
+            Box::new(bridges_active.clone()),
             Box::new(upstream_restarts.clone()),
             Box::new(upstream_invalid.clone()),
             Box::new(upstream_unmatched.clone()),
@@ -254,6 +262,7 @@ impl Metrics {
             requests,
             request_duration,
             sessions_active,
+            bridges_active,
             upstream_restarts,
             upstream_invalid,
             upstream_unmatched,

@@ -1,4 +1,6 @@
-"""The official Python MCP SDK client (`mcp` 2.x) through the facade to real servers.
+"""The official Python MCP SDK client (`mcp` 2.x) through the facade to real servers,
+in legacy mode (the initialize handshake; tests/e2e/test_eras.py has the SDK in
+its default, modern mode).
 
 Upstreams of server-everything: a stdio child (`stdio`), Streamable HTTP
 (`http`), and the bridge's unix socket (`bridge`); Python `mcp-server-time`
@@ -82,7 +84,7 @@ class Recorder:
         return [n for n in self.notifications if getattr(n, "method", None) == method]
 
     def client(self, url: str, **kw) -> Client:
-        return Client(url, read_timeout_seconds=READ_TIMEOUT, message_handler=self.message_handler,
+        return Client(url, mode="legacy", read_timeout_seconds=READ_TIMEOUT, message_handler=self.message_handler,
                       logging_callback=self.logging, **kw)
 
 
@@ -182,7 +184,7 @@ def test_long_running_call_with_progress(everything):
         progress.append((p, total))
 
     async def body():
-        async with Client(everything.url, read_timeout_seconds=READ_TIMEOUT) as c:
+        async with Client(everything.url, mode="legacy", read_timeout_seconds=READ_TIMEOUT) as c:
             r = await c.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 4},
                                   progress_callback=on_progress)
             assert "Steps: 4" in text_of(r)
@@ -203,7 +205,7 @@ def test_cancelled_call_then_session_continues(everything):
             progress.append(p)
             first_progress.set()
 
-        async with Client(everything.url, read_timeout_seconds=READ_TIMEOUT) as c:
+        async with Client(everything.url, mode="legacy", read_timeout_seconds=READ_TIMEOUT) as c:
             started = anyio.current_time()
             with anyio.CancelScope() as scope:
                 async with anyio.create_task_group() as tg:
@@ -263,7 +265,7 @@ def test_cancellation_reaches_the_server(facade):
     fa = facade(upstream=fixture_stdio())
 
     async def body():
-        async with Client(fa.url, read_timeout_seconds=READ_TIMEOUT) as c:
+        async with Client(fa.url, mode="legacy", read_timeout_seconds=READ_TIMEOUT) as c:
             async def state():
                 return json.loads(text_of(await c.call_tool("whoami", {})))
 
@@ -292,7 +294,7 @@ def test_mcp_server_time_stdio(facade):
     fa = facade(upstream=time_server())
 
     async def body():
-        async with Client(fa.url, read_timeout_seconds=READ_TIMEOUT) as c:
+        async with Client(fa.url, mode="legacy", read_timeout_seconds=READ_TIMEOUT) as c:
             assert c.server_info.name == "mcp-time"
             names = {t.name for t in (await c.list_tools()).tools}
             assert names == {"get_current_time", "convert_time"}
@@ -319,7 +321,7 @@ def test_pagination_follows_cursors(facade):
     fa = facade(upstream=fixture_stdio())
 
     async def body():
-        async with Client(fa.url, read_timeout_seconds=READ_TIMEOUT) as c:
+        async with Client(fa.url, mode="legacy", read_timeout_seconds=READ_TIMEOUT) as c:
             async def all_pages(fetch):
                 pages, cursor, seen = [], None, []
                 while True:

@@ -14,12 +14,19 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio_util::codec::{AnyDelimiterCodecError, FramedRead};
 
 use crate::app::App;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Kind, Message};
+use crate::pipeline::identity::Identity;
 use crate::pipeline::refusal::Refusal;
+use crate::session::channel::Era;
+use crate::session::stream::StreamRx;
 use crate::session::work::Work;
+use crate::session::Session;
 
 /// Serve one client on stdin/stdout until stdin closes and the answers in
-/// flight are written.
+/// flight are written. The client's first request says its era: `initialize`
+/// opens a legacy session; a request with modern `_meta` (or the
+/// `server/discover` probe) a modern one, which sends through the modern
+/// server's shared channel or this caller's bridge to a legacy server.
 pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
     // A desktop client that spawns the facade cannot send headers: requests
     // carry `params.auth.token` (seed 004), else the token in
@@ -29,32 +36,7 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
         Ok(identity) => Arc::new(identity),
         Err(_) => Arc::new(crate::pipeline::identity::Identity::anonymous()),
     };
-    let session = app
-        .sessions
-        .create(&app, owner.clone(), owner.quota_key(None))?;
-    // The standalone stream is open-ended: every answer and server message
-    // goes to stdout in order.
-    let (stream, mut rx) = session
-        .open_standalone()
-        .expect("a new session has no stream");
-    let writer = tokio::spawn(async move {
-        let mut out = BufWriter::new(tokio::io::stdout());
-        while let Some(item) = rx.recv().await {
-            let mut batch = vec![item];
-            while let Some(more) = rx.try_recv() {
-                batch.push(more);
-            }
-            for item in batch {
-                let line = crate::framing::one_line(&item.bytes);
-                if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {
-                    return;
-                }
-            }
-            if out.flush().await.is_err() {
-                return;
-            }
-        }
-    });
+    let mut conn: Option<Conn> = None;
     let mut lines = FramedRead::new(
         tokio::io::stdin(),
         crate::framing::lines(app.limits.max_body_bytes),
@@ -67,10 +49,11 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
                     "the message is larger than the {}-byte limit",
                     app.limits.max_body_bytes
                 );
-                session.answer_error(
-                    stream,
+                answer(
+                    conn.as_ref(),
                     jsonrpc::error_response(None, jsonrpc::codes::INVALID_REQUEST, &text, None),
-                );
+                )
+                .await;
                 continue;
             }
             Err(AnyDelimiterCodecError::Io(e)) => {
@@ -81,38 +64,155 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match crate::downstream::take(line) {
-            Ok((msg, token)) => {
-                let token = token.or_else(|| env_token.clone());
-                match app.policy.load().auth.authenticate(token.as_deref()) {
-                    Ok(caller) => Work::new(&session, msg, stream, &Arc::new(caller)).start(),
-                    Err(failure) => {
-                        crate::downstream::http::audit_auth_failure(&app, failure);
-                        app.metrics
-                            .policy_denials
-                            .with_label_values(&["auth_required"])
-                            .inc();
-                        if msg.kind == crate::jsonrpc::Kind::Request {
-                            let refusal = Refusal::Auth {
-                                hint: "Send a valid token in params.auth.token.",
-                            };
-                            session.answer_error(stream, refusal.to_response(msg.id.as_ref()));
-                        }
+        let (msg, token) = match crate::downstream::take(line) {
+            Ok(taken) => taken,
+            Err((e, id)) => {
+                let bytes = jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None);
+                answer(conn.as_ref(), bytes).await;
+                continue;
+            }
+        };
+        if conn.is_none() {
+            match open(&app, &owner, &msg).await {
+                Ok(Some(opened)) => conn = Some(opened),
+                // A notification before any request: nothing to attach it to.
+                Ok(None) => continue,
+                Err(text) => {
+                    if let Some(id) = &msg.id {
+                        let bytes = jsonrpc::error_response(Some(id), -32000, &text, None);
+                        answer(None, bytes).await;
                     }
+                    continue;
                 }
             }
-            Err((e, id)) => session.answer_error(
-                stream,
-                jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
-            ),
+        }
+        let Conn {
+            session, stream, ..
+        } = conn.as_ref().expect("opened above");
+        let token = token.or_else(|| env_token.clone());
+        match app.policy.load().auth.authenticate(token.as_deref()) {
+            Ok(caller) => Work::new(session, msg, *stream, &Arc::new(caller)).start(),
+            Err(failure) => {
+                crate::downstream::http::audit_auth_failure(&app, failure);
+                app.metrics
+                    .policy_denials
+                    .with_label_values(&["auth_required"])
+                    .inc();
+                if msg.kind == crate::jsonrpc::Kind::Request {
+                    let refusal = Refusal::Auth {
+                        hint: "Send a valid token in params.auth.token.",
+                    };
+                    session.answer_error(*stream, refusal.to_response(msg.id.as_ref()));
+                }
+            }
         }
     }
+    let Some(Conn {
+        session, writer, ..
+    }) = conn
+    else {
+        return Ok(());
+    };
     // stdin closed: give answers in flight a moment, then end the session.
     let deadline = tokio::time::Instant::now() + app.limits.upstream_wait;
     while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    app.sessions.remove(&app, &session.id, "stdin closed");
+    if !app.sessions.remove(&app, &session.id, "stdin closed") {
+        session.close("stdin closed");
+    }
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     Ok(())
+}
+
+/// The client's session on this connection, and the task writing stdout.
+struct Conn {
+    session: Arc<Session>,
+    stream: u64,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+/// Open the session the client's first message asks for: modern for a
+/// request with modern `_meta` (or `server/discover`), else legacy.
+/// `Ok(None)`: a notification, which opens nothing.
+async fn open(
+    app: &Arc<App>,
+    owner: &Arc<Identity>,
+    msg: &Message,
+) -> Result<Option<Conn>, String> {
+    if msg.kind != Kind::Request {
+        return Ok(None);
+    }
+    let modern = msg.method() == "server/discover"
+        || (msg.mentions(crate::era::meta::PROTOCOL_VERSION.as_bytes())
+            && crate::era::request_version(&msg.to_value()).is_some_and(crate::era::is_modern));
+    let session = if modern {
+        let quota_key = owner.quota_key(None);
+        let channel = app
+            .modern_channel(&quota_key)
+            .await
+            .map_err(|e| e.to_string())?;
+        // The audit correlates a modern caller's requests by identity and id.
+        let name = crate::request_state::caller_hash(owner);
+        Session::on_channel(
+            app.clone(),
+            name.into(),
+            owner.clone(),
+            quota_key,
+            channel,
+            Era::Modern,
+        )
+    } else {
+        app.upstream_info()
+            .await
+            .ok_or("the MCP server has not answered yet; retry shortly")?;
+        app.sessions
+            .create(app, owner.clone(), owner.quota_key(None))
+            .map_err(|e| e.to_string())?
+    };
+    // The standalone stream is open-ended: every answer and server message
+    // goes to stdout in order.
+    let (stream, rx) = session
+        .open_standalone()
+        .expect("a new session has no stream");
+    let writer = tokio::spawn(write_stdout(rx));
+    Ok(Some(Conn {
+        session,
+        stream,
+        writer,
+    }))
+}
+
+/// Answer on the session's stream, or (before there is one) on stdout
+/// directly: nothing else writes it then.
+async fn answer(conn: Option<&Conn>, bytes: bytes::Bytes) {
+    match conn {
+        Some(c) => c.session.answer_error(c.stream, bytes),
+        None => {
+            let mut out = tokio::io::stdout();
+            let line = crate::framing::one_line(&bytes);
+            let _ = out.write_all(&line).await;
+            let _ = out.write_all(b"\n").await;
+            let _ = out.flush().await;
+        }
+    }
+}
+
+async fn write_stdout(mut rx: StreamRx) {
+    let mut out = BufWriter::new(tokio::io::stdout());
+    while let Some(item) = rx.recv().await {
+        let mut batch = vec![item];
+        while let Some(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        for item in batch {
+            let line = crate::framing::one_line(&item.bytes);
+            if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {
+                return;
+            }
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
 }

@@ -2,6 +2,10 @@
 //! asks the person at the client with an MCP elicitation, on the call's own
 //! stream, and waits for the answer. A client that did not declare the
 //! elicitation capability cannot ask: the call is refused with -32008.
+//!
+//! A modern client is asked the same [`question`] through the call's
+//! result (`input_required`, see `session::mrtr`), and retries with the
+//! answer under a state the facade signed for that exact call.
 
 use std::time::Duration;
 
@@ -31,18 +35,7 @@ pub async fn ask(
     if !session.client_can_elicit() {
         return Err(denial());
     }
-    let value = argument_preview(arguments, approval.rule);
-    let params = json!({
-        "message": format!(
-            "The assistant wants to call `{tool}` with {} = {value}. The server's policy asks a person to approve this ({}). Allow it?",
-            approval.rule, approval.reason.replace('_', " "),
-        ),
-        "requestedSchema": {
-            "type": "object",
-            "properties": { "approve": { "type": "boolean", "title": "Approve this call", "default": false } },
-            "required": ["approve"],
-        },
-    });
+    let params = question(tool, approval, arguments);
     let answer = session
         .ask_client(stream, "elicitation/create", params, ANSWER_TIMEOUT)
         .await
@@ -60,6 +53,22 @@ pub async fn ask(
             rule: approval.rule.to_string(),
         })
     }
+}
+
+/// The elicitation that asks a person to approve a call.
+pub fn question(tool: &str, approval: Approval<'_>, arguments: &Value) -> Value {
+    let value = argument_preview(arguments, approval.rule);
+    json!({
+        "message": format!(
+            "The assistant wants to call `{tool}` with {} = {value}. The server's policy asks a person to approve this ({}). Allow it?",
+            approval.rule, approval.reason.replace('_', " "),
+        ),
+        "requestedSchema": {
+            "type": "object",
+            "properties": { "approve": { "type": "boolean", "title": "Approve this call", "default": false } },
+            "required": ["approve"],
+        },
+    })
 }
 
 /// The argument's value as the person should see it (bounded in length).

@@ -23,9 +23,12 @@ impl GlobalCalls {
     }
 }
 
-/// One session's budget state.
+/// One session's budget state (a modern caller's: one per caller, see
+/// `App::budget_for`).
 pub struct SessionBudget {
     started: Instant,
+    /// When a call was last admitted (an idle caller's budget is forgotten).
+    last_call: Mutex<Instant>,
     calls: AtomicU64,
     in_flight: Arc<AtomicU64>,
     /// Calls-per-minute buckets: `""` for the session as a whole (the
@@ -55,6 +58,7 @@ impl Default for SessionBudget {
     fn default() -> Self {
         SessionBudget {
             started: Instant::now(),
+            last_call: Mutex::new(Instant::now()),
             calls: AtomicU64::new(0),
             in_flight: Arc::new(AtomicU64::new(0)),
             buckets: Mutex::new(HashMap::new()),
@@ -133,7 +137,14 @@ impl SessionBudget {
             return Err(refuse(Budget::CallsPerMinute, limit, None));
         }
         self.calls.fetch_add(1, Ordering::AcqRel);
+        *self.last_call.lock().unwrap() = Instant::now();
         Ok(permit)
+    }
+
+    /// Whether a call is running or was admitted within `window`.
+    pub fn active_within(&self, window: std::time::Duration) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+            || self.last_call.lock().unwrap().elapsed() < window
     }
 
     /// Take one token from the session bucket and, if given, the tool's

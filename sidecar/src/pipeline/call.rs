@@ -44,6 +44,8 @@ struct Outcome<'a> {
     failed: bool,
     /// The client cancelled it: no answer was owed.
     cancelled: bool,
+    /// A modern client was asked to have a person approve it first.
+    asked: bool,
 }
 
 impl Session {
@@ -106,6 +108,30 @@ impl Session {
             outcome.upstream_tool = Some(grant.upstream_name.to_string());
             outcome.definition_hash = Some(tool.hash.clone());
 
+            // A modern client is asked for approval through the call's result
+            // and retries with the answer: the asking round spends no budget
+            // (and never asks about a call that cannot succeed).
+            let round = self.round(&id);
+            if let (Some(approval), Some(round)) = (grant.approval, round.as_ref()) {
+                match round.approval() {
+                    Some(true) => {}
+                    Some(false) => {
+                        return Err(Refusal::ApprovalDeclined {
+                            tool: grant.exposed_name.to_string(),
+                            rule: approval.rule.to_string(),
+                        })
+                    }
+                    None => {
+                        validate_input(&app, &tool, grant.exposed_name, arguments)?;
+                        let question =
+                            super::approval::question(grant.exposed_name, approval, arguments);
+                        outcome.asked = true;
+                        let bytes = crate::session::approval_request(&app, round, &id, question);
+                        return Ok((bytes, Filtered::default()));
+                    }
+                }
+            }
+
             // Budget: argument size, session time, call counts, concurrency,
             // rate. The permit frees the concurrency slots when this step
             // ends: after the server let go of the call, not when the
@@ -120,26 +146,11 @@ impl Session {
             )?;
 
             // Input schema: no coercion, every violation listed.
-            if let Err(e) = app
-                .schemas
-                .validate_input(&tool.hash, &tool.definition, arguments)
-            {
-                let violations = match e {
-                    SchemaError::Invalid(v) => v,
-                    other => vec![mcp_warden_policy::Violation {
-                        instance_path: String::new(),
-                        keyword: "schema".into(),
-                        message: other.to_string(),
-                    }],
-                };
-                return Err(Refusal::Policy(Denial::InvalidParams {
-                    tool: grant.exposed_name.to_string(),
-                    violations,
-                }));
-            }
+            validate_input(&app, &tool, grant.exposed_name, arguments)?;
 
-            // Approval: an argument rule said `check`; ask the person.
-            if let Some(approval) = grant.approval {
+            // Approval: an argument rule said `check`; ask the person (a
+            // legacy client, on its session; a modern one was asked above).
+            if let (Some(approval), None) = (grant.approval, round.as_ref()) {
                 super::approval::ask(&self, req.stream, grant.exposed_name, approval, arguments)
                     .await?;
             }
@@ -199,6 +210,7 @@ impl Session {
         // Answer (exactly once), then audit and metrics.
         let refusal;
         match result {
+            Ok((bytes, _)) if outcome.asked => self.answer_input_required(&id, bytes),
             Ok((bytes, filtered)) => {
                 if !bytes.is_empty() {
                     self.answer_call(&id, bytes);
@@ -237,6 +249,7 @@ impl Session {
         let label = metric_label(&app.policy.load(), o.tool.as_deref(), app.registry.len());
         let (outcome, code) = match o.refusal {
             Some(r) => ("denied", r.code()),
+            None if o.asked => ("input_required", 0),
             None if o.cancelled => ("cancelled", 0),
             None if o.failed => ("failed", 0),
             None if o.upstream_error => ("error", 0),
@@ -301,12 +314,17 @@ impl Session {
             definition_hash: o.definition_hash.as_deref(),
             args_sha256: Some(audit::sha256_hex(args_json)),
             args_bytes: args_json.len() as u64,
-            decision: if o.refusal.is_some() { "deny" } else { "allow" },
+            decision: match (o.refusal.is_some(), o.asked) {
+                (true, _) => "deny",
+                (false, true) => "ask",
+                (false, false) => "allow",
+            },
             code: o.refusal.map(|r| r.code()),
             reason: o
                 .refusal
                 .map(|r| r.reason())
-                .or(o.cancelled.then_some("cancelled")),
+                .or(o.cancelled.then_some("cancelled"))
+                .or(o.asked.then_some("approval_requested")),
             duration_ms: took.as_secs_f64() * 1000.0,
             output_bytes: o.filtered.as_ref().map(|f| f.output_bytes),
             truncated: o.filtered.as_ref().is_some_and(|f| f.truncated),
@@ -314,6 +332,34 @@ impl Session {
         };
         app.audit.write(&record, &app.metrics);
     }
+}
+
+/// The call's arguments against the tool's input schema: no coercion,
+/// every violation listed.
+fn validate_input(
+    app: &crate::app::App,
+    tool: &mcp_warden_policy::ObservedTool,
+    exposed: &str,
+    arguments: &Value,
+) -> Result<(), Refusal> {
+    let Err(e) = app
+        .schemas
+        .validate_input(&tool.hash, &tool.definition, arguments)
+    else {
+        return Ok(());
+    };
+    let violations = match e {
+        SchemaError::Invalid(v) => v,
+        other => vec![mcp_warden_policy::Violation {
+            instance_path: String::new(),
+            keyword: "schema".into(),
+            message: other.to_string(),
+        }],
+    };
+    Err(Refusal::Policy(Denial::InvalidParams {
+        tool: exposed.to_string(),
+        violations,
+    }))
 }
 
 /// Tools that may have their own label value: the profile's, or any while

@@ -39,6 +39,22 @@ pub async fn run(session: &Arc<Session>, step: Step, req: Request) {
         session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
         return account(session, &req, step, &Ended::Refused(refusal));
     }
+    // A modern server has no resources/subscribe: the session's own
+    // subscription there changes instead.
+    let method = req.msg.method();
+    if session.legacy_on_modern()
+        && matches!(method, "resources/subscribe" | "resources/unsubscribe")
+    {
+        session
+            .legacy_subscribe(text("uri"), method == "resources/subscribe")
+            .await;
+        session.answer_call(&req.id, crate::jsonrpc::result_response(&req.id, "{}"));
+        let ended = Ended::Answered {
+            filtered: Default::default(),
+            error: false,
+        };
+        return account(session, &req, step, &ended);
+    }
     let role = req.role;
     let ended = exchange(session, &req, None, |result| {
         filter_list(compiled, step, result, role)

@@ -53,6 +53,12 @@ pub enum Step {
     Prompt,
     /// `params.ref` judged as the prompt or resource template it completes.
     Completion,
+    /// `server/discover`: answered by the facade (its versions, the
+    /// server's capabilities as the policy leaves them).
+    Discover,
+    /// `subscriptions/listen`: a stream of the change notifications the
+    /// client asked for, each filtered for this caller.
+    Listen,
 }
 
 /// The gates of one client request method.
@@ -60,40 +66,61 @@ pub enum Step {
 pub struct Gates {
     pub who: Who,
     pub step: Step,
+    /// Which clients may send it: some methods exist in one revision only.
+    pub eras: Eras,
 }
 
-const fn gates(who: Who, step: Step) -> Gates {
-    Gates { who, step }
+/// The revisions a method belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eras {
+    Both,
+    /// 2025-11-25 and earlier (`initialize`, `ping`, `logging/setLevel`,
+    /// `resources/subscribe`…), removed in 2026-07-28.
+    Legacy,
+    /// 2026-07-28 (`server/discover`, `subscriptions/listen`).
+    Modern,
 }
 
-/// Client → server requests the facade serves (MCP 2025-11-25). Not here,
-/// deliberately: `tasks/*` (task-augmented requests could fetch a result
-/// around the output filter), and anything a later revision adds until it
-/// has its gates.
+const fn gates(who: Who, step: Step, eras: Eras) -> Gates {
+    Gates { who, step, eras }
+}
+
+/// Client → server requests the facade serves, in both revisions. Not
+/// here, deliberately: `tasks/*` (task-augmented requests could fetch a
+/// result around the output filter), and anything a later revision adds
+/// until it has its gates.
+#[rustfmt::skip]
 pub const CLIENT_REQUESTS: &[(&str, Gates)] = &[
-    ("initialize", gates(Who::AnyRole, Step::Handshake)),
-    ("ping", gates(Who::Anyone, Step::Forward)),
-    ("logging/setLevel", gates(Who::AnyRole, Step::Forward)),
-    ("tools/list", gates(Who::AnyRole, Step::ToolList)),
-    ("tools/call", gates(Who::AnyRole, Step::ToolCall)),
-    ("resources/list", gates(Who::AnyRole, Step::ResourceList)),
-    (
-        "resources/templates/list",
-        gates(Who::AnyRole, Step::TemplateList),
-    ),
-    ("resources/read", gates(Who::AnyRole, Step::Resource)),
-    ("resources/subscribe", gates(Who::AnyRole, Step::Resource)),
-    ("resources/unsubscribe", gates(Who::AnyRole, Step::Resource)),
-    ("prompts/list", gates(Who::AnyRole, Step::PromptList)),
-    ("prompts/get", gates(Who::AnyRole, Step::Prompt)),
-    ("completion/complete", gates(Who::AnyRole, Step::Completion)),
+    ("initialize",               gates(Who::AnyRole, Step::Handshake,    Eras::Legacy)),
+    ("ping",                     gates(Who::Anyone,  Step::Forward,      Eras::Legacy)),
+    ("logging/setLevel",         gates(Who::AnyRole, Step::Forward,      Eras::Legacy)),
+    ("server/discover",          gates(Who::AnyRole, Step::Discover,     Eras::Modern)),
+    ("subscriptions/listen",     gates(Who::AnyRole, Step::Listen,       Eras::Modern)),
+    ("tools/list",               gates(Who::AnyRole, Step::ToolList,     Eras::Both)),
+    ("tools/call",               gates(Who::AnyRole, Step::ToolCall,     Eras::Both)),
+    ("resources/list",           gates(Who::AnyRole, Step::ResourceList, Eras::Both)),
+    ("resources/templates/list", gates(Who::AnyRole, Step::TemplateList, Eras::Both)),
+    ("resources/read",           gates(Who::AnyRole, Step::Resource,     Eras::Both)),
+    ("resources/subscribe",      gates(Who::AnyRole, Step::Resource,     Eras::Legacy)),
+    ("resources/unsubscribe",    gates(Who::AnyRole, Step::Resource,     Eras::Legacy)),
+    ("prompts/list",             gates(Who::AnyRole, Step::PromptList,   Eras::Both)),
+    ("prompts/get",              gates(Who::AnyRole, Step::Prompt,       Eras::Both)),
+    ("completion/complete",      gates(Who::AnyRole, Step::Completion,   Eras::Both)),
 ];
 
-/// The gates of a client request method; `None`: refused.
-pub fn client_request(method: &str) -> Option<Gates> {
+/// The gates of a client request method for a client of `modern` era;
+/// `None`: refused.
+pub fn client_request(method: &str, modern: bool) -> Option<Gates> {
     CLIENT_REQUESTS
         .iter()
-        .find(|(m, _)| *m == method)
+        .find(|(m, g)| {
+            *m == method
+                && match g.eras {
+                    Eras::Both => true,
+                    Eras::Legacy => !modern,
+                    Eras::Modern => modern,
+                }
+        })
         .map(|(_, g)| *g)
 }
 
@@ -160,7 +187,8 @@ pub fn server_notification(method: &str) -> Option<ServerNotification> {
         "notifications/message"
         | "notifications/resources/list_changed"
         | "notifications/prompts/list_changed"
-        | "notifications/elicitation/complete" => Some(ServerNotification::Filtered),
+        | "notifications/elicitation/complete"
+        | "notifications/subscriptions/acknowledged" => Some(ServerNotification::Filtered),
         "notifications/progress" => Some(ServerNotification::Progress),
         "notifications/cancelled" => Some(ServerNotification::Cancelled),
         "notifications/tools/list_changed" => Some(ServerNotification::ToolsChanged),
@@ -194,8 +222,21 @@ mod tests {
             "tools/call ",
             "Tools/Call",
         ] {
-            assert_eq!(client_request(m), None, "{m}");
+            assert_eq!(client_request(m, false), None, "{m}");
+            assert_eq!(client_request(m, true), None, "{m}");
         }
+        // Each revision's own methods only for its clients.
+        assert!(client_request("initialize", false).is_some());
+        assert!(client_request("initialize", true).is_none());
+        assert!(client_request("ping", true).is_none());
+        assert!(client_request("server/discover", false).is_none());
+        assert!(client_request("server/discover", true).is_some());
+        // Each revision's own methods only for its clients.
+        assert!(client_request("initialize", false).is_some());
+        assert!(client_request("initialize", true).is_none());
+        assert!(client_request("ping", true).is_none());
+        assert!(client_request("server/discover", false).is_none());
+        assert!(client_request("server/discover", true).is_some());
         assert_eq!(server_request("tools/call"), None);
         assert_eq!(server_notification("notifications/tasks/status"), None);
         assert_eq!(client_notification("notifications/message"), None);
@@ -214,6 +255,7 @@ mod tests {
     #[test]
     fn each_method_is_listed_once() {
         let mut names: Vec<&str> = CLIENT_REQUESTS.iter().map(|(m, _)| *m).collect();
+        assert!(names.contains(&"subscriptions/listen"));
         names.sort();
         names.dedup();
         assert_eq!(names.len(), CLIENT_REQUESTS.len());

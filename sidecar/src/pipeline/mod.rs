@@ -12,7 +12,11 @@
 //! - resources, prompts, completion → [`catalog`]: the resource and prompt
 //!   rules on what the request names, lists filtered by the same rules;
 //! - everything else the table allows (`ping`, `logging/setLevel`) →
-//!   [`forward`]: sent on, the answer filtered.
+//!   [`forward`]: sent on, the answer filtered;
+//! - `server/discover` → [`discover`], `subscriptions/listen` →
+//!   [`subscriptions`] (modern clients);
+//! - a legacy client in front of a modern server: its handshake, `ping` and
+//!   log level are the facade's own ([`local`]).
 //!
 //! Every step sends through [`Session::forward`] (the facade's own ids) and
 //! answers through [`Session::answer_call`], exactly once. Refusals become
@@ -24,15 +28,18 @@ pub mod audit;
 pub mod budget;
 pub mod call;
 pub mod catalog;
+pub mod discover;
 pub mod forward;
 pub mod handshake;
 pub mod identity;
 pub mod list;
+pub mod local;
 pub mod methods;
 pub mod output;
 pub mod policy;
 pub mod refusal;
 pub mod registry;
+pub mod subscriptions;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -72,6 +79,11 @@ impl Request {
 
 /// Run `step` for `req`; it answers the request exactly once.
 pub async fn run(session: Arc<Session>, step: Step, req: Request) {
+    // A legacy client in front of a modern server: what that server no
+    // longer has, the facade answers.
+    if session.legacy_on_modern() && local::answers(&session, &req).await {
+        return;
+    }
     match step {
         Step::Handshake => handshake::initialize(&session, req).await,
         Step::Forward => forward::plain(&session, req).await,
@@ -83,5 +95,7 @@ pub async fn run(session: Arc<Session>, step: Step, req: Request) {
         | Step::Resource
         | Step::Prompt
         | Step::Completion => catalog::run(&session, step, req).await,
+        Step::Discover => discover::discover(&session, req).await,
+        Step::Listen => subscriptions::listen(&session, req).await,
     }
 }

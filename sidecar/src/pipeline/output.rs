@@ -99,7 +99,9 @@ impl OutputCheck<'_> {
         let Some(result) = value.get_mut("result") else {
             return Ok((None, Filtered::default()));
         };
-        if let (Some(def), true) = (self.definition, needs_schema) {
+        // A question for the client (`input_required`) has no output yet.
+        let asks = result.get("resultType").and_then(Value::as_str) == Some("input_required");
+        if let (Some(def), true, false) = (self.definition, needs_schema, asks) {
             let is_error = result
                 .get("isError")
                 .and_then(Value::as_bool)

@@ -64,6 +64,23 @@ pub enum Refusal {
     /// Params a strict reader refuses: a key given twice, or unreadable.
     #[error("Invalid params: {detail}")]
     Unreadable { duplicate: bool, detail: String },
+    /// A modern request for a protocol version the facade does not serve.
+    #[error("Unsupported protocol version {requested:?}")]
+    UnsupportedVersion { requested: String },
+    /// A modern request without a `_meta` field every request must carry.
+    #[error(
+        "Invalid params: _meta[{field:?}] is required on every request of this protocol version"
+    )]
+    MissingMeta { field: &'static str },
+    /// An HTTP header does not match the body (or is missing).
+    #[error("Header mismatch: {detail}")]
+    HeaderMismatch { detail: String },
+    /// A retry's `requestState` is not one the facade will continue.
+    #[error("Invalid params: {0}")]
+    RequestState(crate::request_state::StateError),
+    /// A retry without the answer its state asks for.
+    #[error("Invalid params: inputResponses has no answer for {key:?}")]
+    MissingInput { key: &'static str },
     /// A forwarded request the server did not answer in time.
     #[error("the MCP server did not answer `{method}` within {limit_secs} s")]
     RequestTimeout {
@@ -105,6 +122,12 @@ impl Refusal {
             Refusal::MethodNotAllowed { .. } => jsonrpc::codes::METHOD_NOT_FOUND,
             Refusal::Unreadable { .. } => jsonrpc::codes::INVALID_PARAMS,
             Refusal::RequestTimeout { .. } => TIMEOUT,
+            Refusal::UnsupportedVersion { .. } => crate::era::codes::UNSUPPORTED_VERSION,
+            Refusal::MissingMeta { .. } => jsonrpc::codes::INVALID_PARAMS,
+            Refusal::HeaderMismatch { .. } => crate::era::codes::HEADER_MISMATCH,
+            Refusal::RequestState(_) | Refusal::MissingInput { .. } => {
+                jsonrpc::codes::INVALID_PARAMS
+            }
             Refusal::Policy(d) => d.code() as i64,
             Refusal::Budget { .. } => BUDGET_EXCEEDED,
             Refusal::Timeout { .. } => TIMEOUT,
@@ -124,6 +147,11 @@ impl Refusal {
             } => "duplicate_key",
             Refusal::Unreadable { .. } => "unreadable_params",
             Refusal::RequestTimeout { .. } => "timeout",
+            Refusal::UnsupportedVersion { .. } => "unsupported_protocol_version",
+            Refusal::MissingMeta { .. } => "missing_meta",
+            Refusal::HeaderMismatch { .. } => "header_mismatch",
+            Refusal::RequestState(e) => e.reason(),
+            Refusal::MissingInput { .. } => "missing_input_response",
             Refusal::Policy(d) => d.reason(),
             Refusal::Budget { budget, .. } => budget.reason(),
             Refusal::Timeout { .. } => "timeout",
@@ -140,6 +168,11 @@ impl Refusal {
             }
             Refusal::Unreadable { .. } => "Send the request again as plain JSON, each key once.",
             Refusal::RequestTimeout { .. } => "Retry later, or with a smaller request.",
+            Refusal::UnsupportedVersion { .. } => "Retry with one of the supported versions.",
+            Refusal::MissingMeta { .. } => "Send the protocol version and the client's capabilities in _meta.",
+            Refusal::HeaderMismatch { .. } => "Send MCP-Protocol-Version, Mcp-Method and Mcp-Name headers that match the body.",
+            Refusal::RequestState(_) => "Send the request again without requestState and inputResponses.",
+            Refusal::MissingInput { .. } => "Answer every input request, with the same requestState.",
             Refusal::Policy(d) => d.hint(),
             Refusal::Budget { budget, .. } => budget.hint(),
             Refusal::Timeout { .. } => {
@@ -154,6 +187,13 @@ impl Refusal {
     pub fn to_response(&self, id: Option<&RequestId>) -> Bytes {
         let mut data = json!({ "reason": self.reason(), "hint": self.hint() });
         match self {
+            // The spec's own error: its data is the spec's shape (with the
+            // facade's reason and hint beside it).
+            Refusal::UnsupportedVersion { requested } => {
+                let spec = crate::era::unsupported_version_data(requested);
+                data["supported"] = spec["supported"].clone();
+                data["requested"] = spec["requested"].clone();
+            }
             Refusal::Budget {
                 limit, observed, ..
             } => {

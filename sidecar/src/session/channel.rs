@@ -87,12 +87,43 @@ pub struct Channel {
     recycle: Notify,
     /// Whether the first link comes from the pool of pre-started servers.
     spare: bool,
+    /// The facade makes the handshake itself, on every link (a bridge: a
+    /// legacy server's session the facade holds for modern callers).
+    own_handshake: bool,
 }
 
 impl Channel {
     /// A channel to the configured upstream, connecting in the background.
     pub fn start(app: Arc<App>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
+        Channel::launch(app, era, name, spare, None)
+    }
+
+    /// A legacy server's session for modern callers: the facade makes the
+    /// handshake (declaring that it can relay elicitation and sampling,
+    /// which it turns into `input_required` results) on every link.
+    pub fn start_bridge(app: Arc<App>, name: Arc<str>) -> Arc<Channel> {
+        let params = serde_json::json!({
+            "protocolVersion": crate::era::LATEST_LEGACY,
+            "capabilities": { "elicitation": { "form": {}, "url": {} }, "sampling": {} },
+            "clientInfo": crate::probe::client_info(),
+        });
+        Channel::launch(app, Era::Legacy, name, true, Some(params))
+    }
+
+    fn launch(
+        app: Arc<App>,
+        era: Era,
+        name: Arc<str>,
+        spare: bool,
+        handshake: Option<Value>,
+    ) -> Arc<Channel> {
         let (link, _) = watch::channel(None);
+        let own_handshake = handshake.is_some();
+        let state = State {
+            initialized: own_handshake,
+            handshake,
+            ..State::default()
+        };
         let channel = Arc::new(Channel {
             app,
             era,
@@ -100,12 +131,21 @@ impl Channel {
             link,
             send_turn: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(1),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             recycle: Notify::new(),
             spare,
+            own_handshake,
         });
         tokio::spawn(supervise(channel.clone()));
         channel
+    }
+
+    /// Whether anything uses the channel: a request waiting for the server,
+    /// or a live session (a request in progress, an open subscription).
+    pub(crate) fn in_use(&self) -> bool {
+        let mut st = self.state.lock().unwrap();
+        st.listeners.retain(|w| w.strong_count() > 0);
+        !st.outbound.is_empty() || !st.listeners.is_empty()
     }
 
     /// `session` uses this channel: it hears what belongs to no request.
@@ -115,19 +155,19 @@ impl Channel {
         st.listeners.push(Arc::downgrade(session));
     }
 
-    pub(super) fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.state.lock().unwrap().closed
     }
 
     /// Stop the server (the link is dropped) and fail what was in flight.
-    pub(super) fn close(&self) {
+    pub(crate) fn close(&self) {
         self.state.lock().unwrap().closed = true;
         self.fail_in_flight("the session has ended");
         self.link.send_replace(None);
     }
 
     /// The link's generation (bumped on every restart).
-    pub(super) fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.state.lock().unwrap().epoch
     }
 
@@ -154,7 +194,7 @@ impl Channel {
     }
 
     /// Tell the step waiting for request `id` that its client cancelled it.
-    pub(super) fn client_cancelled(&self, id: u64) -> bool {
+    pub(crate) fn client_cancelled(&self, id: u64) -> bool {
         let tell = self
             .state
             .lock()
@@ -163,6 +203,15 @@ impl Channel {
             .get_mut(&id)
             .and_then(|o| o.cancelled.take());
         tell.is_some_and(|tx| tx.send(()).is_ok())
+    }
+
+    /// Request `id` now belongs to `session`'s request `client` (a retry
+    /// continues it): what the server sends for it goes there.
+    pub(super) fn repoint(&self, id: u64, session: &Arc<Session>, client: &RequestId) {
+        if let Some(out) = self.state.lock().unwrap().outbound.get_mut(&id) {
+            out.session = Arc::downgrade(session);
+            out.client = Some(client.clone());
+        }
     }
 
     /// The session and client request behind the facade's request `id`.
@@ -218,8 +267,14 @@ impl Channel {
         }
     }
 
-    /// Tell the server to stop working on request `id` (the facade's id).
-    pub(super) async fn cancel(&self, id: u64, reason: &str) {
+    /// Tell the server to stop working on request `id` (the facade's id):
+    /// a modern HTTP server by closing the request's stream, any other with
+    /// `notifications/cancelled`.
+    pub(crate) async fn cancel(&self, id: u64, reason: &str) {
+        let link = self.link.borrow().clone();
+        if link.is_some_and(|l| l.abort(&RequestId::number(id))) {
+            return;
+        }
         let params = serde_json::json!({ "requestId": id, "reason": reason });
         if let Ok(cancel) =
             Message::parse(jsonrpc::notification("notifications/cancelled", &params))
@@ -248,6 +303,20 @@ impl Channel {
                 cancelled: None,
             },
         );
+        // A modern server reads every request's version and capabilities
+        // from `_meta`: the facade's own requests carry its own.
+        let with_meta;
+        let params = match (self.era, params) {
+            (Era::Modern, Value::Object(p)) => {
+                let mut p = p.clone();
+                let meta =
+                    crate::era::modern_meta(&serde_json::json!({}), &crate::probe::client_info());
+                p.insert("_meta".into(), Value::Object(meta));
+                with_meta = Value::Object(p);
+                &with_meta
+            }
+            _ => params,
+        };
         let msg = Message::parse(jsonrpc::request(&RequestId::number(n), method, params))
             .map_err(|_| "internal request".to_string())?;
         let sent = match link {
@@ -349,16 +418,27 @@ impl Channel {
                 if msg.method() == "notifications/tools/list_changed" {
                     // Re-check pins and drift before any client hears of it.
                     let channel = self.clone();
+                    let owner = subscription_id(&msg).and_then(|n| self.origin(n));
                     tokio::spawn(async move {
                         channel.refresh_tools().await;
-                        for session in channel.listeners() {
-                            session.server_notification(&msg, None).await;
+                        match owner {
+                            Some((session, client)) => {
+                                session.server_notification(&msg, client).await
+                            }
+                            None => {
+                                for session in channel.listeners() {
+                                    session.server_notification(&msg, None).await;
+                                }
+                            }
                         }
                     });
                     return;
                 }
+                // Tied to a request: it came with it (HTTP), names its
+                // progress token, or its subscription (modern).
                 let owner = related
                     .or_else(|| progress_token(&msg))
+                    .or_else(|| subscription_id(&msg))
                     .and_then(|n| self.origin(n));
                 match owner {
                     Some((session, client)) => session.server_notification(&msg, client).await,
@@ -507,6 +587,18 @@ fn progress_token(msg: &Message) -> Option<u64> {
         .and_then(Value::as_u64)
 }
 
+/// The subscription a modern server's notification belongs to: the
+/// facade's id of the `subscriptions/listen` that opened it.
+fn subscription_id(msg: &Message) -> Option<u64> {
+    if !msg.mentions(b"subscriptionId") {
+        return None;
+    }
+    msg.to_value()
+        .pointer("/params/_meta")
+        .and_then(|m| m.get(crate::era::meta::SUBSCRIPTION_ID))
+        .and_then(Value::as_u64)
+}
+
 fn take_tools(page: &mut Value) -> Vec<Value> {
     match page.pointer_mut("/result/tools").map(Value::take) {
         Some(Value::Array(tools)) => tools,
@@ -526,7 +618,7 @@ async fn supervise(channel: Arc<Channel>) {
         let connected = if first && channel.spare {
             app.spares.take().await
         } else {
-            upstream::connect(&app.target, &app.link_limits).await
+            upstream::connect(&app.target, &app.link_limits, &app.link_mode(channel.era)).await
         };
         let (link, mut events) = match connected {
             Ok(pair) => pair,
@@ -563,7 +655,7 @@ async fn supervise(channel: Arc<Channel>) {
             let _ = closed_tx.send("the upstream link ended".into());
         });
         let mut closed_rx = closed_rx;
-        if !first {
+        if !first || channel.own_handshake {
             // A server that dies during the replay is a crash like any other:
             // it must count against the restart budget, not stall the sessions.
             let replayed = tokio::select! {

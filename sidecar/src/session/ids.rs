@@ -46,6 +46,27 @@ impl SessionIds {
         }
     }
 
+    /// This replica's peer address, when routing is on.
+    pub fn me(&self) -> Option<&str> {
+        self.routing.as_ref().map(|(_, me)| me.as_str())
+    }
+
+    /// The seal for `requestState`s: keyed from the shared key (so every
+    /// replica opens what any sealed; a key of its own, derived, so one
+    /// secret never serves two purposes), else a key of this process's.
+    pub fn state_seal(&self) -> crate::request_state::StateSeal {
+        use sha2::Digest;
+        match &self.routing {
+            Some((key, _)) => {
+                let mut h = sha2::Sha256::new();
+                h.update(b"mcp-warden requestState v1\0");
+                h.update(key);
+                crate::request_state::StateSeal::new(h.finalize().to_vec())
+            }
+            None => crate::request_state::StateSeal::random(),
+        }
+    }
+
     /// A fresh id owned by this replica.
     pub fn mint(&self) -> String {
         let mut random = [0u8; 16];

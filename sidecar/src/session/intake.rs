@@ -17,7 +17,9 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::channel::Era;
 use super::{Pending, Session, ToClient};
+use crate::era;
 use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
 use crate::pipeline::identity::Identity;
 use crate::pipeline::methods::{self, ClientNotification, Who};
@@ -69,6 +71,8 @@ impl Session {
                     started,
                     progress_token: None,
                     upstream: None,
+                    mrtr: None,
+                    log_level: None,
                 },
             );
         }
@@ -76,7 +80,8 @@ impl Session {
             self.refused(&id, msg.method(), caller, &refusal, started);
             self.answer_call(&id, refusal.to_response(Some(&id)));
         };
-        let Some(gates) = methods::client_request(msg.method()) else {
+        let modern = self.client_era == Era::Modern;
+        let Some(gates) = methods::client_request(msg.method(), modern) else {
             return refuse(Refusal::MethodNotAllowed {
                 method: msg.method().to_string(),
             });
@@ -85,6 +90,28 @@ impl Session {
             Ok(request) => request,
             Err(e) => return refuse(Refusal::unreadable(&e)),
         };
+        if modern {
+            if let Err(refusal) = check_modern_meta(&request) {
+                return refuse(refusal);
+            }
+            let level = request
+                .pointer("/params/_meta")
+                .and_then(|m| m.get(era::meta::LOG_LEVEL))
+                .and_then(Value::as_str)
+                .and_then(log_severity);
+            if let Some(p) = self.state.lock().unwrap().pending.get_mut(&id) {
+                p.log_level = level;
+            }
+            // A request that may ask for input: its round, and the state of
+            // a retry, opened before anything is decided.
+            if era::INPUT_REQUIRED_METHODS.contains(&msg.method()) {
+                match self.open_retry(&id, caller, msg.method(), &request).await {
+                    Ok(super::mrtr::Retry::Step) => {}
+                    Ok(super::mrtr::Retry::Resumed) => return,
+                    Err(refusal) => return refuse(refusal),
+                }
+            }
+        }
         let policy = self.app.policy.load_full();
         let role = caller.role(&policy.compiled);
         if gates.who == Who::AnyRole && role.is_none() {
@@ -118,6 +145,13 @@ impl Session {
                 if self.owns_channel {
                     self.channel.set_initialized();
                 }
+                // A modern server had no handshake: the facade made it, and
+                // opens the session's subscription instead.
+                if self.legacy_on_modern() {
+                    let session = self.clone();
+                    tokio::spawn(async move { session.legacy_listen().await });
+                    return;
+                }
                 true
             }
             ClientNotification::Cancelled => return self.client_cancelled(&msg).await,
@@ -131,6 +165,9 @@ impl Session {
                 .any(|t| matches!(t, ToClient::Server { .. })),
             ClientNotification::Forward => true,
         };
+        // A server other callers share hears no caller's notifications but
+        // the cancellation of its own requests.
+        let forward = forward && self.owns_channel;
         if !forward || crate::strict_json::from_slice(&msg.bytes).is_err() {
             self.app.metrics.dropped("client_notification");
             return;
@@ -141,9 +178,7 @@ impl Session {
         }
     }
 
-    /// The client gave up on a request: no answer is owed any more; the
-    /// server is told by the facade's id for it, and the step that sent it
-    /// keeps its slot until the server lets go (see `Lingering`).
+    /// The client gave up on a request (`notifications/cancelled`).
     async fn client_cancelled(&self, msg: &Message) {
         let value = msg.to_value();
         let Some(id) = value
@@ -152,26 +187,36 @@ impl Session {
         else {
             return;
         };
+        let reason = value
+            .pointer("/params/reason")
+            .and_then(Value::as_str)
+            .map(|r| r.chars().take(200).collect::<String>())
+            .unwrap_or_else(|| "cancelled by the client".into());
+        self.cancel_request(&id, &reason).await;
+    }
+
+    /// Request `id` is cancelled (the client said so, or, on modern HTTP,
+    /// closed its stream): no answer is owed any more; the server is told by
+    /// the facade's id for it, and the step that sent it keeps its slot
+    /// until the server lets go (see `Lingering`).
+    pub async fn cancel_request(&self, id: &RequestId, reason: &str) {
         let upstream = {
             let mut st = self.state.lock().unwrap();
-            let Some(p) = st.pending.remove(&id) else {
+            let Some(p) = st.pending.remove(id) else {
                 return;
             };
             if let Some(s) = st.streams.get_mut(&p.stream) {
                 s.forgo_response();
             }
+            st.subscriptions.remove(id);
             self.app
                 .metrics
                 .observe_request(&p.method, "cancelled", p.started.elapsed());
             p.upstream
         };
+        self.pending_gone.notify_waiters();
         if let Some(n) = upstream.filter(|n| self.channel.client_cancelled(*n)) {
-            let reason = value
-                .pointer("/params/reason")
-                .and_then(Value::as_str)
-                .map(|r| r.chars().take(200).collect::<String>())
-                .unwrap_or_else(|| "cancelled by the client".into());
-            self.channel.cancel(n, &reason).await;
+            self.channel.cancel(n, reason).await;
         }
     }
 
@@ -218,7 +263,7 @@ impl Session {
         refusal: &Refusal,
         started: Instant,
     ) {
-        let known = methods::client_request(method).is_some();
+        let known = methods::client_request(method, self.client_era == Era::Modern).is_some();
         self.app.metrics.observe_request(
             if known { method } else { "other" },
             "denied",
@@ -231,4 +276,43 @@ impl Session {
             .inc();
         crate::pipeline::audit::denied(self, id, method, caller, refusal, started);
     }
+}
+
+/// A log level's severity (RFC 5424 order, `debug` lowest).
+pub(crate) fn log_severity(level: &str) -> Option<u8> {
+    const LEVELS: &[&str] = &[
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
+}
+
+/// A modern request states its version and the client's capabilities in
+/// `_meta` (every request stands alone): a version the facade does not
+/// serve, or a missing field, is refused before anything else.
+fn check_modern_meta(request: &Value) -> Result<(), Refusal> {
+    let meta = request.pointer("/params/_meta");
+    let Some(version) = era::request_version(request) else {
+        return Err(Refusal::MissingMeta {
+            field: era::meta::PROTOCOL_VERSION,
+        });
+    };
+    if !era::is_modern(version) {
+        return Err(Refusal::UnsupportedVersion {
+            requested: version.to_string(),
+        });
+    }
+    let capabilities = meta.and_then(|m| m.get(era::meta::CLIENT_CAPABILITIES));
+    if !capabilities.is_some_and(Value::is_object) {
+        return Err(Refusal::MissingMeta {
+            field: era::meta::CLIENT_CAPABILITIES,
+        });
+    }
+    Ok(())
 }

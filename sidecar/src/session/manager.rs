@@ -42,8 +42,9 @@ impl Sessions {
         self.len() == 0
     }
 
-    /// Start a new session with a fresh, unguessable id, if the facade and
-    /// the caller (counted by `quota_key`) each have a slot left.
+    /// Start a new (legacy) session with a fresh, unguessable id, if the
+    /// facade and the caller (counted by `quota_key`) each have a slot left.
+    /// The server's era must be known (see `App::upstream_info`).
     ///
     /// A caller at its share gets room by ending its own session that has
     /// been idle longest (clients often leave without DELETE; that one is
@@ -79,7 +80,20 @@ impl Sessions {
             return Err(CreateError::TooMany(app.limits.max_sessions));
         }
         let id: Arc<str> = app.session_ids.mint().into();
-        let session = Session::start(app.clone(), id.clone(), owner, quota_key);
+        // A modern server serves every session from its one channel (the
+        // facade makes the handshake); a legacy one gets a channel (a
+        // process, an upstream session) per session.
+        let session = match app.hub.get() {
+            Some(hub) => Session::on_channel(
+                app.clone(),
+                id.clone(),
+                owner,
+                quota_key,
+                hub.clone(),
+                super::channel::Era::Legacy,
+            ),
+            None => Session::start(app.clone(), id.clone(), owner, quota_key),
+        };
         map.insert(id, session.clone());
         app.metrics.sessions_active.set(map.len() as i64);
         Ok(session)
@@ -133,6 +147,8 @@ impl Sessions {
             .clamp(Duration::from_millis(100), Duration::from_secs(30));
         loop {
             tokio::time::sleep(every).await;
+            app.reap_bridges();
+            app.sweep_parked();
             let expired = app.sessions.matching(|s| {
                 s.is_closed()
                     || s.idle_for()

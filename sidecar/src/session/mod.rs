@@ -15,7 +15,16 @@
 //!   each message goes to the stream it belongs on;
 //! - [`channel`]: the upstream connection's life: restarts with backoff,
 //!   the handshake replayed, recycling a server that would not stop a call,
-//!   and which session each server message is for.
+//!   and which session each server message is for;
+//! - [`mrtr`]: asking a client for input across eras (multi round-trip
+//!   requests for modern clients, server requests for legacy ones), and the
+//!   signed `requestState` of a retry;
+//! - [`local`]: what the facade answers itself for a legacy client in front
+//!   of a modern server (`ping`, the log level, resource subscriptions).
+//!
+//! A modern client has no session: each of its requests gets a session of
+//! its own (HTTP), or its connection does (stdio); either way on the shared
+//! channel of a modern server or the caller's bridge to a legacy one.
 //!
 //! Invariant: every client request gets exactly one response, from the
 //! pipeline step that took it, or from the facade when the session ends.
@@ -26,7 +35,9 @@
 pub mod channel;
 pub mod ids;
 mod intake;
+mod local;
 pub mod manager;
+mod mrtr;
 mod route;
 pub mod stream;
 mod upstream;
@@ -48,6 +59,10 @@ use crate::pipeline::identity::Identity;
 use channel::{Channel, Era};
 use stream::{Stream, StreamRx};
 
+pub(crate) use intake::log_severity;
+pub(crate) use local::initialize_result;
+pub(crate) use mrtr::approval_request;
+pub use mrtr::Parked;
 pub(crate) use upstream::Forwarded;
 
 /// Server messages kept for a client that has no stream open yet.
@@ -66,6 +81,12 @@ struct Pending {
     progress_token: Option<Box<RawValue>>,
     /// The facade's id for it on the server, once sent.
     upstream: Option<u64>,
+    /// A modern client's request that may ask for input: what a retry must
+    /// repeat, and what the retry carried.
+    mrtr: Option<mrtr::Round>,
+    /// A modern client's `_meta` log level for this request (log messages
+    /// reach it only at or above this level; none without it).
+    log_level: Option<u8>,
 }
 
 /// A request on the client, by the facade's id for it.
@@ -94,6 +115,16 @@ struct State {
     /// The client declared the elicitation capability.
     client_elicits: bool,
     closed: bool,
+    /// A modern client's open subscriptions: its `subscriptions/listen`
+    /// request id → the filter it may have.
+    subscriptions: HashMap<RequestId, serde_json::Value>,
+    /// Requests answered with `input_required` while the server still works
+    /// on them (a legacy server's question): where their answer goes once
+    /// the client's retry arrives.
+    handovers: HashMap<RequestId, mrtr::Handover>,
+    /// A legacy client in front of a modern server: what the facade tells
+    /// the server on the client's behalf.
+    legacy: local::LegacyClient,
 }
 
 /// Why a message could not be taken.
@@ -111,16 +142,21 @@ pub struct Session {
     pub(crate) channel: Arc<Channel>,
     /// Whether the channel is the session's alone (it ends with the session).
     owns_channel: bool,
+    /// Which revision the client speaks: legacy (it opened the session with
+    /// `initialize`) or modern (each request stands alone).
+    pub(crate) client_era: Era,
     /// Milliseconds since `created` of the last client activity.
     last_activity: AtomicU64,
     created: Instant,
     /// The facade's ids for requests it sends the client.
     next_downstream: AtomicU64,
-    pub(crate) budget: SessionBudget,
+    pub(crate) budget: Arc<SessionBudget>,
     /// Who opened the session; only they may use it.
     owner: Arc<Identity>,
     /// What per-identity session quotas count this session as.
     pub(crate) quota_key: String,
+    /// Woken whenever a pending request goes (answered, cancelled, ended).
+    pending_gone: tokio::sync::Notify,
 }
 
 impl Session {
@@ -133,7 +169,43 @@ impl Session {
         quota_key: String,
     ) -> Arc<Session> {
         let channel = Channel::start(app.clone(), Era::Legacy, id.clone(), true);
-        Session::with_channel(app, id, owner, quota_key, channel, true)
+        let budget = Arc::new(SessionBudget::default());
+        Session::with_channel(
+            app,
+            id,
+            owner,
+            quota_key,
+            (channel, true),
+            Era::Legacy,
+            budget,
+        )
+    }
+
+    /// A session on a channel it shares with other sessions (a modern
+    /// server's, or a legacy server's the facade opened for a modern caller).
+    pub fn on_channel(
+        app: Arc<App>,
+        id: Arc<str>,
+        owner: Arc<Identity>,
+        quota_key: String,
+        channel: Arc<Channel>,
+        client_era: Era,
+    ) -> Arc<Session> {
+        // A legacy client has a session: its budget is the session's. A
+        // modern client has none: its budget is its caller's on this replica.
+        let budget = match client_era {
+            Era::Legacy => Arc::new(SessionBudget::default()),
+            Era::Modern => app.budget_for(&quota_key),
+        };
+        Session::with_channel(
+            app,
+            id,
+            owner,
+            quota_key,
+            (channel, false),
+            client_era,
+            budget,
+        )
     }
 
     fn with_channel(
@@ -141,8 +213,9 @@ impl Session {
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
-        channel: Arc<Channel>,
-        owns_channel: bool,
+        (channel, owns_channel): (Arc<Channel>, bool),
+        client_era: Era,
+        budget: Arc<SessionBudget>,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
             id,
@@ -150,12 +223,14 @@ impl Session {
             state: Mutex::new(State::default()),
             channel,
             owns_channel,
+            client_era,
             last_activity: AtomicU64::new(0),
             created: Instant::now(),
             next_downstream: AtomicU64::new(1),
-            budget: SessionBudget::default(),
+            budget,
             owner,
             quota_key,
+            pending_gone: tokio::sync::Notify::new(),
         });
         session.channel.add_listener(&session);
         session
@@ -167,6 +242,11 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         self.state.lock().unwrap().closed
+    }
+
+    /// Whether request `id` still waits for its answer.
+    pub fn is_pending(&self, id: &RequestId) -> bool {
+        self.state.lock().unwrap().pending.contains_key(id)
     }
 
     pub fn in_flight(&self) -> usize {
@@ -247,8 +327,72 @@ impl Session {
     /// cancelled it. The one way a step answers.
     pub(crate) fn answer_call(&self, id: &RequestId, bytes: Bytes) {
         let mut st = self.state.lock().unwrap();
-        if let Some(p) = st.pending.remove(id) {
-            push(&mut st, p.stream, bytes, true);
+        match st.pending.remove(id) {
+            Some(p) => {
+                let bytes = match self.client_era {
+                    // A modern client reads `resultType` and the caching
+                    // hints, and gets a state of the facade's to retry with.
+                    Era::Modern => {
+                        let bytes = match &p.mrtr {
+                            Some(round) => mrtr::seal_answer(&self.app, round, bytes),
+                            None => bytes,
+                        };
+                        crate::era::decorate_result(&bytes, &p.method).unwrap_or(bytes)
+                    }
+                    Era::Legacy => bytes,
+                };
+                push(&mut st, p.stream, bytes, true);
+                st.subscriptions.remove(id);
+            }
+            // Answered with `input_required` already: the answer goes to the
+            // retry that continues it.
+            None => {
+                if let Some(handover) = st.handovers.remove(id) {
+                    drop(st);
+                    handover.deliver(&self.app, bytes);
+                    return;
+                }
+            }
+        }
+        drop(st);
+        self.pending_gone.notify_waiters();
+    }
+
+    /// Open subscription `id` (a modern client's `subscriptions/listen`)
+    /// with the filter the caller may have.
+    pub(crate) fn start_subscription(&self, id: &RequestId, filter: serde_json::Value) {
+        self.state
+            .lock()
+            .unwrap()
+            .subscriptions
+            .insert(id.clone(), filter);
+    }
+
+    /// Tell the client its subscription `id` is open, for `served`.
+    pub(crate) fn acknowledge_subscription(&self, id: &RequestId, served: serde_json::Value) {
+        let mut st = self.state.lock().unwrap();
+        let Some(stream) = st.pending.get(id).map(|p| p.stream) else {
+            return;
+        };
+        let subscription: serde_json::Value =
+            serde_json::from_str(id.as_json()).unwrap_or_default();
+        let params = serde_json::json!({
+            "_meta": { crate::era::meta::SUBSCRIPTION_ID: subscription },
+            "notifications": served,
+        });
+        let bytes = jsonrpc::notification("notifications/subscriptions/acknowledged", &params);
+        push(&mut st, stream, bytes, false);
+    }
+
+    /// Wait until request `id` is no longer pending (the client went away,
+    /// cancelled it, or the session ended).
+    pub(crate) async fn wait_until_answered(&self, id: &RequestId) {
+        loop {
+            let gone = self.pending_gone.notified();
+            if !self.state.lock().unwrap().pending.contains_key(id) {
+                return;
+            }
+            gone.await;
         }
     }
 
@@ -265,13 +409,24 @@ impl Session {
         push(&mut st, stream, bytes, true);
     }
 
-    /// The client's `initialize` params (replayed to a restarted server) and
+    /// The client's `initialize` params (replayed to a restarted server;
+    /// the `_meta` the facade sends a modern server on its behalf) and
     /// whether it can answer elicitations.
     pub(crate) fn record_initialize(&self, params: serde_json::Value, elicits: bool) {
-        self.state.lock().unwrap().client_elicits = elicits;
+        {
+            let mut st = self.state.lock().unwrap();
+            st.client_elicits = elicits;
+            st.legacy.record(&params);
+        }
         if self.owns_channel {
             self.channel.set_handshake(params);
         }
+    }
+
+    /// A legacy client in front of a modern server: the facade makes the
+    /// handshake and speaks modern on the client's behalf.
+    pub(crate) fn legacy_on_modern(&self) -> bool {
+        self.client_era == Era::Legacy && self.channel.era == Era::Modern
     }
 
     /// The protocol version the server agreed to.
@@ -327,12 +482,22 @@ impl Session {
             st.closed = true;
             self.fail_pending(&mut st, reason, "session_closed");
             st.to_client.clear();
+            st.subscriptions.clear();
+            st.handovers.clear();
+            if let Some(n) = st.legacy.listen.take() {
+                self.channel.unregister(n);
+                let channel = self.channel.clone();
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { channel.cancel(n, "the session has ended").await });
+                }
+            }
             for s in st.streams.values_mut() {
                 if s.open_ended() {
                     s.detach();
                 }
             }
         }
+        self.pending_gone.notify_waiters();
         if self.owns_channel {
             self.channel.close();
         }

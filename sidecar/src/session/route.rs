@@ -25,11 +25,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::channel::Channel;
+use super::channel::{Channel, Era};
 use super::{push_item, Session, State, ToClient, BACKLOG_DEPTH};
 use crate::jsonrpc::{self, codes, Message, RequestId};
 use crate::pipeline::methods::{self, ServerNotification};
 use crate::pipeline::output;
+use crate::pipeline::policy::LivePolicy;
 
 impl Session {
     /// A request from the server, which the channel decided is for this
@@ -56,11 +57,21 @@ impl Session {
             let text = "the facade did not pass this request to the client (over its size limit)";
             return channel.send_later(refuse(codes::INTERNAL_ERROR, text));
         };
+        let client = related.and_then(|r| channel.origin(r)).and_then(|(_, c)| c);
+        // A modern client is asked through its request's result.
+        if self.client_era == Era::Modern {
+            let client = client.or_else(|| self.newest_pending());
+            let parked = client.is_some_and(|c| self.park(channel, &c, &msg, params));
+            if !parked {
+                let text = "the client cannot answer this request (it did not declare the capability, or no request of its is waiting)";
+                channel.send_later(refuse(codes::METHOD_NOT_FOUND, text));
+            }
+            return;
+        }
         let n = self.next_downstream.fetch_add(1, Ordering::Relaxed);
         let Some(bytes) = rebuild(&msg, Some(&RequestId::number(n)), params) else {
             return;
         };
-        let client = related.and_then(|r| channel.origin(r)).and_then(|(_, c)| c);
         let mut st = self.state.lock().unwrap();
         let target = client
             .and_then(|c| st.pending.get(&c).map(|p| p.stream))
@@ -88,6 +99,23 @@ impl Session {
             self.app.metrics.dropped("server_notification");
             return;
         };
+        if self.client_era == Era::Modern && kind != ServerNotification::Progress {
+            return self.subscription_notification(msg, kind, client, params, &policy);
+        }
+        let mut params = params;
+        if self.legacy_on_modern() {
+            // The session's subscription is the facade's: its client hears
+            // the notifications, not the acknowledgement or the tags.
+            if super::local::is_acknowledgement(msg) {
+                return;
+            }
+            if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+                meta.remove(crate::era::meta::SUBSCRIPTION_ID);
+                if meta.is_empty() {
+                    params.as_object_mut().map(|p| p.remove("_meta"));
+                }
+            }
+        }
         match kind {
             ServerNotification::Filtered | ServerNotification::ToolsChanged => {
                 self.deliver_notification(msg, client, params)
@@ -102,6 +130,94 @@ impl Session {
                     return;
                 }
                 self.deliver_notification(msg, client, params)
+            }
+        }
+    }
+
+    /// A notification for a modern client: on the stream of the request it
+    /// belongs to (a log message for a call), or of the subscriptions that
+    /// asked for it, tagged with each one's id. A resource update only for a
+    /// resource the caller may read.
+    fn subscription_notification(
+        &self,
+        msg: &Message,
+        kind: ServerNotification,
+        client: Option<RequestId>,
+        params: Value,
+        policy: &LivePolicy,
+    ) {
+        let uri = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if kind == ServerNotification::ResourceUpdated {
+            let role = self.owner().role(&policy.compiled);
+            let readable = uri
+                .as_deref()
+                .is_some_and(|u| policy.compiled.decide_resource(u, role).is_ok());
+            if !readable {
+                self.app.metrics.dropped("server_notification");
+                return;
+            }
+        }
+        let mut st = self.state.lock().unwrap();
+        match msg.method() {
+            // Removed in 2026-07-28.
+            "notifications/elicitation/complete" | "notifications/subscriptions/acknowledged"
+                if client.is_none() =>
+            {
+                return;
+            }
+            // Only for a request that asked for it, at or above its level.
+            "notifications/message" => {
+                let wanted = client
+                    .as_ref()
+                    .and_then(|c| st.pending.get(c))
+                    .and_then(|p| p.log_level);
+                let level = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .and_then(super::intake::log_severity);
+                match (wanted, level) {
+                    (Some(w), Some(l)) if l >= w => {}
+                    _ => {
+                        self.app.metrics.dropped("server_notification");
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+        let targets: Vec<RequestId> = match client {
+            Some(c) => vec![c],
+            // Unprompted (a legacy server's change notification): every
+            // subscription of this session that asked for it.
+            None => st
+                .subscriptions
+                .iter()
+                .filter(|(_, filter)| wants(filter, msg.method(), uri.as_deref()))
+                .map(|(id, _)| id.clone())
+                .collect(),
+        };
+        for target in targets {
+            let Some(stream) = st.pending.get(&target).map(|p| p.stream) else {
+                continue;
+            };
+            let mut params = params.clone();
+            if st.subscriptions.contains_key(&target) {
+                let tag: Value = serde_json::from_str(target.as_json()).unwrap_or(Value::Null);
+                match params.get_mut("_meta").and_then(Value::as_object_mut) {
+                    Some(meta) => {
+                        meta.insert(crate::era::meta::SUBSCRIPTION_ID.into(), tag);
+                    }
+                    None => {
+                        params["_meta"] =
+                            serde_json::json!({ crate::era::meta::SUBSCRIPTION_ID: tag })
+                    }
+                }
+            }
+            if let Some(bytes) = rebuild(msg, None, params) {
+                deliver(self, &mut st, Some(stream), bytes, true);
             }
         }
     }
@@ -166,6 +282,22 @@ impl Session {
     }
 }
 
+/// Whether a subscription with `filter` asked for a notification `method`
+/// (about `uri`).
+fn wants(filter: &Value, method: &str, uri: Option<&str>) -> bool {
+    let flag = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
+    match method {
+        "notifications/tools/list_changed" => flag("toolsListChanged"),
+        "notifications/prompts/list_changed" => flag("promptsListChanged"),
+        "notifications/resources/list_changed" => flag("resourcesListChanged"),
+        "notifications/resources/updated" => filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .is_some_and(|uris| uris.iter().any(|u| u.as_str() == uri)),
+        _ => false,
+    }
+}
+
 /// The message under `id` (when given) with the filtered `params` written in.
 fn rebuild(msg: &Message, id: Option<&RequestId>, params: Value) -> Option<Bytes> {
     if params.is_null() {
@@ -198,6 +330,17 @@ fn default_target(st: &State, method: &str) -> Option<u64> {
         live_standalone(st).or_else(|| newest_request(st))
     } else {
         newest_request(st).or_else(|| live_standalone(st))
+    }
+}
+
+impl Session {
+    /// The client request in flight that came in last.
+    fn newest_pending(&self) -> Option<RequestId> {
+        let st = self.state.lock().unwrap();
+        st.pending
+            .iter()
+            .max_by_key(|(_, p)| p.started)
+            .map(|(id, _)| id.clone())
     }
 }
 

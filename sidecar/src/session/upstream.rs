@@ -18,11 +18,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Rounds of questions one request may take (a server cannot loop the client).
+const MAX_INPUT_ROUNDS: usize = 8;
+
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
-use super::channel::{Channel, Outbound};
+use super::channel::{Channel, Era, Outbound};
 use super::Session;
 use crate::jsonrpc::{self, Kind, Members, Message, ParamsEdit, RequestId};
 
@@ -74,8 +77,49 @@ impl Session {
         self: &Arc<Self>,
         client_id: &RequestId,
         msg: &Message,
-        edit: Option<ParamsEdit<'_>>,
+        mut edit: Option<ParamsEdit<'_>>,
         limit: Duration,
+    ) -> Forwarded {
+        let deadline = tokio::time::Instant::now() + limit;
+        let answer = self.forward_once(client_id, msg, &mut edit, deadline).await;
+        if !self.legacy_on_modern() || !crate::era::INPUT_REQUIRED_METHODS.contains(&msg.method()) {
+            return answer;
+        }
+        // A legacy client in front of a modern server: the server's
+        // questions become requests on the client's session, and the
+        // request is sent again with the answers, until it completes.
+        let mut answer = answer;
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let Forwarded::Answer(reply) = &answer else {
+                return answer;
+            };
+            let Some((questions, state)) = super::mrtr::input_required(reply) else {
+                return answer;
+            };
+            let responses = match self.ask_for_input(client_id, questions, deadline).await {
+                Ok(responses) => responses,
+                Err(why) => return Forwarded::Failed(why),
+            };
+            let retry = match super::mrtr::retry_with(msg, responses, state) {
+                Ok(retry) => retry,
+                Err(why) => return Forwarded::Failed(why),
+            };
+            answer = self
+                .forward_once(client_id, &retry, &mut edit, deadline)
+                .await;
+        }
+        Forwarded::Failed(format!(
+            "the MCP server asked for input more than {MAX_INPUT_ROUNDS} times for one request"
+        ))
+    }
+
+    /// One exchange: `msg` under a new id of the facade's, until `deadline`.
+    async fn forward_once(
+        self: &Arc<Self>,
+        client_id: &RequestId,
+        msg: &Message,
+        edit: &mut Option<ParamsEdit<'_>>,
+        deadline: tokio::time::Instant,
     ) -> Forwarded {
         let channel = &self.channel;
         let n = channel.mint();
@@ -99,7 +143,8 @@ impl Session {
             },
         );
         let id = RequestId::number(n);
-        let bytes = match outgoing(msg, &id, progress, edit) {
+        let adjust = self.adjustments(client_id, msg);
+        let bytes = match outgoing(msg, &id, progress, edit, &adjust) {
             Ok(bytes) => bytes,
             Err(why) => {
                 channel.unregister(n);
@@ -107,7 +152,6 @@ impl Session {
             }
         };
         let out = Message::written(bytes, Kind::Request, Some(id), msg.method.clone());
-        let deadline = tokio::time::Instant::now() + limit;
         // The limit covers sending too: over HTTP the answer may come back
         // with the send itself.
         let sent = tokio::time::timeout_at(deadline, channel.send(out)).await;
@@ -159,38 +203,149 @@ impl Session {
     }
 }
 
+/// What the request needs besides its id when it crosses eras.
+#[derive(Default)]
+pub(super) struct Adjust {
+    /// `_meta` entries the server must see (a legacy client's, in front of
+    /// a modern server: version, capabilities, identity, log level).
+    add_meta: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Drop the modern `_meta` entries and the retry fields (a modern
+    /// client's request to a legacy server).
+    to_legacy: bool,
+    /// The retry's `requestState`: the server's own back in its place
+    /// (`Some(None)`: none to send).
+    request_state: Option<Option<String>>,
+    /// Drop the answer to the facade's own question from `inputResponses`.
+    drop_approval: bool,
+}
+
+impl Adjust {
+    fn is_noop(&self) -> bool {
+        self.add_meta.is_none()
+            && !self.to_legacy
+            && self.request_state.is_none()
+            && !self.drop_approval
+    }
+}
+
+/// The `_meta` keys of the modern revision a legacy server must not be sent.
+const MODERN_META: &[&str] = &[
+    crate::era::meta::PROTOCOL_VERSION,
+    crate::era::meta::CLIENT_INFO,
+    crate::era::meta::CLIENT_CAPABILITIES,
+    crate::era::meta::LOG_LEVEL,
+];
+
+impl Session {
+    /// How `msg` must change to cross from this client's era to the server's.
+    fn adjustments(&self, client_id: &RequestId, msg: &Message) -> Adjust {
+        match (self.client_era, self.channel.era) {
+            (Era::Legacy, Era::Legacy) => Adjust::default(),
+            (Era::Legacy, Era::Modern) => Adjust {
+                add_meta: Some(self.state.lock().unwrap().legacy.outgoing_meta()),
+                ..Adjust::default()
+            },
+            (Era::Modern, Era::Legacy) => Adjust {
+                to_legacy: true,
+                ..Adjust::default()
+            },
+            (Era::Modern, Era::Modern) => {
+                if !msg.mentions(b"requestState") && !msg.mentions(b"inputResponses") {
+                    return Adjust::default();
+                }
+                let round = self.round(client_id);
+                Adjust {
+                    request_state: Some(
+                        round
+                            .as_ref()
+                            .and_then(|r| r.upstream_state().map(str::to_string)),
+                    ),
+                    drop_approval: true,
+                    ..Adjust::default()
+                }
+            }
+        }
+    }
+}
+
 /// The request as the server gets it: the facade's id, the progress token
-/// (when the client asked for progress) replaced by that id, `edit` applied.
+/// (when the client asked for progress) replaced by that id, `edit` applied,
+/// and what crossing eras needs ([`Adjust`]).
 fn outgoing(
     msg: &Message,
     id: &RequestId,
     progress: bool,
-    edit: Option<ParamsEdit<'_>>,
+    edit: &mut Option<ParamsEdit<'_>>,
+    adjust: &Adjust,
 ) -> Result<Bytes, String> {
-    if !progress && edit.is_none() {
+    if !progress && edit.is_none() && adjust.is_noop() {
         return jsonrpc::with_id(msg, id);
     }
-    let mut edit = edit;
     let mut failed = None;
     let mut apply = |params: &mut Members<'_>| {
         if let Some(edit) = edit.as_mut() {
             edit(params);
         }
-        if progress {
-            let meta = params
-                .get("_meta")
-                .map(|m| Members::parse(m.get().as_bytes()))
-                .transpose();
-            match meta {
-                Ok(meta) => {
-                    let mut meta = meta.unwrap_or_default();
+        if let Some(state) = &adjust.request_state {
+            match state {
+                Some(s) => params.set("requestState", jsonrpc::raw_string(s)),
+                None => {
+                    params.remove("requestState");
+                }
+            }
+        }
+        if adjust.to_legacy {
+            params.remove("requestState");
+            params.remove("inputResponses");
+        }
+        if adjust.drop_approval {
+            if let Some(raw) = params.get("inputResponses").map(|r| r.get().to_string()) {
+                if let Ok(mut responses) = Members::parse(raw.as_bytes()) {
+                    if responses.remove(super::mrtr::APPROVAL_KEY).is_some() {
+                        if responses.is_empty() {
+                            params.remove("inputResponses");
+                        } else {
+                            params.set("inputResponses", responses.to_raw());
+                        }
+                    }
+                }
+            }
+        }
+        let touch_meta = progress || adjust.add_meta.is_some() || adjust.to_legacy;
+        if !touch_meta {
+            return;
+        }
+        let meta_raw = params.get("_meta").map(|m| m.get().to_string());
+        let meta = meta_raw
+            .as_deref()
+            .map(|m| Members::parse(m.as_bytes()))
+            .transpose();
+        match meta {
+            Ok(meta) => {
+                let mut meta = meta.unwrap_or_default();
+                if progress {
                     let token =
                         RawValue::from_string(id.as_json().to_string()).expect("an id is JSON");
                     meta.set("progressToken", token);
+                }
+                if let Some(add) = &adjust.add_meta {
+                    for (k, v) in add {
+                        let raw = serde_json::value::to_raw_value(v).expect("values serialize");
+                        meta.set(k, raw);
+                    }
+                }
+                if adjust.to_legacy {
+                    for k in MODERN_META {
+                        meta.remove(k);
+                    }
+                }
+                if meta.is_empty() {
+                    params.remove("_meta");
+                } else {
                     params.set("_meta", meta.to_raw());
                 }
-                Err(e) => failed = Some(e),
             }
+            Err(e) => failed = Some(e),
         }
     };
     let bytes = jsonrpc::rebuild(msg, Some(id), Some(&mut apply))?;
@@ -213,7 +368,14 @@ mod tests {
         let msg = parse(
             r#"{"jsonrpc":"2.0","id":"\u0031","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"client-token","traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#,
         );
-        let out = outgoing(&msg, &RequestId::number(42), true, None).unwrap();
+        let out = outgoing(
+            &msg,
+            &RequestId::number(42),
+            true,
+            &mut None,
+            &Adjust::default(),
+        )
+        .unwrap();
         let text = std::str::from_utf8(&out).unwrap();
         assert_eq!(
             text,
@@ -228,7 +390,14 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alias","_meta":{"k":1}}}"#,
         );
         let mut rename = |p: &mut Members| p.set("name", jsonrpc::raw_string("upstream"));
-        let out = outgoing(&msg, &RequestId::number(1), false, Some(&mut rename)).unwrap();
+        let out = outgoing(
+            &msg,
+            &RequestId::number(1),
+            false,
+            &mut Some(&mut rename),
+            &Adjust::default(),
+        )
+        .unwrap();
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"upstream","_meta":{"k":1}}}"#

@@ -6,13 +6,23 @@
 //! A plain JSON answer is returned to the caller directly; an SSE answer is
 //! handed to a task that reports every event with `related` = the request's
 //! id, so the router can deliver it on that request's downstream stream.
-//! After the handshake a GET stream carries the server's unrelated messages.
-//! A POST stream that the server closes before answering (SEP-1699 polling)
-//! is resumed with GET and `Last-Event-ID`. Dropping the link cancels
-//! everything and DELETEs the upstream session.
+//! After the handshake a GET stream carries the server's unrelated messages;
+//! it is attached before anything else is sent, so a server message that
+//! belongs to no request is never lost for want of a stream. A POST stream
+//! that the server closes before answering (SEP-1699 polling) is resumed
+//! with GET and `Last-Event-ID` at once, then as the server's `retry` hint
+//! paces. Dropping the link cancels everything and DELETEs the upstream
+//! session.
+//!
+//! A modern server (2026-07-28, [`LinkMode::modern`]) has no session and no
+//! GET stream: every POST carries `MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name` and the tool's `Mcp-Param-*` headers, taken from the body the
+//! facade sends (never from what a client sent), and a request is cancelled
+//! by closing its stream ([`abort`]).
 
 mod conn;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +35,7 @@ use hyper::{Method, Request, StatusCode, Uri};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{LinkEvent, LinkLimits, UpstreamError};
+use super::{LinkEvent, LinkLimits, LinkMode, UpstreamError};
 use crate::jsonrpc::{Kind, Message, RequestId};
 use crate::sse;
 use conn::{Exchange, Pool};
@@ -33,6 +43,11 @@ use conn::{Exchange, Pool};
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+/// How long the GET stream may take to attach before the link goes on
+/// without it (the server may not offer one).
+const GET_ATTACH_WAIT: Duration = Duration::from_secs(5);
 /// How often a POST stream closed early may be resumed before the call fails.
 const MAX_RESUMES: u32 = 1000;
 
@@ -47,6 +62,54 @@ pub struct State {
     events: mpsc::Sender<LinkEvent>,
     cancel: CancellationToken,
     get_started: AtomicBool,
+    mode: LinkMode,
+    /// Requests on their way, by the facade's id: cancelling one closes its stream.
+    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+/// Forgets a request's cancellation handle when its exchange ends.
+struct InFlight {
+    state: Arc<State>,
+    id: RequestId,
+    token: CancellationToken,
+}
+
+impl InFlight {
+    fn start(state: &Arc<State>, id: &RequestId) -> InFlight {
+        let token = state.cancel.child_token();
+        state
+            .in_flight
+            .lock()
+            .unwrap()
+            .insert(id.clone(), token.clone());
+        InFlight {
+            state: state.clone(),
+            id: id.clone(),
+            token,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state.in_flight.lock().unwrap().remove(&self.id);
+    }
+}
+
+/// Cancel request `id` by closing its stream: how a modern server is told.
+/// `false` for a legacy server (it is told with `notifications/cancelled`)
+/// or a request no longer on its way.
+pub fn abort(state: &State, id: &RequestId) -> bool {
+    if !state.mode.modern {
+        return false;
+    }
+    match state.in_flight.lock().unwrap().remove(id) {
+        Some(token) => {
+            token.cancel();
+            true
+        }
+        None => false,
+    }
 }
 
 /// Cancels the link's tasks and ends the upstream session when dropped.
@@ -81,6 +144,7 @@ impl Drop for EndSession {
 pub fn connect(
     uri: Uri,
     limits: &LinkLimits,
+    mode: LinkMode,
 ) -> Result<(Arc<State>, EndSession, mpsc::Receiver<LinkEvent>), UpstreamError> {
     let (events_tx, events_rx) = mpsc::channel(limits.queue_depth);
     let pool = Pool::new(&uri).map_err(|why| UpstreamError::Connect {
@@ -101,6 +165,8 @@ pub fn connect(
         events: events_tx,
         cancel: CancellationToken::new(),
         get_started: AtomicBool::new(false),
+        mode,
+        in_flight: Mutex::new(HashMap::new()),
     });
     let guard = EndSession(state.clone());
     Ok((state, guard, events_rx))
@@ -124,11 +190,42 @@ impl State {
         } else {
             req = req.header(ACCEPT, "text/event-stream");
         }
+        if self.mode.modern {
+            return req.header(VERSION_HEADER, crate::era::LATEST_MODERN);
+        }
         if let Some(id) = self.session_id.lock().unwrap().clone() {
             req = req.header(SESSION_HEADER, id);
         }
         if let Some(v) = self.version.lock().unwrap().clone() {
             req = req.header(VERSION_HEADER, v);
+        }
+        req
+    }
+
+    /// The standard headers of a modern request, from the body sent.
+    fn standard_headers(
+        &self,
+        mut req: hyper::http::request::Builder,
+        msg: &Message,
+    ) -> hyper::http::request::Builder {
+        let method = msg.method();
+        if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(method)) {
+            req = req.header(METHOD_HEADER, v);
+        }
+        if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+            let value = msg.to_value();
+            if let Some(name) = crate::era::mirrored_name(method, &value) {
+                if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(name)) {
+                    req = req.header(NAME_HEADER, v);
+                }
+            }
+            if let Some(mirror) = &self.mode.param_headers {
+                for (name, value) in mirror(msg) {
+                    if let Ok(v) = HeaderValue::from_str(&value) {
+                        req = req.header(name, v);
+                    }
+                }
+            }
         }
         req
     }
@@ -165,16 +262,40 @@ impl State {
 /// came back as plain JSON; an SSE answer goes on through the link's events.
 /// A request that cannot be delivered is an error the caller answers.
 pub async fn post(state: &Arc<State>, msg: Message) -> Result<Option<Message>, UpstreamError> {
+    if state.mode.modern && msg.kind != Kind::Request {
+        // Stateless HTTP has no client notifications (a cancellation is the
+        // stream closing) and the server sends the facade no requests.
+        return Ok(None);
+    }
+    match (&msg.kind, &msg.id) {
+        (Kind::Request, Some(id)) => {
+            let in_flight = InFlight::start(state, id);
+            let token = in_flight.token.clone();
+            tokio::select! {
+                sent = post_message(state, msg, Some(in_flight)) => sent,
+                () = token.cancelled() => Err(UpstreamError::Refused("the request was cancelled".into())),
+            }
+        }
+        _ => post_message(state, msg, None).await,
+    }
+}
+
+async fn post_message(
+    state: &Arc<State>,
+    msg: Message,
+    in_flight: Option<InFlight>,
+) -> Result<Option<Message>, UpstreamError> {
     // An HTTP body may hold line breaks, but the server behind this URL may
     // be a gateway to a stdio server: send one line, as to every framed link.
     let body = match crate::framing::one_line(&msg.bytes) {
         std::borrow::Cow::Borrowed(_) => msg.bytes.clone(),
         std::borrow::Cow::Owned(line) => Bytes::from(line),
     };
-    let req = state
-        .request(Method::POST, Some(&body))
-        .body(Full::new(body))
-        .expect("request parts are valid");
+    let mut req = state.request(Method::POST, Some(&body));
+    if state.mode.modern {
+        req = state.standard_headers(req, &msg);
+    }
+    let req = req.body(Full::new(body)).expect("request parts are valid");
     let Exchange { resp, mut conn } = match state.exchange(req).await {
         None => return Err(UpstreamError::Closed),
         Some(Err(e)) => {
@@ -213,7 +334,12 @@ pub async fn post(state: &Arc<State>, msg: Message) -> Result<Option<Message>, U
             && status.is_success()
             && !state.get_started.swap(true, Ordering::SeqCst)
         {
-            tokio::spawn(get_stream(state.clone()));
+            // Attached before this send returns: the channel sends nothing
+            // else until then, so whatever the server says outside a request
+            // after the handshake has a stream to arrive on.
+            let (attached_tx, attached) = tokio::sync::oneshot::channel();
+            tokio::spawn(get_stream(state.clone(), attached_tx));
+            let _ = tokio::time::timeout(GET_ATTACH_WAIT, attached).await;
         }
         if !status.is_success() {
             state
@@ -231,7 +357,12 @@ pub async fn post(state: &Arc<State>, msg: Message) -> Result<Option<Message>, U
     if content_type.starts_with("text/event-stream") {
         // The stream may last as long as the call: it keeps the connection.
         conn.detach();
-        tokio::spawn(read_post_stream(state.clone(), msg, resp.into_body()));
+        tokio::spawn(read_post_stream(
+            state.clone(),
+            msg,
+            resp.into_body(),
+            in_flight,
+        ));
         return Ok(None);
     }
     let body = match conn
@@ -298,20 +429,39 @@ fn remember_version(state: &State, answer: &Message) {
 
 /// Read a POST's SSE answer until the response arrives, resuming with GET +
 /// `Last-Event-ID` if the server closes the stream first.
-async fn read_post_stream(state: Arc<State>, msg: Message, body: Incoming) {
+async fn read_post_stream(
+    state: Arc<State>,
+    msg: Message,
+    body: Incoming,
+    in_flight: Option<InFlight>,
+) {
     let related = msg.id.clone();
     let is_initialize = msg.method() == "initialize";
+    let cancel = in_flight
+        .as_ref()
+        .map_or_else(|| state.cancel.clone(), |f| f.token.clone());
     let mut parser = sse::Parser::new(state.max);
     let mut body = Some(body);
-    for _ in 0..MAX_RESUMES {
+    for resumes in 0..MAX_RESUMES {
         if let Some(b) = body.take() {
-            match pump(&state, &mut parser, b, related.clone(), is_initialize).await {
+            let pumped = pump(
+                &state,
+                &mut parser,
+                b,
+                related.clone(),
+                is_initialize,
+                &cancel,
+            )
+            .await;
+            match pumped {
                 Pumped::Answered | Pumped::Cancelled => return,
                 Pumped::Failed(reason) => return state.fail(&msg, reason).await,
                 Pumped::Ended => {}
             }
         }
-        let Some(last) = parser.last_event_id.clone() else {
+        // A modern stream cannot be resumed: it ended without the answer.
+        let last = parser.last_event_id.clone().filter(|_| !state.mode.modern);
+        let Some(last) = last else {
             return state
                 .fail(
                     &msg,
@@ -319,8 +469,14 @@ async fn read_post_stream(state: Arc<State>, msg: Message, body: Incoming) {
                 )
                 .await;
         };
-        let delay = Duration::from_millis(parser.retry_ms.unwrap_or(100).min(30_000));
-        tokio::select! { _ = tokio::time::sleep(delay) => {}, _ = state.cancel.cancelled() => return }
+        // The first resume is at once: the server closed the stream to poll
+        // and may finish the call any moment (an SDK drops a result nobody
+        // is attached for). The retry hint paces the resumes after that.
+        let delay = match resumes {
+            0 => Duration::ZERO,
+            _ => Duration::from_millis(parser.retry_ms.unwrap_or(100).min(30_000)),
+        };
+        tokio::select! { _ = tokio::time::sleep(delay) => {}, _ = cancel.cancelled() => return }
         let req = state
             .request(Method::GET, None)
             .header(LAST_EVENT_HEADER, last)
@@ -371,11 +527,12 @@ async fn pump(
     mut body: Incoming,
     related: Option<RequestId>,
     is_initialize: bool,
+    cancel: &CancellationToken,
 ) -> Pumped {
     loop {
         let frame = tokio::select! {
             f = body.frame() => f,
-            _ = state.cancel.cancelled() => return Pumped::Cancelled,
+            _ = cancel.cancelled() => return Pumped::Cancelled,
         };
         let chunk = match frame {
             None => return Pumped::Ended,
@@ -420,7 +577,8 @@ async fn pump(
 
 /// The standalone GET stream: server requests and notifications not tied to a
 /// client request. Reconnects (with `Last-Event-ID`) while the link lives.
-async fn get_stream(state: Arc<State>) {
+async fn get_stream(state: Arc<State>, attached: tokio::sync::oneshot::Sender<()>) {
+    let mut attached = Some(attached);
     let mut parser = sse::Parser::new(state.max);
     let mut failures = 0u32;
     while !state.cancel.is_cancelled() && failures < 5 {
@@ -444,8 +602,12 @@ async fn get_stream(state: Arc<State>) {
             Some(Ok(Exchange { resp, conn })) if resp.status().is_success() => {
                 failures = 0;
                 conn.detach();
+                if let Some(tx) = attached.take() {
+                    let _ = tx.send(());
+                }
+                let cancel = state.cancel.clone();
                 if let Pumped::Cancelled =
-                    pump(&state, &mut parser, resp.into_body(), None, false).await
+                    pump(&state, &mut parser, resp.into_body(), None, false, &cancel).await
                 {
                     return;
                 }

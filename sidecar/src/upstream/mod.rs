@@ -6,9 +6,10 @@
 //! - [`stdio`]: a child process per session, newline-delimited JSON;
 //! - [`socket`]: a unix socket served by `mcp-warden-sidecar bridge`, which
 //!   spawns the server per connection, same framing;
-//! - [`http`]: a Streamable HTTP server, one upstream session per link; it
-//!   knows which request each SSE message relates to, and a plain JSON
-//!   answer comes back from `send` itself (no trip through the events).
+//! - [`http`]: a Streamable HTTP server, one upstream session per link (a
+//!   modern server has no sessions: the link is stateless); it knows which
+//!   request each SSE message relates to, and a plain JSON answer comes
+//!   back from `send` itself (no trip through the events).
 
 pub mod framed;
 pub mod http;
@@ -17,6 +18,7 @@ pub mod spares;
 pub mod stdio;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -77,6 +79,20 @@ impl Default for LinkLimits {
             queue_depth: 256,
         }
     }
+}
+
+/// The `Mcp-Param-*` headers a request to a modern HTTP server carries
+/// (the tool's `x-mcp-header` annotations, read from the facade's registry).
+pub type ParamHeaders = Arc<dyn Fn(&Message) -> Vec<(String, String)> + Send + Sync>;
+
+/// How the facade speaks to the server on a link.
+#[derive(Clone, Default)]
+pub struct LinkMode {
+    /// The server is modern (2026-07-28). Over HTTP: no session, no GET
+    /// stream, the protocol version and the standard headers on every POST,
+    /// and a request is cancelled by closing its stream.
+    pub modern: bool,
+    pub param_headers: Option<ParamHeaders>,
 }
 
 /// The sending half of a live link. Dropping it closes the link (kills the
@@ -141,18 +157,29 @@ impl Link {
             ToServer::Http(state) => http::post(state, msg).await,
         }
     }
+
+    /// Cancel request `id` the way the transport does it, if it has a way
+    /// (modern HTTP: close the request's stream). `false`: send
+    /// `notifications/cancelled` instead.
+    pub fn abort(&self, id: &RequestId) -> bool {
+        match &self.to_server {
+            ToServer::Http(state) => http::abort(state, id),
+            ToServer::Framed(_) => false,
+        }
+    }
 }
 
 /// Open a new link to `target`.
 pub async fn connect(
     target: &UpstreamTarget,
     limits: &LinkLimits,
+    mode: &LinkMode,
 ) -> Result<(Link, mpsc::Receiver<LinkEvent>), UpstreamError> {
     match target {
         UpstreamTarget::Command { program, args } => stdio::spawn(program, args, limits),
         UpstreamTarget::Socket(path) => socket::connect(path, limits).await,
         UpstreamTarget::Http(uri) => {
-            let (state, guard, events) = http::connect(uri.clone(), limits)?;
+            let (state, guard, events) = http::connect(uri.clone(), limits, mode.clone())?;
             let link = Link {
                 to_server: ToServer::Http(state),
                 _guard: Some(Box::new(guard)),

@@ -4,13 +4,15 @@
 //! A bounded pool: `size` links are kept ready; taking one starts its
 //! replacement in the background. A spare that reported anything while idle
 //! (it exited, or spoke before being spoken to) is discarded, not handed out.
-//! HTTP upstreams connect lazily, so they keep no spares.
+//! HTTP upstreams connect lazily, so they keep no spares; a modern server
+//! is one shared process, so it keeps none either (spares are for legacy
+//! servers, which get a process per session).
 
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use super::{connect, Link, LinkEvent, LinkLimits, UpstreamError, UpstreamTarget};
+use super::{connect, Link, LinkEvent, LinkLimits, LinkMode, UpstreamError, UpstreamTarget};
 
 type Spare = (Link, mpsc::Receiver<LinkEvent>);
 
@@ -49,7 +51,7 @@ impl Spares {
         self.refill();
         match spare {
             Some(spare) => Ok(spare),
-            None => connect(&self.target, &self.limits).await,
+            None => connect(&self.target, &self.limits, &LinkMode::default()).await,
         }
     }
 
@@ -59,7 +61,7 @@ impl Spares {
         for _ in 0..missing {
             let pool = self.clone();
             tokio::spawn(async move {
-                if let Ok(spare) = connect(&pool.target, &pool.limits).await {
+                if let Ok(spare) = connect(&pool.target, &pool.limits, &LinkMode::default()).await {
                     let mut ready = pool.ready.lock().unwrap();
                     if ready.len() < pool.size {
                         ready.push(spare);

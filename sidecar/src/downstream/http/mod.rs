@@ -13,12 +13,17 @@
 //! and with an SSE stream as soon as anything comes first (progress,
 //! elicitation, logging). SSE events carry ids (`<stream>-<seq>`) so a client
 //! can resume with `Last-Event-ID`.
+//!
+//! A POST without a session from a modern client (2026-07-28) stands alone
+//! ([`modern`]): its headers are checked against its body, and it is
+//! answered on its own stream; GET and DELETE are the legacy revisions'.
 
 // Checks return the early response as their error: it is the handler's
 // answer, built once per rejected request, so boxing it would buy nothing.
 #![allow(clippy::result_large_err)]
 
 mod checks;
+mod modern;
 mod post;
 mod reply;
 mod streams;

@@ -102,6 +102,9 @@ pub(super) async fn post(
             return reject(&app, "body_timeout", StatusCode::REQUEST_TIMEOUT, &text);
         }
     };
+    if session.is_none() && super::modern::wants(&parts.headers, &body) {
+        return super::modern::serve(app, &parts.headers, body, caller, peer).await;
+    }
     match split_batch(&body) {
         Err(e) => json_error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
         Ok(Some(elements)) => batch(app, session, elements, caller).await,
@@ -327,6 +330,8 @@ async fn answer(
             stream,
             pending: [priming].into(),
             work: Some(work),
+            ids: true,
+            _guard: None,
         });
     }
     let first = loop {
@@ -366,6 +371,8 @@ async fn answer(
                 stream,
                 pending: first,
                 work: Some(work),
+                ids: true,
+                _guard: None,
             })
         }
     }

@@ -104,6 +104,10 @@ pub(super) struct SseBody {
     pub(super) stream: u64,
     pub(super) pending: std::collections::VecDeque<Bytes>,
     pub(super) work: Option<Work>,
+    /// Events carry ids (`<stream>-<seq>`) a client may resume from (legacy).
+    pub(super) ids: bool,
+    /// Dropped with the body (a modern request is cancelled when its stream closes).
+    pub(super) _guard: Option<Box<dyn Send>>,
 }
 
 impl Body for SseBody {
@@ -124,6 +128,9 @@ impl Body for SseBody {
         }
         let stream = self.stream;
         match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(out)) if !self.ids => {
+                Poll::Ready(Some(Ok(Frame::data(sse::encode_message(None, &out.bytes)))))
+            }
             Poll::Ready(Some(out)) => Poll::Ready(Some(Ok(Frame::data(encode(stream, &out))))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
@@ -137,6 +144,8 @@ pub(super) fn sse_response(rx: StreamRx, stream: Option<u64>) -> Response<Respon
         stream: stream.unwrap_or(0),
         pending: Default::default(),
         work: None,
+        ids: true,
+        _guard: None,
     })
 }
 
@@ -146,5 +155,8 @@ pub(super) fn sse(body: SseBody) -> Response<ResponseBody> {
         .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     resp.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies in front (nginx) must pass events on as they come.
+    resp.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
