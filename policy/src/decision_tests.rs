@@ -232,7 +232,8 @@ fn argument_deny_comes_before_sandbox_and_check_is_carried() {
         g.approval,
         Some(Approval {
             rule: "path",
-            reason: "path_needs_approval"
+            reason: "path_needs_approval",
+            channel: mcp_warden_crds::policy::ApprovalChannel::Elicitation,
         })
     );
     let a = g.approval_denial().unwrap();

@@ -6,7 +6,7 @@
 //! ```text
 //!  FacadePolicy (crds) ──compile──► CompiledPolicy ............ compile.rs
 //!        │                            ├─ ToolPolicy per rule, ResolvedLimits  limits.rs
-//!        │                            ├─ ArgRules (path.rs, command.rs)        args.rs
+//!        │                            ├─ ArgRules (path.rs, command.rs, shell.rs) args.rs
 //!        │                            ├─ Redactor                              redact.rs
 //!        │                            └─ RoleIndex                             roles.rs
 //!  upstream tools/list entry ──► ObservedTool (hash, inferred risk) ... tools.rs
@@ -40,6 +40,7 @@ mod resources;
 pub mod risk;
 mod roles;
 mod schema;
+mod shell;
 mod tools;
 
 pub use args::{ArgRules, ArgVerdict};

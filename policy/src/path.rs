@@ -9,13 +9,19 @@
 //! judged as written, percent-decoded (repeatedly, until stable), and
 //! NFKC-folded after decoding; a trick that works under any reading is caught.
 //!
+//! A `file:` URI (`file:///etc/passwd`, `file://localhost/etc/passwd`,
+//! `file:/etc/passwd`, any case) also reads as the absolute path it names,
+//! next to its literal reading; one naming another host is refused
+//! (`file_uri_host`).
+//!
 //! Refused outright (before any glob): NUL bytes (raw or encoded), invalid
 //! UTF-8 after decoding, more than 8 layers of encoding, control characters,
 //! zero-width and bidirectional marks, slash look-alikes NFKC does not fold
 //! (U+2215, U+2044, U+29F8, U+FF0F, U+FE68, U+FF3C, U+2216, U+29F5, U+29F9),
 //! `~` home paths, and a relative path without `root` that climbs above its
 //! start. Backslashes are separators. `..` above `/` stays at `/` (as the
-//! kernel does). Trailing slashes are dropped. Matching is case-sensitive.
+//! kernel does). Trailing slashes are dropped. Case is left alone here; the
+//! glob sets decide it (deny and check ignore case, see [`crate::args`]).
 
 use std::borrow::Cow;
 
@@ -33,12 +39,37 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
     // Most values read the same every way: normalize each distinct reading once.
     let mut out: Vec<String> = Vec::with_capacity(1);
     for reading in readings(raw)? {
-        let p = normalize(&reading, root)?;
-        if !out.contains(&p) {
-            out.push(p);
+        let uri_path = match file_uri_path(&reading) {
+            Some(p) => Some(p?),
+            None => None,
+        };
+        for r in std::iter::once(reading.as_str()).chain(uri_path.as_deref()) {
+            let p = normalize(r, root)?;
+            if !out.contains(&p) {
+                out.push(p);
+            }
         }
     }
     Ok(out)
+}
+
+/// The absolute path a `file:` URI names (`file:///p`, `file://localhost/p`,
+/// `file:/p`; the scheme and host in any case), `None` when `s` is not a
+/// `file:` URI, or a refusal for a file on another host.
+fn file_uri_path(s: &str) -> Option<Result<&str, Refusal>> {
+    let rest = s.get(..5)?.eq_ignore_ascii_case("file:").then(|| &s[5..])?;
+    let Some(after) = rest.strip_prefix("//") else {
+        return rest.starts_with('/').then_some(Ok(rest));
+    };
+    if after.starts_with('/') {
+        return Some(Ok(after));
+    }
+    let (host, _) = after.split_once('/').unwrap_or((after, ""));
+    Some(if host.eq_ignore_ascii_case("localhost") {
+        Ok(&after[host.len()..]).map(|p| if p.is_empty() { "/" } else { p })
+    } else {
+        Err("file_uri_host")
+    })
 }
 
 /// The distinct readings of `raw` before any path normalization: as
@@ -226,6 +257,28 @@ mod tests {
         );
         assert_eq!(interpretations("/a\nb", None), Err("control_character"));
         assert_eq!(interpretations("/a\0b", None), Err("nul_byte"));
+    }
+
+    #[test]
+    fn file_uris_also_read_as_the_path_they_name() {
+        let ws = Some("/workspace");
+        for uri in [
+            "file:///etc/passwd",
+            "FILE:///etc/passwd",
+            "file://localhost/etc/passwd",
+            "file://LocalHost/etc/passwd",
+            "file:/etc/passwd",
+            "file%3A%2F%2F%2Fetc%2Fpasswd",
+        ] {
+            assert!(
+                one(uri, ws).contains(&"/etc/passwd".to_string()),
+                "{uri}: {:?}",
+                one(uri, ws)
+            );
+        }
+        assert_eq!(interpretations("file://evil.example/etc/passwd", ws), Err("file_uri_host"));
+        assert_eq!(one("file://localhost", ws)[1], "/");
+        assert_eq!(one("profile:x", ws), ["/workspace/profile:x"]);
     }
 
     #[test]
