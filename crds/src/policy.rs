@@ -485,6 +485,11 @@ pub struct Redaction {
     /// Extra detectors: a name (used as the metric's `kind` label) and a regex.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patterns: Vec<RedactionPattern>,
+    /// Also look inside base64 text: a run of at least 24 base64 characters
+    /// that decodes to text holding a secret is redacted whole (default
+    /// false: it costs a decode of every such run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decode_base64: bool,
 }
 
 impl Default for Redaction {
@@ -493,6 +498,7 @@ impl Default for Redaction {
             enabled: true,
             kinds: Vec::new(),
             patterns: Vec::new(),
+            decode_base64: false,
         }
     }
 }
