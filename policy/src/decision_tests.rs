@@ -174,7 +174,10 @@ fn a_tool_hidden_by_role_answers_permission_denied() {
 fn quarantine_is_policy_blocked_with_its_cause() {
     let mut w = world(POLICY);
     w.upstream.get_mut("read-file").unwrap().quarantine =
-        Some(Quarantine::Poisoned(FindingKind::HiddenUnicode));
+        Some(Quarantine::Poisoned {
+        kind: FindingKind::HiddenUnicode,
+        detail: "zero_width",
+    });
     let d = w.denial("read_file", Some(Role::Admin));
     assert_eq!((d.code(), d.reason()), (-32004, "poisoned_definition"));
     assert!(!w
