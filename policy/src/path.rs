@@ -10,9 +10,9 @@
 //! NFKC-folded after decoding; a trick that works under any reading is caught.
 //!
 //! A `file:` URI (`file:///etc/passwd`, `file://localhost/etc/passwd`,
-//! `file:/etc/passwd`, any case) also reads as the absolute path it names,
-//! next to its literal reading; one naming another host is refused
-//! (`file_uri_host`).
+//! `file:/etc/passwd`, any case) reads as the absolute path it names (in
+//! every reading: `file%3A%2F%2F%2Fetc` too); one naming another host is
+//! refused (`file_uri_host`).
 //!
 //! Refused outright (before any glob): NUL bytes (raw or encoded), invalid
 //! UTF-8 after decoding, more than 8 layers of encoding, control characters,
@@ -39,15 +39,14 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
     // Most values read the same every way: normalize each distinct reading once.
     let mut out: Vec<String> = Vec::with_capacity(1);
     for reading in readings(raw)? {
-        let uri_path = match file_uri_path(&reading) {
-            Some(p) => Some(p?),
-            None => None,
+        // A `file:` URI is the absolute path it names.
+        let r = match file_uri_path(&reading) {
+            Some(p) => p?,
+            None => reading.as_str(),
         };
-        for r in std::iter::once(reading.as_str()).chain(uri_path.as_deref()) {
-            let p = normalize(r, root)?;
-            if !out.contains(&p) {
-                out.push(p);
-            }
+        let p = normalize(r, root)?;
+        if !out.contains(&p) {
+            out.push(p);
         }
     }
     Ok(out)
@@ -260,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn file_uris_also_read_as_the_path_they_name() {
+    fn file_uris_read_as_the_path_they_name() {
         let ws = Some("/workspace");
         for uri in [
             "file:///etc/passwd",
@@ -268,16 +267,20 @@ mod tests {
             "file://localhost/etc/passwd",
             "file://LocalHost/etc/passwd",
             "file:/etc/passwd",
-            "file%3A%2F%2F%2Fetc%2Fpasswd",
         ] {
-            assert!(
-                one(uri, ws).contains(&"/etc/passwd".to_string()),
-                "{uri}: {:?}",
-                one(uri, ws)
-            );
+            assert_eq!(one(uri, ws), ["/etc/passwd"], "{uri}");
         }
-        assert_eq!(interpretations("file://evil.example/etc/passwd", ws), Err("file_uri_host"));
-        assert_eq!(one("file://localhost", ws)[1], "/");
+        // Encoded: as written (a name under the root) and decoded (the URI).
+        assert_eq!(
+            one("file%3A%2F%2F%2Fetc%2Fpasswd", ws),
+            ["/workspace/file%3A%2F%2F%2Fetc%2Fpasswd", "/etc/passwd"]
+        );
+        assert_eq!(
+            interpretations("file://evil.example/etc/passwd", ws),
+            Err("file_uri_host")
+        );
+        assert_eq!(one("file://localhost", ws), ["/"]);
+        assert_eq!(one("file:///workspace/a", ws), ["/workspace/a"]);
         assert_eq!(one("profile:x", ws), ["/workspace/profile:x"]);
     }
 
