@@ -70,21 +70,25 @@ fn decision(c: &mut Criterion) {
     });
     let shell_policy = CompiledPolicy::compile(
         &FacadePolicy::from_yaml_str(
-            "tools:\n  - name: tool_1\n    arguments:\n      - {name: path, kind: command, allow: ['git status', 'git log', 'git diff', 'ls', 'cat'], check: ['git push'], deny: ['rm', 'git diff --output', 'git --exec-path']}\n",
+            "tools:\n  - name: tool_1\n    arguments:\n      - {name: path, kind: command, allow: ['git status', 'git log *', 'git diff *', 'ls *', 'cat *'], check: ['git push'], deny: ['rm', 'git diff --output', 'git --exec-path']}\n",
             "bench",
         )
         .unwrap(),
     )
     .unwrap();
     let shell_args = json!({"path": "git log --oneline -n 20 -- src/lib.rs && ls -la src"});
+    assert!(
+        shell_policy
+            .decide_call("tool_1", Some(Role::User), &shell_args, |n| upstream.get(n))
+            .is_allow(),
+        "the benchmark measures an allowed call"
+    );
     g.bench_function("call_command_rule", |b| {
         b.iter(|| {
-            let d = shell_policy.decide_call(
-                black_box("tool_1"),
-                Some(Role::User),
-                &shell_args,
-                |n| upstream.get(n),
-            );
+            let d =
+                shell_policy.decide_call(black_box("tool_1"), Some(Role::User), &shell_args, |n| {
+                    upstream.get(n)
+                });
             black_box(d.is_allow())
         })
     });

@@ -214,7 +214,13 @@ impl ArgRules {
                                  field: &str,
                                  keep_out: bool,
                                  errors: &mut Vec<ConfigError>| {
-                        glob_set(list, root.as_deref(), keep_out, &format!("{at}.{field}"), errors)
+                        glob_set(
+                            list,
+                            root.as_deref(),
+                            keep_out,
+                            &format!("{at}.{field}"),
+                            errors,
+                        )
                     };
                     Matcher::Path {
                         allow: globs(&r.allow, "allow", false, errors),
@@ -487,9 +493,25 @@ mod tests {
             "name": "path", "kind": "path", "root": "/workspace",
             "allow": ["**"], "check": ["secrets/**"], "deny": ["**/.git/**", "**/.env", "keys/"]
         }]));
-        for p in [".ENV", "a/.Env", ".GIT/config", "x/.git", "x/.git/.", ".git", "keys", "KEYS/id", "x/.GiT"] {
+        for p in [
+            ".ENV",
+            "a/.Env",
+            ".GIT/config",
+            "x/.git",
+            "x/.git/.",
+            ".git",
+            "keys",
+            "KEYS/id",
+            "x/.GiT",
+        ] {
             assert!(
-                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Deny { reason: "path_denied", .. }),
+                matches!(
+                    r.evaluate(&json!({ "path": p })),
+                    ArgVerdict::Deny {
+                        reason: "path_denied",
+                        ..
+                    }
+                ),
                 "{p}"
             );
         }
@@ -499,24 +521,46 @@ mod tests {
                 "{p}"
             );
         }
-        for p in ["src/.environment", "gitx/a", "x/.github/workflows/ci.yml", "secretsx"] {
+        for p in [
+            "src/.environment",
+            "gitx/a",
+            "x/.github/workflows/ci.yml",
+            "secretsx",
+        ] {
             assert_eq!(r.evaluate(&json!({ "path": p })), ArgVerdict::Pass, "{p}");
         }
         // Allow stays case-sensitive and does not grow to the directory.
         let a = rules(json!([{"name": "path", "kind": "path", "allow": ["/srv/Docs/**"]}]));
-        assert_eq!(a.evaluate(&json!({"path": "/srv/Docs/a"})), ArgVerdict::Pass);
+        assert_eq!(
+            a.evaluate(&json!({"path": "/srv/Docs/a"})),
+            ArgVerdict::Pass
+        );
         for p in ["/srv/docs/a", "/srv/Docs"] {
-            assert!(matches!(a.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }), "{p}");
+            assert!(
+                matches!(a.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
+                "{p}"
+            );
         }
     }
 
     #[test]
     fn file_uris_are_judged_as_the_path_they_name() {
         let r = path_rules();
-        for p in ["file:///etc/passwd", "file://localhost/etc/shadow", "FILE:/etc/hosts", "file://h/x"] {
-            assert!(matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }), "{p}");
+        for p in [
+            "file:///etc/passwd",
+            "file://localhost/etc/shadow",
+            "FILE:/etc/hosts",
+            "file://h/x",
+        ] {
+            assert!(
+                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
+                "{p}"
+            );
         }
-        assert_eq!(r.evaluate(&json!({"path": "file:///workspace/src/a.rs"})), ArgVerdict::Pass);
+        assert_eq!(
+            r.evaluate(&json!({"path": "file:///workspace/src/a.rs"})),
+            ArgVerdict::Pass
+        );
     }
 
     #[test]

@@ -33,7 +33,11 @@ fn allow_patterns_are_exact_unless_they_end_in_a_star() {
         );
     }
     assert_eq!(judge(&m, "git log -n 5 -- src").0, ArgumentOutcome::Pass);
-    assert_eq!(judge(&m, "git log").0, ArgumentOutcome::Pass, "`*` may be nothing");
+    assert_eq!(
+        judge(&m, "git log").0,
+        ArgumentOutcome::Pass,
+        "`*` may be nothing"
+    );
     assert_eq!(judge(&m, "ls $HOME *.rs").0, ArgumentOutcome::Pass);
     assert_eq!(judge(&m, "pytest").0, ArgumentOutcome::Pass);
 }
@@ -108,7 +112,11 @@ fn deny_sees_through_wrappers_and_paths() {
 
 #[test]
 fn opaque_words_match_deny_and_check_where_they_could() {
-    let m = m(&["git push *", "git *"], &["git commit"], &["git push --force"]);
+    let m = m(
+        &["git push *", "git *"],
+        &["git commit"],
+        &["git push --force"],
+    );
     for line in [
         "git push --force",
         "git push origin --force",
@@ -136,7 +144,13 @@ fn opaque_words_match_deny_and_check_where_they_could() {
             "{line}"
         );
     }
-    for line in ["git push origin main", "git push -u origin main", "git push --follow-tags", "git pull --force", "git push \"--$X\"x"] {
+    for line in [
+        "git push origin main",
+        "git push -u origin main",
+        "git push --follow-tags",
+        "git pull --force",
+        "git push \"--$X\"x",
+    ] {
         let want = if line.contains("$X") {
             ArgumentOutcome::Deny
         } else {
@@ -161,7 +175,14 @@ fn opaque_words_match_deny_and_check_where_they_could() {
 #[test]
 fn options_in_deny_patterns_match_anywhere_and_in_every_spelling() {
     let m = m(
-        &["git diff *", "git log *", "pytest *", "rm *", "tar *", "docker *"],
+        &[
+            "git diff *",
+            "git log *",
+            "pytest *",
+            "rm *",
+            "tar *",
+            "docker *",
+        ],
         &[],
         &[
             "git diff --output",
@@ -245,11 +266,23 @@ fn nested_shell_bodies_are_judged_in_full() {
 #[test]
 fn patterns_must_be_plain_commands() {
     let a = compile_allow("git  status").unwrap();
-    assert_eq!((a.words.as_slice(), a.rest), (&["git".to_string(), "status".to_string()][..], false));
+    assert_eq!(
+        (a.words.as_slice(), a.rest),
+        (&["git".to_string(), "status".to_string()][..], false)
+    );
     let a = compile_allow("git log *").unwrap();
     assert!(a.rest);
     assert!(compile_allow("git '*'").is_ok_and(|a| !a.rest && a.words[1] == "*"));
-    for bad in ["git status; ls", "ls $X", "ls > x", "", "*", "git * log", "ls *.rs", "~/bin/x"] {
+    for bad in [
+        "git status; ls",
+        "ls $X",
+        "ls > x",
+        "",
+        "*",
+        "git * log",
+        "ls *.rs",
+        "~/bin/x",
+    ] {
         assert!(compile_allow(bad).is_err(), "{bad}");
     }
     assert!(compile_rule("git diff --output=x").is_err());

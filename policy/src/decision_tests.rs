@@ -173,8 +173,7 @@ fn a_tool_hidden_by_role_answers_permission_denied() {
 #[test]
 fn quarantine_is_policy_blocked_with_its_cause() {
     let mut w = world(POLICY);
-    w.upstream.get_mut("read-file").unwrap().quarantine =
-        Some(Quarantine::Poisoned {
+    w.upstream.get_mut("read-file").unwrap().quarantine = Some(Quarantine::Poisoned {
         kind: FindingKind::HiddenUnicode,
         detail: "zero_width",
     });

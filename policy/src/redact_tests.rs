@@ -147,7 +147,10 @@ fn a_secret_split_over_two_text_items_is_cut_from_both() {
         r.redact_json(&mut v, &mut c);
         let s = v.to_string();
         assert!(!s.contains(b), "{cut}: {s}");
-        assert_eq!(v["content"][0]["text"], "here it is: [REDACTED:github_token]");
+        assert_eq!(
+            v["content"][0]["text"],
+            "here it is: [REDACTED:github_token]"
+        );
         assert_eq!(v["content"][1]["text"], " and more");
         assert_eq!(c.total(), 1, "{cut}");
     }
@@ -155,9 +158,15 @@ fn a_secret_split_over_two_text_items_is_cut_from_both() {
     let mut v = json!(["export DB_PASSWORD=", "Xk9#mP2$vL7qR4wz\nnext"]);
     let mut c = r.counts();
     r.redact_json(&mut v, &mut c);
-    assert_eq!(v, json!(["export DB_PASSWORD=", "[REDACTED:generic_secret]\nnext"]));
+    assert_eq!(
+        v,
+        json!(["export DB_PASSWORD=", "[REDACTED:generic_secret]\nnext"])
+    );
     // The fast path knows when it must not skip this.
-    let raw = serde_json::to_vec(&json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})).unwrap();
+    let raw = serde_json::to_vec(
+        &json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
+    )
+    .unwrap();
     assert!(Redactor::needs_json_pass(&raw));
     let one = serde_json::to_vec(&json!({"content": [{"type": "text", "text": "a"}]})).unwrap();
     assert!(!Redactor::needs_json_pass(&one));
@@ -175,10 +184,20 @@ fn base64_is_opened_only_when_asked() {
     })
     .unwrap();
     let mut c = r.counts();
-    assert_eq!(r.redact(&text, &mut c), "blob [REDACTED:aws_secret_access_key] end");
+    assert_eq!(
+        r.redact(&text, &mut c),
+        "blob [REDACTED:aws_secret_access_key] end"
+    );
     // Binary (an image) and plain identifiers decode to nothing readable.
-    let png = base64::engine::general_purpose::STANDARD.encode([0x89u8, b'P', b'N', b'G', 13, 10, 26, 10, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 1, 0, 0, 0, 1, 0, 8, 6]);
-    for t in [png.as_str(), "some_long_identifier_name_in_code", "0123456789abcdef0123456789abcdef"] {
+    let png = base64::engine::general_purpose::STANDARD.encode([
+        0x89u8, b'P', b'N', b'G', 13, 10, 26, 10, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 1, 0,
+        0, 0, 1, 0, 8, 6,
+    ]);
+    for t in [
+        png.as_str(),
+        "some_long_identifier_name_in_code",
+        "0123456789abcdef0123456789abcdef",
+    ] {
         let mut c = r.counts();
         assert_eq!(r.redact(t, &mut c), t);
     }

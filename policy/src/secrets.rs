@@ -96,12 +96,7 @@ macro_rules! password_key {
 /// `KEY` then `:`/`=`/`=>`/`:=`, optional quotes, then the value (group 1).
 macro_rules! assignment {
     ($key:expr, $value:expr) => {
-        concat!(
-            $key,
-            r#"["']?\s*(?::=|=>|[:=])\s*["']?("#,
-            $value,
-            r#")"#
-        )
+        concat!($key, r#"["']?\s*(?::=|=>|[:=])\s*["']?("#, $value, r#")"#)
     };
 }
 
@@ -158,7 +153,10 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,}",
     ),
     b("digitalocean_token", r"(?-u:\b)do[opr]_v1_[a-f0-9]{64,}"),
-    b("alibaba_access_key", r"(?-u:\b)LTAI[A-Za-z0-9]{12,}(?-u:\b)"),
+    b(
+        "alibaba_access_key",
+        r"(?-u:\b)LTAI[A-Za-z0-9]{12,}(?-u:\b)",
+    ),
     b(
         "hashicorp_token",
         r"(?-u:\b)(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})",
@@ -201,7 +199,10 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         "discord_webhook",
         r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]{40,}",
     ),
-    b("telegram_bot_token", r"(?-u:\b)[0-9]{8,10}:AA[A-Za-z0-9_-]{32,}"),
+    b(
+        "telegram_bot_token",
+        r"(?-u:\b)[0-9]{8,10}:AA[A-Za-z0-9_-]{32,}",
+    ),
     b(
         "teams_webhook",
         r"https://[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/_-]{40,}|https://outlook\.office(?:365)?\.com/webhook/[A-Za-z0-9@/_-]{40,}|https://[a-z0-9.-]+\.logic\.azure\.com(?::443)?/workflows/[^\s\x22'<>]{20,}",
@@ -229,7 +230,10 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         "openai_key",
         r"(?-u:\b)sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20,}T3BlbkFJ[A-Za-z0-9]{20,}|[A-Za-z0-9]{48,}(?-u:\b))",
     ),
-    b("huggingface_token", r"(?-u:\b)(?:hf_[A-Za-z0-9]{34,}|api_org_[A-Za-z0-9]{34,})"),
+    b(
+        "huggingface_token",
+        r"(?-u:\b)(?:hf_[A-Za-z0-9]{34,}|api_org_[A-Za-z0-9]{34,})",
+    ),
     b(
         "ai_api_key",
         r"(?-u:\b)(?:gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{37,}|pplx-[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|sk-or-v1-[a-f0-9]{64,}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10,}|sk-[a-f0-9]{32}(?-u:\b)|fw_[A-Za-z0-9]{24,}|nvapi-[A-Za-z0-9_-]{60,}|pcsk_[A-Za-z0-9_]{50,}|tvly-[A-Za-z0-9_-]{30,}|fc-[a-f0-9]{32}(?-u:\b))",
@@ -243,7 +247,10 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     b("pypi_token", r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{50,}"),
     b("rubygems_key", r"(?-u:\b)rubygems_[a-f0-9]{48,}"),
     b("nuget_key", r"(?-u:\b)oy2[a-z0-9]{43,}(?-u:\b)"),
-    b("dockerhub_token", r"(?-u:\b)dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}"),
+    b(
+        "dockerhub_token",
+        r"(?-u:\b)dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}",
+    ),
     b(
         "package_registry_token",
         r"(?-u:\b)(?:packagist_[ou][ou]t_[a-f0-9]{60,}|cio[A-Za-z0-9]{32}(?-u:\b)|AKCp[A-Za-z0-9]{60,}|cmVmdGtuOjAxOj[A-Za-z0-9]{40,}|CLOJARS_[a-z0-9]{60,}|pub-[a-f0-9]{40,}|glcbt-[A-Za-z0-9_-]{20,})",
@@ -294,20 +301,66 @@ pub(crate) fn placeholder(v: &str) -> bool {
     let v = lower.trim_matches(|c: char| matches!(c, '"' | '\'' | '`'));
     let first = v.chars().next().unwrap_or('x');
     if v.chars().all(|c| c == first)
-        || v.chars().all(|c| matches!(c, '*' | 'x' | '.' | '-' | '_' | '#' | '•'))
+        || v.chars()
+            .all(|c| matches!(c, '*' | 'x' | '.' | '-' | '_' | '#' | '•'))
     {
         return true;
     }
     const EXACT: &[&str] = &[
-        "changeme", "password", "passw0rd", "secret", "null", "none", "nil", "undefined",
-        "required", "optional", "string", "dummy", "example", "placeholder", "redacted", "hidden",
-        "masked", "notset", "not_set", "true", "false", "todo", "fixme", "sample", "test",
+        "changeme",
+        "password",
+        "passw0rd",
+        "secret",
+        "null",
+        "none",
+        "nil",
+        "undefined",
+        "required",
+        "optional",
+        "string",
+        "dummy",
+        "example",
+        "placeholder",
+        "redacted",
+        "hidden",
+        "masked",
+        "notset",
+        "not_set",
+        "true",
+        "false",
+        "todo",
+        "fixme",
+        "sample",
+        "test",
         "testing",
     ];
     const PREFIX: &[&str] = &[
-        "<", "${", "{{", "$", "%(", "%s", "your_", "your-", "yourpassword", "env(", "env.",
-        "process.env", "os.environ", "os.getenv", "getenv(", "settings.", "config.", "secrets.",
-        "vault:", "ref+", "[redacted", "example_", "dummy_", "sample_", "changeme", "********",
+        "<",
+        "${",
+        "{{",
+        "$",
+        "%(",
+        "%s",
+        "your_",
+        "your-",
+        "yourpassword",
+        "env(",
+        "env.",
+        "process.env",
+        "os.environ",
+        "os.getenv",
+        "getenv(",
+        "settings.",
+        "config.",
+        "secrets.",
+        "vault:",
+        "ref+",
+        "[redacted",
+        "example_",
+        "dummy_",
+        "sample_",
+        "changeme",
+        "********",
     ];
     const INSIDE: &[&str] = &["_here", "placeholder", "redacted", "changeme", "xxxxxxxx"];
     EXACT.contains(&v)
@@ -320,9 +373,22 @@ pub(crate) fn placeholder(v: &str) -> bool {
 fn harmless_key(whole: &str) -> bool {
     let k = whole.to_ascii_lowercase();
     [
-        "page_token", "pagetoken", "page-token", "next_token", "nexttoken", "continuation",
-        "sync_token", "synctoken", "cursor", "public", "csrf", "token_type", "tokentype",
-        "token_count", "tokens_used", "max_token",
+        "page_token",
+        "pagetoken",
+        "page-token",
+        "next_token",
+        "nexttoken",
+        "continuation",
+        "sync_token",
+        "synctoken",
+        "cursor",
+        "public",
+        "csrf",
+        "token_type",
+        "tokentype",
+        "token_count",
+        "tokens_used",
+        "max_token",
     ]
     .iter()
     .any(|w| k.contains(w))
@@ -332,7 +398,9 @@ fn harmless_key(whole: &str) -> bool {
 /// not a value.
 fn code_like(v: &str) -> bool {
     v.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'(' | b')' | b'[' | b']'))
+        && v.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'(' | b')' | b'[' | b']')
+        })
         && (v.contains('.') || v.contains('('))
 }
 
@@ -432,14 +500,32 @@ mod tests {
         assert!(luhn("378282246310005"));
         assert!(!luhn("4111111111111112"));
         assert!(!luhn("411111111111"));
-        for p in ["<your-token>", "${API_KEY}", "{{ token }}", "xxxxxxxxxxxxxxxx", "********", "changeme123", "your_api_key_here", "REDACTED"] {
+        for p in [
+            "<your-token>",
+            "${API_KEY}",
+            "{{ token }}",
+            "xxxxxxxxxxxxxxxx",
+            "********",
+            "changeme123",
+            "your_api_key_here",
+            "REDACTED",
+        ] {
             assert!(placeholder(p), "{p}");
         }
         assert!(passes(Check::Random, "token=", "q8Zr2LmT7vWx9Kp3Nd5F"));
-        for v in ["aaaaaaaaaaaaaaaaaaaa", "some_identifier_name", "/usr/local/bin/tool", "https://x.example/y"] {
+        for v in [
+            "aaaaaaaaaaaaaaaaaaaa",
+            "some_identifier_name",
+            "/usr/local/bin/tool",
+            "https://x.example/y",
+        ] {
             assert!(!passes(Check::Random, "token=", v), "{v}");
         }
-        assert!(!passes(Check::Random, "nextPageToken: ", "CAEQAhgBIhAKC2Zvbw"));
+        assert!(!passes(
+            Check::Random,
+            "nextPageToken: ",
+            "CAEQAhgBIhAKC2Zvbw"
+        ));
         assert!(passes(Check::Password, "", "hunter2hunter2"));
         assert!(passes(Check::Password, "", "correcthorse"));
         assert!(passes(Check::Password, "", "password123"));

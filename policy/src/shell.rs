@@ -206,7 +206,11 @@ impl Tokenizer {
                 '&' if next == Some('>') => {
                     // `&>file` / `&>>file`: stdout and stderr to a file.
                     self.end_word()?;
-                    self.i += if self.at(self.i + 2) == Some('>') { 2 } else { 1 };
+                    self.i += if self.at(self.i + 2) == Some('>') {
+                        2
+                    } else {
+                        1
+                    };
                     self.redirect = Some(Redirect::Output);
                 }
                 '&' => {
@@ -417,7 +421,9 @@ impl Tokenizer {
                 self.i = k;
                 Ok(())
             }
-            Some(n) if n.is_ascii_digit() || matches!(n, '?' | '$' | '!' | '#' | '*' | '@' | '-') => {
+            Some(n)
+                if n.is_ascii_digit() || matches!(n, '?' | '$' | '!' | '#' | '*' | '@' | '-') =>
+            {
                 self.unresolved(spread(matches!(n, '@' | '*')));
                 self.cur.push('$');
                 self.cur.push(n);
@@ -545,7 +551,10 @@ mod tests {
         );
         assert_eq!(argvs("echo \"x\\\"y\" 'it''s'"), [["echo", "x\"y", "its"]]);
         assert_eq!(argvs("ls \\\n -la"), [["ls", "-la"]]);
-        assert_eq!(argvs("git push -\"\"-for'ce'"), [["git", "push", "--force"]]);
+        assert_eq!(
+            argvs("git push -\"\"-for'ce'"),
+            [["git", "push", "--force"]]
+        );
     }
 
     #[test]
@@ -609,7 +618,9 @@ mod tests {
 
     #[test]
     fn opaque_words_know_their_prefix_and_spread() {
-        let w = words(r#"cmd $X "$Y" pre${IFS}x "a$Z" *.rs src/*.rs {a,b} x{--f,g} ~/x $"t" "$@" [ab] $'lit'"#);
+        let w = words(
+            r#"cmd $X "$Y" pre${IFS}x "a$Z" *.rs src/*.rs {a,b} x{--f,g} ~/x $"t" "$@" [ab] $'lit'"#,
+        );
         let got: Vec<(Option<Spread>, &str)> = w
             .iter()
             .map(|w| (w.opaque.map(|o| o.spread), w.prefix()))
@@ -637,7 +648,10 @@ mod tests {
         let w = words("[ -f x ] a{b} c[d");
         assert!(w.iter().all(|w| w.opaque.is_none()), "{w:?}");
         // `${…}` with spaces and separators inside is one part of one word.
-        assert_eq!(argvs("ls ${X:- --force; rm}"), [["ls", "${X:- --force; rm}"]]);
+        assert_eq!(
+            argvs("ls ${X:- --force; rm}"),
+            [["ls", "${X:- --force; rm}"]]
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ use mcp_warden_policy::{poison, CompiledPolicy, Decision, Denial, ObservedTool, 
 use serde_json::{json, Value};
 
 fn corpus(name: &str) -> Vec<Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpora").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/corpora")
+        .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -41,7 +43,8 @@ fn argument_corpus(name: &str, min_cases: usize) {
         let doc = json!({"tools": [{"name": "t", "writes": false, "arguments": [row["rule"]]}]});
         let p = FacadePolicy::from_yaml_str(&doc.to_string(), name).unwrap();
         let compiled = CompiledPolicy::compile(&p).unwrap_or_else(|e| panic!("{id}: {e:?}"));
-        let tool = ObservedTool::new(json!({"name": "t", "annotations": {"readOnlyHint": true}})).unwrap();
+        let tool =
+            ObservedTool::new(json!({"name": "t", "annotations": {"readOnlyHint": true}})).unwrap();
         policies.insert(id, (compiled, tool));
     }
     let mut totals: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
@@ -49,7 +52,11 @@ fn argument_corpus(name: &str, min_cases: usize) {
     let cases: Vec<&Value> = rows.iter().filter(|r| r.get("value").is_some()).collect();
     for case in &cases {
         let (policy, tool) = &policies[case["rule"].as_str().unwrap()];
-        let field = if name.starts_with("path") { "path" } else { "cmd" };
+        let field = if name.starts_with("path") {
+            "path"
+        } else {
+            "cmd"
+        };
         let args = json!({ field: case["value"] });
         let got = match policy.decide_call("t", Some(Role::Admin), &args, |_| Some(tool)) {
             Decision::Allow(g) if g.approval.is_some() => "check",
@@ -68,15 +75,27 @@ fn argument_corpus(name: &str, min_cases: usize) {
         if got == want {
             e.0 += 1;
         } else {
-            misses.push(format!("  {:?} ({}): expected {want}, got {got} — {}", case["value"], case["rule"], case["why"]));
+            misses.push(format!(
+                "  {:?} ({}): expected {want}, got {got} — {}",
+                case["value"], case["rule"], case["why"]
+            ));
         }
     }
     println!("{name}: {} cases", cases.len());
     for (k, (ok, of)) in &totals {
         println!("  {k} cases judged {k}: {ok}/{of} ({:.1}%)", pct(*ok, *of));
     }
-    assert!(cases.len() >= min_cases, "{name}: only {} cases", cases.len());
-    assert!(misses.is_empty(), "{name}: {} cases missed (bar: 100%):\n{}", misses.len(), misses.join("\n"));
+    assert!(
+        cases.len() >= min_cases,
+        "{name}: only {} cases",
+        cases.len()
+    );
+    assert!(
+        misses.is_empty(),
+        "{name}: {} cases missed (bar: 100%):\n{}",
+        misses.len(),
+        misses.join("\n")
+    );
 }
 
 #[test]
@@ -117,7 +136,10 @@ fn redaction_of_secret_formats_and_benign_strings() {
     let (mut removed, mut split_removed, mut kind_right) = (0, 0, 0);
     let mut misses = Vec::new();
     for case in &secrets {
-        let (text, secret) = (case["text"].as_str().unwrap(), case["secret"].as_str().unwrap());
+        let (text, secret) = (
+            case["text"].as_str().unwrap(),
+            case["secret"].as_str().unwrap(),
+        );
         let mut counts = r.counts();
         let out = r.redact(text, &mut counts);
         if fully_removed(text, &out, secret) {
@@ -134,11 +156,18 @@ fn redaction_of_secret_formats_and_benign_strings() {
         let mut v = json!({"content": [{"type": "text", "text": &text[..at]}, {"type": "text", "text": &text[at..]}]});
         let mut counts = r.counts();
         r.redact_json(&mut v, &mut counts);
-        let joined = format!("{}{}", v["content"][0]["text"].as_str().unwrap(), v["content"][1]["text"].as_str().unwrap());
+        let joined = format!(
+            "{}{}",
+            v["content"][0]["text"].as_str().unwrap(),
+            v["content"][1]["text"].as_str().unwrap()
+        );
         if fully_removed(text, &joined, secret) {
             split_removed += 1;
         } else {
-            misses.push(format!("  split {}: {joined:?} — {}", case["kind"], case["why"]));
+            misses.push(format!(
+                "  split {}: {joined:?} — {}",
+                case["kind"], case["why"]
+            ));
         }
     }
     // Inside base64, when the policy asks for it.
@@ -150,7 +179,8 @@ fn redaction_of_secret_formats_and_benign_strings() {
     let mut b64_removed = 0;
     for case in &secrets {
         use base64::Engine;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(case["text"].as_str().unwrap());
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(case["text"].as_str().unwrap());
         let mut counts = b64.counts();
         let text = format!("payload: {encoded} end");
         let out = b64.redact(&text, &mut counts);
@@ -173,11 +203,23 @@ fn redaction_of_secret_formats_and_benign_strings() {
         }
     }
     let n = secrets.len();
-    println!("redaction: {n} secret formats, {} benign strings", benign.len());
+    println!(
+        "redaction: {n} secret formats, {} benign strings",
+        benign.len()
+    );
     println!("  fully removed: {removed}/{n} ({:.1}%)", pct(removed, n));
-    println!("  fully removed when split over two text items: {split_removed}/{n} ({:.1}%)", pct(split_removed, n));
-    println!("  fully removed inside base64 (decodeBase64): {b64_removed}/{n} ({:.1}%)", pct(b64_removed, n));
-    println!("  reported under the expected kind: {kind_right}/{n} ({:.1}%)", pct(kind_right, n));
+    println!(
+        "  fully removed when split over two text items: {split_removed}/{n} ({:.1}%)",
+        pct(split_removed, n)
+    );
+    println!(
+        "  fully removed inside base64 (decodeBase64): {b64_removed}/{n} ({:.1}%)",
+        pct(b64_removed, n)
+    );
+    println!(
+        "  reported under the expected kind: {kind_right}/{n} ({:.1}%)",
+        pct(kind_right, n)
+    );
     let benign_checks = 2 * benign.len();
     println!(
         "  benign strings touched: {}/{benign_checks} ({:.1}%)",
@@ -185,18 +227,36 @@ fn redaction_of_secret_formats_and_benign_strings() {
         pct(touched.len(), benign_checks)
     );
     if !misses.is_empty() || !touched.is_empty() {
-        println!("misses:\n{}\ntouched:\n{}", misses.join("\n"), touched.join("\n"));
+        println!(
+            "misses:\n{}\ntouched:\n{}",
+            misses.join("\n"),
+            touched.join("\n")
+        );
     }
     assert!(n >= 80 && benign.len() >= 200, "corpus too small");
-    for (what, got) in [("plain", removed), ("split", split_removed), ("base64", b64_removed)] {
-        assert!(pct(got, n) >= 97.0, "{what}: {got}/{n} fully removed, bar 97%");
+    for (what, got) in [
+        ("plain", removed),
+        ("split", split_removed),
+        ("base64", b64_removed),
+    ] {
+        assert!(
+            pct(got, n) >= 97.0,
+            "{what}: {got}/{n} fully removed, bar 97%"
+        );
     }
-    assert!(pct(touched.len(), benign_checks) <= 1.0, "{} benign strings touched, bar 1%", touched.len());
+    assert!(
+        pct(touched.len(), benign_checks) <= 1.0,
+        "{} benign strings touched, bar 1%",
+        touched.len()
+    );
 }
 
 #[test]
 fn poisoning_scan_recall_and_false_quarantines() {
-    let policy = CompiledPolicy::compile(&FacadePolicy::from_yaml_str("defaultAction: allow", "corpus").unwrap()).unwrap();
+    let policy = CompiledPolicy::compile(
+        &FacadePolicy::from_yaml_str("defaultAction: allow", "corpus").unwrap(),
+    )
+    .unwrap();
     let quarantined = |tool: &Value, others: &[&str]| {
         let findings = poison::scan(tool, others);
         let observed = ObservedTool::new(tool.clone()).unwrap();
@@ -216,40 +276,84 @@ fn poisoning_scan_recall_and_false_quarantines() {
         let others = &by_source[row["source"].as_str().unwrap()];
         let (q, findings) = quarantined(&row["tool"], others);
         if let Some(q) = q {
-            let why: Vec<String> = findings.iter().map(|f| format!("{} at {}", f.reason(), f.location)).collect();
-            false_quarantine.push(format!("  {} ({}): {} — {}", row["tool"]["name"], row["source"], q.detail().unwrap_or_default(), why.join(", ")));
+            let why: Vec<String> = findings
+                .iter()
+                .map(|f| format!("{} at {}", f.reason(), f.location))
+                .collect();
+            false_quarantine.push(format!(
+                "  {} ({}): {} — {}",
+                row["tool"]["name"],
+                row["source"],
+                q.detail().unwrap_or_default(),
+                why.join(", ")
+            ));
         } else if !findings.is_empty() {
             warned += 1;
         }
     }
     let poisoned = corpus("poison_poisoned.jsonl");
-    let siblings = ["get_weather", "add", "search_docs", "translate_text", "create_invoice", "list_events", "format_code", "send_message", "read_file", "send_email"];
+    let siblings = [
+        "get_weather",
+        "add",
+        "search_docs",
+        "translate_text",
+        "create_invoice",
+        "list_events",
+        "format_code",
+        "send_message",
+        "read_file",
+        "send_email",
+    ];
     let mut caught = 0;
     let mut by_class: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut missed = Vec::new();
     for row in &poisoned {
         let (q, _) = quarantined(&row["tool"], &siblings);
-        let class = row["class"].as_str().unwrap().split('+').next().unwrap().to_string();
+        let class = row["class"]
+            .as_str()
+            .unwrap()
+            .split('+')
+            .next()
+            .unwrap()
+            .to_string();
         let e = by_class.entry(class).or_default();
         e.1 += 1;
         if q.is_some() {
             caught += 1;
             e.0 += 1;
         } else {
-            missed.push(format!("  {} {} at {} — {}", row["id"], row["class"], row["location"], row["why"]));
+            missed.push(format!(
+                "  {} {} at {} — {}",
+                row["id"], row["class"], row["location"], row["why"]
+            ));
         }
     }
     let (nb, np) = (benign.len(), poisoned.len());
     println!("poisoning scan: {np} poisoned, {nb} benign definitions from real servers");
-    println!("  poisoned quarantined (recall): {caught}/{np} ({:.1}%)", pct(caught, np));
+    println!(
+        "  poisoned quarantined (recall): {caught}/{np} ({:.1}%)",
+        pct(caught, np)
+    );
     for (class, (ok, of)) in &by_class {
         println!("    {class}: {ok}/{of}");
     }
-    println!("  benign quarantined: {}/{nb} ({:.1}%); benign with warnings only: {warned}", false_quarantine.len(), pct(false_quarantine.len(), nb));
+    println!(
+        "  benign quarantined: {}/{nb} ({:.1}%); benign with warnings only: {warned}",
+        false_quarantine.len(),
+        pct(false_quarantine.len(), nb)
+    );
     if !missed.is_empty() || !false_quarantine.is_empty() {
-        println!("missed:\n{}\nfalsely quarantined:\n{}", missed.join("\n"), false_quarantine.join("\n"));
+        println!(
+            "missed:\n{}\nfalsely quarantined:\n{}",
+            missed.join("\n"),
+            false_quarantine.join("\n")
+        );
     }
     assert!(np >= 100 && nb >= 150, "corpus too small");
     assert!(pct(caught, np) >= 90.0, "recall {caught}/{np}, bar 90%");
-    assert!(pct(false_quarantine.len(), nb) <= 2.0, "{} benign quarantined, bar 2%", false_quarantine.len());
+    assert!(
+        pct(false_quarantine.len(), nb) <= 2.0,
+        "{} benign quarantined, bar 2%",
+        false_quarantine.len()
+    );
 }
