@@ -44,6 +44,8 @@ struct Outcome<'a> {
     failed: bool,
     /// The client cancelled it: no answer was owed.
     cancelled: bool,
+    /// Who approved it out of band.
+    approver: Option<String>,
 }
 
 impl Session {
@@ -138,10 +140,18 @@ impl Session {
                 }));
             }
 
-            // Approval: an argument rule said `check`; ask the person.
+            // Approval: an argument rule said `check`; ask the person
+            // (at the client, or out of band on the admin port).
             if let Some(approval) = grant.approval {
-                super::approval::ask(&self, req.stream, grant.exposed_name, approval, arguments)
-                    .await?;
+                outcome.approver = super::approval::ask(
+                    &self,
+                    req.stream,
+                    grant.exposed_name,
+                    approval,
+                    arguments,
+                    &req.caller,
+                )
+                .await?;
             }
 
             // Upstream: under the facade's id, the upstream name (aliases
@@ -311,6 +321,14 @@ impl Session {
             output_bytes: o.filtered.as_ref().map(|f| f.output_bytes),
             truncated: o.filtered.as_ref().is_some_and(|f| f.truncated),
             redactions: o.filtered.as_ref().map_or(0, Filtered::redaction_total),
+            approver: o.approver.as_deref().or(match o.refusal {
+                Some(Refusal::ApprovalDeclined { approver, .. }) => approver.as_deref(),
+                _ => None,
+            }),
+            finding: match o.refusal {
+                Some(Refusal::Policy(Denial::Quarantined { cause, .. })) => cause.detail(),
+                _ => None,
+            },
         };
         app.audit.write(&record, &app.metrics);
     }
