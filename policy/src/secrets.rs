@@ -163,7 +163,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     ),
     b(
         "cloud_platform_token",
-        r"(?-u:\b)(?:dapi[a-f0-9]{32,}(?:-[0-9]+)?|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}|pul-[a-f0-9]{40,}|pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,}|fo1_[A-Za-z0-9_-]{40,}|fm[12][ar]?_[A-Za-z0-9+/_=-]{40,}|HRKU-[A-Za-z0-9_-]{40,}|vcp_[A-Za-z0-9]{40,}|nfp_[A-Za-z0-9]{36,}|rnd_[A-Za-z0-9]{30,}|sbp_[a-f0-9]{40,}|dop_v1_[a-f0-9]{64,}|CFPAT-[A-Za-z0-9_-]{40,})",
+        r"(?-u:\b)(?:dapi[a-f0-9]{32,}(?:-[0-9]+)?|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}|pul-[a-f0-9]{40,}|pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,}|fo1_[A-Za-z0-9_-]{40,}|fm[12][ar]?_[A-Za-z0-9+/_=-]{40,}|HRKU-[A-Za-z0-9_-]{40,}|vcp_[A-Za-z0-9]{40,}|nfp_[A-Za-z0-9]{36,}|rnd_[A-Za-z0-9]{30,}|sbp_[a-f0-9]{40,}|dop_v1_[a-f0-9]{64,}|CFPAT-[A-Za-z0-9_-]{40,}|sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})",
     ),
     b(
         "observability_token",
@@ -201,7 +201,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     ),
     b(
         "telegram_bot_token",
-        r"(?-u:\b)[0-9]{8,10}:AA[A-Za-z0-9_-]{32,}",
+        r"(?:(?-u:\b)|bot)[0-9]{8,10}:AA[A-Za-z0-9_-]{30,}",
     ),
     b(
         "teams_webhook",
@@ -267,7 +267,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     // --- generic forms -----------------------------------------------------
     b(
         "bearer_token",
-        r"(?i:bearer|authorization:\s*token)\s+([A-Za-z0-9._~+/-]{20,}=*)",
+        r"(?i:bearer|ssws|authorization:\s*(?:token|apikey|api-key|key|sharedkey))\s+([A-Za-z0-9._~+/:-]{20,}=*)",
     ),
     b(
         "basic_auth",
@@ -281,6 +281,16 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     c(
         "generic_secret",
         assignment!(secret_key!(), r#"[^\s'"&,;<>]{16,}"#),
+        Check::Random,
+    ),
+    // Environment-style names ending in _KEY (`ALGOLIA_ADMIN_KEY=`); only
+    // in upper case, since `sort_key:` or `cache_key:` in JSON name no secret.
+    c(
+        "generic_secret",
+        concat!(
+            r#"(?-u:\b)[A-Z][A-Z0-9_]*_KEY["']?\s*(?::=|=>|[:=])\s*["']?("#,
+            r#"[^\s'"&,;<>]{16,})"#
+        ),
         Check::Random,
     ),
     c(
@@ -404,6 +414,15 @@ fn code_like(v: &str) -> bool {
         && (v.contains('.') || v.contains('('))
 }
 
+/// A file or object path (`logs/2026/11/app.log.gz`): slashes between
+/// lower-case segments. Base64 secrets with a `/` mix cases.
+fn path_like(v: &str) -> bool {
+    v.contains('/')
+        && v.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'/' | b'.' | b'_' | b'-')
+        })
+}
+
 /// Shannon entropy in bits per character.
 fn entropy(s: &str) -> f64 {
     let mut counts = [0u32; 256];
@@ -446,6 +465,7 @@ pub(crate) fn passes(check: Check, whole: &str, value: &str) -> bool {
                 && !value.starts_with('/')
                 && !value.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-' || b == b'.')
                 && !code_like(value)
+                && !path_like(value)
         }
         Check::Password => {
             let n = value.chars().count();

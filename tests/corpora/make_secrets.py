@@ -210,6 +210,15 @@ def jwt(payload: dict) -> str:
 
 s("jwt", "id_token={S}", jwt({"sub": "1234567890", "name": "Jane", "iat": 1516239022}), "JWT (HS256)")
 s("jwt", "Cookie: session={S}; Path=/", jwt({"sub": "u-" + rnd(8), "exp": 1893456000, "scope": "admin"}), "JWT in a cookie")
+# A second batch, written after the first measurement (it found four gaps,
+# each closed as a class: tokens inside URL paths, other Authorization
+# schemes, env-style *_KEY names, Mapbox secret tokens).
+s("telegram_bot_token", "GET https://api.telegram.org/bot{S}/getMe", rnd(10, DIGITS) + ":AA" + rnd(33, URLSAFE), "Telegram bot token in an API URL path")
+s("bearer_token", "Authorization: SSWS {S}", "00" + rnd(40, URLSAFE), "Okta API token (SSWS scheme)")
+s("generic_secret", "ALGOLIA_ADMIN_KEY={S}", rnd(32, HEX), "env-style *_KEY name with a hex key")
+s("cloud_platform_token", "mapbox: {S}", "sk.eyJ1Ijoi" + rnd(40, URLSAFE) + "." + rnd(22, URLSAFE), "Mapbox secret token")
+s("generic_secret", "export SNYK_TOKEN={S}", str(uuid.UUID(int=R.getrandbits(128))), "Snyk token (a UUID under a token name)")
+s("generic_secret", "clientSecret: '{S}'", rnd(19, ALNUM + "!#@$"), "camelCase client secret with symbols")
 s("credit_card", "card: {S}", luhn_complete("4", 16), "Visa number")
 s("credit_card", "pan {S}", luhn_complete("51", 16), "Mastercard number")
 s("credit_card", "amex: {S}", luhn_complete("37", 15), "American Express number")
@@ -319,6 +328,11 @@ for text, why in [
     ("card ending 4242", "last four digits"),
     ("4111 1111 1111 1112", "16 digits failing the Luhn check"),
     ("build #5821 took 00:04:13", "build log"),
+    ("\"sort_key\": \"created_at#2026-11-22T10:00:00Z\"", "a DynamoDB sort key"),
+    ("cache_key: user-profile-v2-9f8e7d6c5b4a3928", "a cache key"),
+    ("S3_KEY=logs/2026/11/22/app.log.gz", "an object key"),
+    ("pk.eyJ1IjoiYWNtZSIsImEiOiJja2x6cTBhYjAwMDAwMnBvN2ZzM2ZzZGZzIn0.Qm9ndXNTaWduYXR1cmVYeXo", "Mapbox public token (public by design)"),
+    ("https://api.telegram.org/file/bot/documents/file_12.pdf", "Telegram file URL without a token"),
 ]:
     ok(text, why)
 # Base64 of ordinary text and compressed data.
