@@ -377,6 +377,7 @@ const OPTION_VALUES: &[(&str, &[&str])] = &[
         &["-u", "-g", "-U", "-C", "-h", "-p", "-r", "-t", "-D", "-R"],
     ),
     ("doas", &["-u", "-C"]),
+    ("exec", &["-a"]),
     (
         "env",
         &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],

@@ -90,6 +90,7 @@ fn deny_sees_through_wrappers_and_paths() {
         "eval rm x",
         "find . -name a -exec rm {} \\;",
         "xargs rm",
+        "exec -a innocent rm x",
         "$'rm' -rf /",
     ] {
         assert_eq!(o(line).reason, "command_denied", "{line}");

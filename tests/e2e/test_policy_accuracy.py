@@ -157,6 +157,7 @@ def test_quarantined_tools_say_why_in_tools_and_the_audit_line(facade, tmp_path)
 OOB_POLICY = policy_doc(auth=ANON, tools=[{"name": "echo", "arguments": [{
     "name": "text", "kind": "string", "allow": [".*"], "check": ["deploy .*"], "approval": "outOfBand"}]}])
 ADMIN_TOKEN = "admin-" + secrets.token_hex(16)
+FAKE_TOKEN = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
 
 
 class SelfApprover:
@@ -221,9 +222,9 @@ def test_out_of_band_approval_admits_declines_and_times_out(oob):
             assert text_of_result(await c.call_tool("echo", {"text": "status"})) == "status"
             t = threading.Thread(target=decide_when_pending, args=(fa, "approve", "carol", approved))
             t.start()
-            r = await c.call_tool("echo", {"text": "deploy prod"})
+            r = await c.call_tool("echo", {"text": f"deploy prod {FAKE_TOKEN}"})
             await anyio.to_thread.run_sync(t.join)
-            assert text_of_result(r) == "deploy prod"
+            assert text_of_result(r) == "deploy prod [REDACTED:github_token]"
             t = threading.Thread(target=decide_when_pending, args=(fa, "deny", "dave", declined))
             t.start()
             e = await sdk_error(c.call_tool("echo", {"text": "deploy staging"}))
@@ -237,7 +238,8 @@ def test_out_of_band_approval_admits_declines_and_times_out(oob):
     run_async(body)
     call = approved["pending"][0]
     assert (call["tool"], call["rule"], call["reason"]) == ("echo", "text", "value_needs_approval"), call
-    assert "deploy prod" in call["argument"] and call["session"], call
+    assert "deploy prod [REDACTED:github_token]" in call["argument"] and call["session"], call
+    assert FAKE_TOKEN not in json.dumps(approved["pending"]), "a secret shown on /approvals"
     assert approved["post"].status_code == 200 and approved["post"].json()["approver"] == "carol"
     assert declined["post"].status_code == 200
     lines = fa.audit.lines()

@@ -109,13 +109,22 @@ async fn out_of_band(
         reason,
         limit_secs: approvals.wait.as_secs(),
     };
+    // The person sees the value, with the policy's redaction applied: the
+    // pending list is not a way to read secrets the agent put there.
+    let argument = {
+        let preview = argument_preview(arguments, approval.rule);
+        let policy = session.app.policy.load();
+        let redactor = policy.compiled.redactor();
+        let mut counts = redactor.counts();
+        redactor.redact(&preview, &mut counts).into_owned()
+    };
     let ticket = approvals
         .open(PendingCall {
             id: String::new(),
             tool: tool.to_string(),
             rule: approval.rule.to_string(),
             reason: approval.reason,
-            argument: argument_preview(arguments, approval.rule),
+            argument,
             issuer: caller.issuer.clone(),
             subject: caller.subject.clone(),
             session: audit::hash_session(&session.id),
