@@ -45,11 +45,40 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
             None => reading.as_str(),
         };
         let p = normalize(r, root)?;
-        if !out.contains(&p) {
-            out.push(p);
+        // What Windows opens for it: trailing dots and spaces of a name,
+        // and an `::$DATA` stream suffix, dropped.
+        let w = windows_reading(&p);
+        for p in [Some(p), w].into_iter().flatten() {
+            if !out.contains(&p) {
+                out.push(p);
+            }
         }
     }
     Ok(out)
+}
+
+/// `p` with each name's trailing dots and spaces and `:…$DATA` stream
+/// suffix dropped, when that changes it (`.env.` and `.env::$DATA` open
+/// `.env` on Windows).
+fn windows_reading(p: &str) -> Option<String> {
+    if !p.contains(['.', ' ', ':']) {
+        return None;
+    }
+    let w: Vec<&str> = p
+        .split('/')
+        .map(|seg| {
+            let seg = match seg.find(':') {
+                Some(i) if i > 0 && seg[i..].to_ascii_lowercase().ends_with("$data") => &seg[..i],
+                _ => seg,
+            };
+            match seg.trim_end_matches(['.', ' ']) {
+                "" => seg,
+                t => t,
+            }
+        })
+        .collect();
+    let w = w.join("/");
+    (w != p).then_some(w)
 }
 
 /// The absolute path a `file:` URI names (`file:///p`, `file://localhost/p`,
@@ -57,6 +86,8 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
 /// `file:` URI, or a refusal for a file on another host.
 fn file_uri_path(s: &str) -> Option<Result<&str, Refusal>> {
     let rest = s.get(..5)?.eq_ignore_ascii_case("file:").then(|| &s[5..])?;
+    // A query or fragment is not part of the path.
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
     let Some(after) = rest.strip_prefix("//") else {
         return rest.starts_with('/').then_some(Ok(rest));
     };
@@ -281,7 +312,25 @@ mod tests {
         );
         assert_eq!(one("file://localhost", ws), ["/"]);
         assert_eq!(one("file:///workspace/a", ws), ["/workspace/a"]);
+        assert_eq!(one("file:///etc/passwd#x", ws), ["/etc/passwd"]);
+        assert_eq!(one("file:///etc/passwd?raw=1", ws), ["/etc/passwd"]);
         assert_eq!(one("profile:x", ws), ["/workspace/profile:x"]);
+    }
+
+    #[test]
+    fn what_windows_opens_is_a_reading_too() {
+        let ws = Some("/workspace");
+        assert_eq!(one(".env.", ws), ["/workspace/.env.", "/workspace/.env"]);
+        assert_eq!(
+            one(".env . .", ws),
+            ["/workspace/.env . .", "/workspace/.env"]
+        );
+        assert_eq!(
+            one(".env::$DATA", ws),
+            ["/workspace/.env::$DATA", "/workspace/.env"]
+        );
+        assert_eq!(one("src/a.rs", ws), ["/workspace/src/a.rs"]);
+        assert_eq!(one("a/../b", None), ["b"]);
     }
 
     #[test]

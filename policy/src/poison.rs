@@ -42,7 +42,14 @@
 //!   `control_character` (ANSI escapes and other C0/C1 controls).
 //! - `obfuscation`: `confusable_letters` (a word mixing ASCII letters with
 //!   look-alikes from another script), `styled_letters` (fullwidth or
-//!   mathematical letters), `encoded_text` (base64 that decodes to text).
+//!   mathematical letters), `encoded_text` (base64 that decodes to text),
+//!   `whitespace_padding` (100 spaces or 12 blank lines pushing text out of
+//!   a UI's view), `confusable_name` (the tool's name has the same TR39
+//!   skeleton as a sibling's: `send_emaiI` next to `send_email`).
+//!
+//! Names and keys are also read as words (`ignore_previous_instructions`
+//! as "ignore previous instructions"), and "ignore previous instructions"
+//! is recognized in a few other languages.
 //! - `tool_reference`: `tool_name`: another tool's distinctive name (one
 //!   with `_`, `-` or a camel hump, or 8+ characters) as a whole word. Only
 //!   a warning: servers say "use read_text_file instead" all the time.
@@ -136,6 +143,12 @@ fn rule_table() -> Vec<(FindingKind, &'static str, String, bool)> {
             ModelInstruction,
             "ignore_previous_instructions",
             r"(?i)\b(?:forget|disregard|ignore)\s+(?:the|your|all)\s+(?:guidelines|rules|instructions|restrictions)\s+(?:you\s+(?:were|have been)\s+given|above)",
+            false,
+        ),
+        r(
+            ModelInstruction,
+            "ignore_previous_instructions",
+            r"(?i)\bignora\s+(?:todas\s+)?las\s+instrucciones\s+(?:anteriores|previas)|\bignorez\s+(?:toutes\s+)?les\s+instructions\s+pr[ée]c[ée]dentes|\bignoriere\s+(?:alle\s+)?(?:vorherigen|bisherigen)\s+anweisungen|\bignora\s+(?:tutte\s+)?le\s+istruzioni\s+precedenti|\bignore\s+(?:todas\s+)?as\s+instru[çc][õo]es\s+anteriores|忽略(?:之前|以上|先前|上面|所有)|(?:以前|これまで|上記)の指示を無視|이전\s*지시(?:를|사항을)?\s*무시",
             false,
         ),
         r(
@@ -349,9 +362,46 @@ pub fn scan(tool: &Value, other_tools: &[&str]) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut at = String::new();
     walk(tool, &mut at, &mut |s: &str, at: &str, is_name: bool| {
-        scan_text(s, at, if is_name { &[] } else { &names }, &mut out)
+        scan_text(s, at, if is_name { &[] } else { &names }, is_name, &mut out)
     });
+    // A name that looks like a sibling's (`send_emaiI` next to `send_email`)
+    // is there to be picked instead of it.
+    let own_skeleton: String = unicode_security::skeleton(own).collect();
+    if other_tools
+        .iter()
+        .any(|n| *n != own && unicode_security::skeleton(n).eq(own_skeleton.chars()))
+    {
+        out.push(Finding {
+            kind: FindingKind::Obfuscation,
+            detail: "confusable_name",
+            location: "/name".to_string(),
+        });
+    }
     out
+}
+
+/// Text pushed out of view: a long run of spaces or of blank lines (a UI
+/// shows the start of a description; the model reads all of it).
+fn padded(s: &str) -> bool {
+    let mut spaces = 0;
+    let mut newlines = 0;
+    for c in s.chars() {
+        match c {
+            ' ' | '\t' | '\u{A0}' | '\u{3000}' => spaces += 1,
+            '\n' | '\r' => {
+                newlines += usize::from(c == '\n');
+                spaces = 0;
+            }
+            _ => {
+                spaces = 0;
+                newlines = 0;
+            }
+        }
+        if spaces >= 100 || newlines >= 12 {
+            return true;
+        }
+    }
+    false
 }
 
 fn walk(v: &Value, at: &mut String, text: &mut impl FnMut(&str, &str, bool)) {
@@ -379,7 +429,7 @@ fn walk(v: &Value, at: &mut String, text: &mut impl FnMut(&str, &str, bool)) {
     }
 }
 
-fn scan_text(s: &str, at: &str, names: &[&str], out: &mut Vec<Finding>) {
+fn scan_text(s: &str, at: &str, names: &[&str], identifier: bool, out: &mut Vec<Finding>) {
     let mut push = |kind, detail| {
         let f = Finding {
             kind,
@@ -409,7 +459,16 @@ fn scan_text(s: &str, at: &str, names: &[&str], out: &mut Vec<Finding>) {
         }
         Cow::Owned(n.text)
     };
+    if padded(&normalized) {
+        push(FindingKind::Obfuscation, "whitespace_padding");
+    }
     let text = decode_entities(&normalized);
+    // An identifier (a name or key) reads as words: `ignore_previous_…`.
+    let text = if identifier && text.contains(['_', '-']) {
+        Cow::Owned(text.replace(['_', '-'], " "))
+    } else {
+        text
+    };
     match_rules(&text, &mut push);
     for m in rules().base64.find_iter(&text) {
         if let Some(decoded) = readable_base64(m.as_str()) {

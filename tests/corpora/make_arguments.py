@@ -87,6 +87,10 @@ for v, why in [
     ("ID_RSA", "upper-case key name"), (".ssh/config", "the .ssh dir"), (".SSH/known_hosts", "upper-case .ssh"), (".ssh", ".ssh itself"),
     ("file:///workspace/.env", "file URI of the env file"), ("/workspace/.git/config", "absolute .git"),
     (".git\\config", "backslash into .git"), ("src/../.git/config", "climb into .git"),
+    (".env.", "Windows drops a trailing dot"), (".env . .", "Windows drops trailing dots and spaces"),
+    (".env::$DATA", "NTFS stream of the env file"), (".git./config", "trailing dot on the .git dir"),
+    ("file:///workspace/.env#frag", "a file URI fragment is not part of the path"),
+    ("file:///workspace/.env?x=1", "a file URI query is not part of the path"),
 ]:
     p("ws", v, "deny", why)
 # --- check: the secrets directory, in any case, itself included ------------------------
