@@ -61,7 +61,10 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
 /// suffix dropped, when that changes it (`.env.` and `.env::$DATA` open
 /// `.env` on Windows).
 fn windows_reading(p: &str) -> Option<String> {
-    if !p.contains(['.', ' ', ':']) {
+    let changes = p
+        .split('/')
+        .any(|seg| seg.ends_with(['.', ' ']) || seg.contains(':'));
+    if !changes {
         return None;
     }
     let w: Vec<&str> = p

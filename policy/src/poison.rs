@@ -366,10 +366,10 @@ pub fn scan(tool: &Value, other_tools: &[&str]) -> Vec<Finding> {
     });
     // A name that looks like a sibling's (`send_emaiI` next to `send_email`)
     // is there to be picked instead of it.
-    let own_skeleton: String = unicode_security::skeleton(own).collect();
+    let own_skeleton = skeleton(own);
     if other_tools
         .iter()
-        .any(|n| *n != own && unicode_security::skeleton(n).eq(own_skeleton.chars()))
+        .any(|n| *n != own && skeleton(n) == own_skeleton)
     {
         out.push(Finding {
             kind: FindingKind::Obfuscation,
@@ -378,6 +378,28 @@ pub fn scan(tool: &Value, other_tools: &[&str]) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// The TR39 skeleton of a tool name, remembered per thread: a list of n
+/// tools compares each name with n others.
+fn skeleton(name: &str) -> std::rc::Rc<str> {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static CACHE: RefCell<HashMap<String, std::rc::Rc<str>>> = RefCell::new(HashMap::new());
+    }
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some(s) = c.get(name) {
+            return s.clone();
+        }
+        if c.len() >= 4096 {
+            c.clear();
+        }
+        let s: std::rc::Rc<str> = unicode_security::skeleton(name).collect::<String>().into();
+        c.insert(name.to_string(), s.clone());
+        s
+    })
 }
 
 /// Text pushed out of view: a long run of spaces or of blank lines (a UI
