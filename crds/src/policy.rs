@@ -237,6 +237,10 @@ pub struct ToolRule {
 }
 
 /// A rule for one argument of a tool (seed 001: pass / check / deny).
+///
+/// Precedence per value: deny beats check beats allow; a value no pattern
+/// matches gets `otherwise`. Several values (array elements, commands in
+/// one line, readings of one path): the worst outcome wins.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ArgumentRule {
@@ -245,14 +249,29 @@ pub struct ArgumentRule {
     pub name: String,
     /// How values are interpreted before matching.
     pub kind: ArgumentKind,
-    /// Patterns that pass (globs for `path`, argv prefixes for `command`,
-    /// regexes for `string`).
+    /// Patterns that pass.
+    /// `path`: globs (`*` stops at `/`, `**` crosses it), case-sensitive,
+    /// relative ones taken under `root`.
+    /// `command`: an exact command line (`git status` allows only
+    /// `git status`), or words followed by `*` for any further arguments
+    /// (`git log *`); every word before the `*` must be literal in the call.
+    /// `string`: regexes that must match the whole value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
-    /// Patterns that need a person's approval (an elicitation) first.
+    /// Patterns that need a person's approval first (see `approval`); same
+    /// syntax as `deny`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub check: Vec<String>,
     /// Patterns that are refused. Deny beats check beats allow.
+    /// `path`: globs that ignore case (`**/.env` also refuses `.ENV`); one
+    /// for a directory's contents (`secrets/**`) also refuses the directory.
+    /// `command`: a command and the words before its first option, then
+    /// options that may appear anywhere after them, in any spelling
+    /// (`git diff --output` refuses `git diff HEAD --output=f` and
+    /// `--outp=f`; `pytest -p` refuses `-pX` and `-vp`); options alone
+    /// (`--exec-path`) apply to every command. A `$` expansion, glob or
+    /// brace that could turn into a refused word counts as that word.
+    /// `string`: regexes that must match the whole value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
     /// The outcome for a value no pattern matches.
@@ -261,6 +280,34 @@ pub struct ArgumentRule {
     /// For `path`: relative paths are resolved against this directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
+    /// Who approves a `check`: `elicitation` (default) asks the person at
+    /// the calling client; `outOfBand` waits for an approval on the
+    /// facade's admin port (`/approvals`), which the agent cannot reach.
+    #[serde(default, skip_serializing_if = "ApprovalChannel::is_default")]
+    pub approval: ApprovalChannel,
+}
+
+/// Where a `check` is approved.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ApprovalChannel {
+    /// An MCP elicitation to the calling client: the client's user interface
+    /// asks its user. A client (or an agent driving one) that declares the
+    /// elicitation capability can answer it itself, so this is a
+    /// confirmation step, not a second factor.
+    #[default]
+    Elicitation,
+    /// A person approves through the facade's admin port (`GET /approvals`
+    /// lists pending calls, `POST /approvals/<id>` decides), a channel the
+    /// agent does not control; the call waits a bounded time.
+    OutOfBand,
+}
+
+impl ApprovalChannel {
+    /// Whether this is the default (left out when serializing).
+    pub fn is_default(&self) -> bool {
+        *self == ApprovalChannel::default()
+    }
 }
 
 /// How an argument's value is read.
@@ -282,8 +329,8 @@ pub enum ArgumentKind {
 pub enum ArgumentOutcome {
     /// Let the call through.
     Pass,
-    /// Ask a person (MCP elicitation); refuse with APPROVAL_REQUIRED if the
-    /// client cannot ask.
+    /// Ask a person through the rule's `approval` channel; refuse with
+    /// APPROVAL_REQUIRED if nobody can be asked or nobody answers in time.
     Check,
     /// Refuse the call.
     #[default]
@@ -438,6 +485,11 @@ pub struct Redaction {
     /// Extra detectors: a name (used as the metric's `kind` label) and a regex.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patterns: Vec<RedactionPattern>,
+    /// Also look inside base64 text: a run of at least 24 base64 characters
+    /// that decodes to text holding a secret is redacted whole (default
+    /// false: it costs a decode of every such run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decode_base64: bool,
 }
 
 impl Default for Redaction {
@@ -446,6 +498,7 @@ impl Default for Redaction {
             enabled: true,
             kinds: Vec::new(),
             patterns: Vec::new(),
+            decode_base64: false,
         }
     }
 }

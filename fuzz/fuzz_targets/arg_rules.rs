@@ -10,6 +10,9 @@
 //!   least need approval;
 //! - command: if a line passes, the same line followed by `; rm -rf /` or a
 //!   newline and `rm -rf /` must not pass, and `sudo <line>` must not pass;
+//!   a `git push` line that is not denied must be denied once a forbidden
+//!   option is added in any spelling a shell turns into it (`--force`,
+//!   `${IFS}--force`, `$'\x2d\x2dforce'`, `-f` in a cluster) (issue 15);
 //! - the verdict is the same when the value arrives inside an array.
 #![no_main]
 
@@ -29,7 +32,7 @@ tools:
   - name: shell
     writes: false
     arguments:
-      - {name: cmd, kind: command, allow: ["git status", "git log", "ls", "cat", "echo", "grep"], check: ["git push"], deny: ["rm", "curl", "sudo"]}
+      - {name: cmd, kind: command, allow: ["git status", "git log *", "git push *", "ls *", "cat *", "echo *", "grep *"], check: ["git push"], deny: ["rm", "curl", "sudo", "git push --force", "git push -f", "git log --output"]}
 "#;
 
 struct World {
@@ -128,6 +131,15 @@ fn check_command(s: &str) {
             let joined = format!("{s}{tail}");
             let v2 = verdict("shell", &json!({ "cmd": joined }));
             assert_eq!(v2, V::Deny, "{s:?} passes and {joined:?} got {v2:?}");
+        }
+    }
+    let plain_push = s.starts_with("git push")
+        && !s.contains(['\\', '#', '\n', ';', '&', '|', '\'', '"', '<', '>']);
+    if v != V::Deny && plain_push {
+        for tail in [" --force", " ${IFS}--force", " $'\\x2d\\x2dforce'", " -uf", " --forc", " \"$F\""] {
+            let forced = format!("{s}{tail}");
+            let v2 = verdict("shell", &json!({ "cmd": forced }));
+            assert_eq!(v2, V::Deny, "{s:?} is not denied, {forced:?} got {v2:?}");
         }
     }
     if !s.trim().is_empty() {

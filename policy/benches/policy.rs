@@ -1,5 +1,6 @@
-//! Hot-path benchmarks: the decision for a 200-tool profile, redaction of a
-//! 1 MiB result, input validation of a typical call, and canonical hashing
+//! Hot-path benchmarks: the decision for a 200-tool profile (a path rule, a
+//! command rule), redaction of a 1 MiB result, the poisoning scan of a
+//! 200-tool list, input validation of a typical call, and canonical hashing
 //! of a 200-tool list. Run: `cargo bench -p mcp-warden-policy`.
 
 use std::collections::HashMap;
@@ -7,7 +8,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mcp_warden_policy::spec::{FacadePolicy, Redaction, Role};
-use mcp_warden_policy::{definition_hash, CompiledPolicy, ObservedTool, Redactor, SchemaCache};
+use mcp_warden_policy::{
+    definition_hash, poison, CompiledPolicy, ObservedTool, Redactor, SchemaCache,
+};
 use serde_json::{json, Value};
 
 fn tool_def(i: usize) -> Value {
@@ -63,6 +66,30 @@ fn decision(c: &mut Criterion) {
                     })
                     .is_allow(),
             )
+        })
+    });
+    let shell_policy = CompiledPolicy::compile(
+        &FacadePolicy::from_yaml_str(
+            "tools:\n  - name: tool_1\n    arguments:\n      - {name: path, kind: command, allow: ['git status', 'git log *', 'git diff *', 'ls *', 'cat *'], check: ['git push'], deny: ['rm', 'git diff --output', 'git --exec-path']}\n",
+            "bench",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let shell_args = json!({"path": "git log --oneline -n 20 -- src/lib.rs && ls -la src"});
+    assert!(
+        shell_policy
+            .decide_call("tool_1", Some(Role::User), &shell_args, |n| upstream.get(n))
+            .is_allow(),
+        "the benchmark measures an allowed call"
+    );
+    g.bench_function("call_command_rule", |b| {
+        b.iter(|| {
+            let d =
+                shell_policy.decide_call(black_box("tool_1"), Some(Role::User), &shell_args, |n| {
+                    upstream.get(n)
+                });
+            black_box(d.is_allow())
         })
     });
     let tools: Vec<&ObservedTool> = upstream.values().collect();
@@ -133,5 +160,21 @@ fn hashing(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decision, redaction, schema, hashing);
+fn scan(c: &mut Criterion) {
+    let defs: Vec<Value> = (0..200).map(tool_def).collect();
+    let names: Vec<String> = (0..200).map(|i| format!("tool_{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut g = c.benchmark_group("scan");
+    g.throughput(Throughput::Elements(200));
+    g.bench_function("scan_200_tools", |b| {
+        b.iter(|| {
+            defs.iter()
+                .map(|d| poison::scan(black_box(d), &names).len())
+                .sum::<usize>()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, decision, redaction, scan, schema, hashing);
 criterion_main!(benches);

@@ -20,9 +20,17 @@
 //! Patterns per kind:
 //! - `path`: globs (`*` stops at `/`, `**` crosses it, `{a,b}`, `[ab]`);
 //!   with `root`, every pattern not starting with `/` is taken under the
-//!   root (`**` means everything under it). See
-//!   [`crate::path`] for normalization.
-//! - `command`: argv prefixes; see [`crate::command`].
+//!   root (`**` means everything under it). `deny` and `check` patterns
+//!   ignore case (a case-insensitive filesystem opens `.ENV` for `.env`);
+//!   `allow` patterns do not. In `deny` and `check`, a pattern for a
+//!   directory's contents (`secrets/**`, `secrets/*`, `secrets/`) also
+//!   matches the directory itself, so `secrets`, `secrets/.` and `x/.git`
+//!   are denied like what is in them (an `allow` of `D/**` does not allow
+//!   `D`). A pattern ending in `/` means the directory's contents.
+//!   See [`crate::path`] for normalization (`file://` URIs, encodings).
+//! - `command`: exact argv, or argv prefixes when the pattern ends in `*`
+//!   (allow); a prefix plus options anywhere (deny, check); see
+//!   [`crate::command`].
 //! - `string`: regexes that must match the **whole** value, as if written
 //!   `^(?s:PATTERN)$` (`.` also matches newlines); write `.*x.*` for "contains".
 //!
@@ -30,11 +38,11 @@
 //! so they can go into audit lines and metrics.
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use mcp_warden_crds::policy::{ArgumentKind, ArgumentOutcome, ArgumentRule};
+use mcp_warden_crds::policy::{ApprovalChannel, ArgumentKind, ArgumentOutcome, ArgumentRule};
 use regex::RegexSet;
 use serde_json::Value;
 
-use crate::command::{compile_pattern, CommandMatcher};
+use crate::command::CommandMatcher;
 use crate::error::ConfigError;
 use crate::path;
 
@@ -43,12 +51,15 @@ use crate::path;
 pub enum ArgVerdict<'r> {
     /// Every judged value passed (or no rule applied).
     Pass,
-    /// A person must approve first (MCP elicitation, else APPROVAL_REQUIRED).
+    /// A person must approve first (MCP elicitation or out of band, else
+    /// APPROVAL_REQUIRED).
     Check {
         /// The rule's `name`.
         rule: &'r str,
         /// Stable snake_case reason, e.g. `command_needs_approval`.
         reason: &'static str,
+        /// Who approves.
+        channel: ApprovalChannel,
     },
     /// Refused (POLICY_BLOCKED).
     Deny {
@@ -141,6 +152,7 @@ struct ArgRule {
     name: String,
     pointer: bool,
     otherwise: ArgumentOutcome,
+    approval: ApprovalChannel,
     matcher: Matcher,
 }
 
@@ -198,37 +210,41 @@ impl ArgRules {
                             }
                         },
                     };
-                    let globs = |list: &[String], field: &str, errors: &mut Vec<ConfigError>| {
-                        glob_set(list, root.as_deref(), &format!("{at}.{field}"), errors)
+                    let globs = |list: &[String],
+                                 field: &str,
+                                 keep_out: bool,
+                                 errors: &mut Vec<ConfigError>| {
+                        glob_set(
+                            list,
+                            root.as_deref(),
+                            keep_out,
+                            &format!("{at}.{field}"),
+                            errors,
+                        )
                     };
                     Matcher::Path {
-                        allow: globs(&r.allow, "allow", errors),
-                        check: globs(&r.check, "check", errors),
-                        deny: globs(&r.deny, "deny", errors),
+                        allow: globs(&r.allow, "allow", false, errors),
+                        check: globs(&r.check, "check", true, errors),
+                        deny: globs(&r.deny, "deny", true, errors),
                         root,
                     }
                 }
                 ArgumentKind::Command => {
-                    let mut cmds = |list: &[String], field: &str| {
-                        let mut v = Vec::with_capacity(list.len());
-                        for (j, p) in list.iter().enumerate() {
-                            match compile_pattern(p) {
-                                Ok(argv) => v.push(argv),
-                                Err(e) => errors.push(ConfigError::pattern(
-                                    format!("{at}.{field}[{j}]"),
-                                    p,
-                                    e,
-                                )),
-                            }
-                        }
-                        v
-                    };
-                    let (allow, check, deny) = (
-                        cmds(&r.allow, "allow"),
-                        cmds(&r.check, "check"),
-                        cmds(&r.deny, "deny"),
-                    );
-                    Matcher::Command(CommandMatcher::new(allow, check, deny))
+                    let mut problems = Vec::new();
+                    let m = CommandMatcher::compile(&r.allow, &r.check, &r.deny, &mut problems);
+                    for (field, j, message) in problems {
+                        let list = match field {
+                            "allow" => &r.allow,
+                            "check" => &r.check,
+                            _ => &r.deny,
+                        };
+                        errors.push(ConfigError::pattern(
+                            format!("{at}.{field}[{j}]"),
+                            &list[j],
+                            message,
+                        ));
+                    }
+                    Matcher::Command(m)
                 }
                 ArgumentKind::String => Matcher::Str {
                     allow: regex_set(&r.allow, &format!("{at}.allow"), errors),
@@ -240,6 +256,7 @@ impl ArgRules {
                 name: r.name.clone(),
                 pointer,
                 otherwise: r.otherwise,
+                approval: r.approval,
                 matcher,
             });
         }
@@ -255,6 +272,7 @@ impl ArgRules {
     pub fn evaluate(&self, args: &Value) -> ArgVerdict<'_> {
         let mut worst = Outcome::PASS;
         let mut worst_rule = "";
+        let mut channel = ApprovalChannel::default();
         for rule in &self.rules {
             let value = if rule.pointer {
                 args.pointer(&rule.name)
@@ -266,6 +284,7 @@ impl ArgRules {
             if rank(o.action) > rank(worst.action) {
                 worst = o;
                 worst_rule = &rule.name;
+                channel = rule.approval;
                 if o.action == ArgumentOutcome::Deny {
                     break;
                 }
@@ -276,6 +295,7 @@ impl ArgRules {
             ArgumentOutcome::Check => ArgVerdict::Check {
                 rule: worst_rule,
                 reason: worst.reason,
+                channel,
             },
             ArgumentOutcome::Deny => ArgVerdict::Deny {
                 rule: worst_rule,
@@ -354,9 +374,14 @@ fn valid_pointer(p: &str) -> bool {
         .all(|(i, &c)| c != b'~' || matches!(b.get(i + 1), Some(b'0') | Some(b'1')))
 }
 
+/// Compile path globs (relative ones under `root`). A pattern ending in
+/// `/` stands for the directory's contents (`D/` is `D/**`). With
+/// `keep_out` (deny and check), case is ignored and a pattern for a
+/// directory's contents (`D/**`, `D/*`, `D/`) also matches `D` itself.
 fn glob_set(
     list: &[String],
     root: Option<&str>,
+    keep_out: bool,
     at: &str,
     errors: &mut Vec<ConfigError>,
 ) -> GlobSet {
@@ -366,15 +391,26 @@ fn glob_set(
             Some(r) if !p.starts_with('/') => format!("{}/{p}", r.trim_end_matches('/')),
             _ => p.clone(),
         };
-        match GlobBuilder::new(&full)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-        {
-            Ok(g) => {
-                b.add(g);
+        let dir = ["/**", "/*", "/"]
+            .iter()
+            .find_map(|s| full.strip_suffix(s))
+            .filter(|d| keep_out && !d.is_empty() && !d.ends_with("**"));
+        let with_contents = full.ends_with('/').then(|| format!("{full}**"));
+        for glob in std::iter::once(with_contents.as_deref().unwrap_or(&full)).chain(dir) {
+            match GlobBuilder::new(glob)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .case_insensitive(keep_out)
+                .build()
+            {
+                Ok(g) => {
+                    b.add(g);
+                }
+                Err(e) => {
+                    errors.push(ConfigError::pattern(format!("{at}[{j}]"), p, e.kind()));
+                    break;
+                }
             }
-            Err(e) => errors.push(ConfigError::pattern(format!("{at}[{j}]"), p, e.kind())),
         }
     }
     b.build().unwrap_or_else(|_| GlobSet::empty())
@@ -423,7 +459,8 @@ mod tests {
             r.evaluate(&json!({"path": "secrets/k"})),
             ArgVerdict::Check {
                 rule: "path",
-                reason: "path_needs_approval"
+                reason: "path_needs_approval",
+                channel: ApprovalChannel::Elicitation,
             }
         );
         assert_eq!(
@@ -447,6 +484,82 @@ mod tests {
                 rule: "path",
                 reason: "path_not_allowed"
             }
+        );
+    }
+
+    #[test]
+    fn deny_and_check_ignore_case_and_cover_the_directory_itself() {
+        let r = rules(json!([{
+            "name": "path", "kind": "path", "root": "/workspace",
+            "allow": ["**"], "check": ["secrets/**"], "deny": ["**/.git/**", "**/.env", "keys/"]
+        }]));
+        for p in [
+            ".ENV",
+            "a/.Env",
+            ".GIT/config",
+            "x/.git",
+            "x/.git/.",
+            ".git",
+            "keys",
+            "KEYS/id",
+            "x/.GiT",
+        ] {
+            assert!(
+                matches!(
+                    r.evaluate(&json!({ "path": p })),
+                    ArgVerdict::Deny {
+                        reason: "path_denied",
+                        ..
+                    }
+                ),
+                "{p}"
+            );
+        }
+        for p in ["secrets", "secrets/.", "SECRETS/x", "Secrets"] {
+            assert!(
+                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Check { .. }),
+                "{p}"
+            );
+        }
+        for p in [
+            "src/.environment",
+            "gitx/a",
+            "x/.github/workflows/ci.yml",
+            "secretsx",
+        ] {
+            assert_eq!(r.evaluate(&json!({ "path": p })), ArgVerdict::Pass, "{p}");
+        }
+        // Allow stays case-sensitive and does not grow to the directory.
+        let a = rules(json!([{"name": "path", "kind": "path", "allow": ["/srv/Docs/**"]}]));
+        assert_eq!(
+            a.evaluate(&json!({"path": "/srv/Docs/a"})),
+            ArgVerdict::Pass
+        );
+        for p in ["/srv/docs/a", "/srv/Docs"] {
+            assert!(
+                matches!(a.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn file_uris_are_judged_as_the_path_they_name() {
+        let r = path_rules();
+        for p in [
+            "file:///etc/passwd",
+            "file://localhost/etc/shadow",
+            "FILE:/etc/hosts",
+            "file://h/x",
+        ] {
+            assert!(
+                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
+                "{p}"
+            );
+        }
+        assert_eq!(
+            r.evaluate(&json!({"path": "file:///workspace/src/a.rs"})),
+            ArgVerdict::Pass
         );
     }
 
@@ -478,7 +591,7 @@ mod tests {
     fn arrays_pointers_and_types() {
         let r = rules(json!([
             {"name": "paths", "kind": "path", "allow": ["/w/**"]},
-            {"name": "/opts/cmd", "kind": "command", "allow": ["ls"]}
+            {"name": "/opts/cmd", "kind": "command", "allow": ["ls *"]}
         ]));
         assert_eq!(
             r.evaluate(&json!({"paths": ["/w/a", ["/w/b"]]})),
@@ -522,14 +635,16 @@ mod tests {
             r.evaluate(&json!({"q": "abc1"})),
             ArgVerdict::Check {
                 rule: "q",
-                reason: "value_unlisted"
+                reason: "value_unlisted",
+                channel: ApprovalChannel::Elicitation,
             }
         );
         assert_eq!(
             r.evaluate(&json!({"q": "adminx"})),
             ArgVerdict::Check {
                 rule: "q",
-                reason: "value_needs_approval"
+                reason: "value_needs_approval",
+                channel: ApprovalChannel::Elicitation,
             }
         );
         assert_eq!(
@@ -551,7 +666,8 @@ mod tests {
             r.evaluate(&json!({"a": "y", "b": "x"})),
             ArgVerdict::Check {
                 rule: "a",
-                reason: "value_unlisted"
+                reason: "value_unlisted",
+                channel: ApprovalChannel::Elicitation,
             }
         );
         assert_eq!(

@@ -1,321 +1,313 @@
-//! Shell command lines for `kind: command` argument rules.
+//! `kind: command` argument rules: shell command lines judged against
+//! `allow`, `check` and `deny` patterns.
 //!
-//! Flow: argument string --[`parse`]--> simple commands (argv words) -->
+//! Flow: argument string --[`crate::shell::parse`]--> simple commands -->
 //! [`CommandMatcher::evaluate`]: every simple command must pass on its own,
 //! the worst outcome wins, so `git status; rm -rf /` cannot ride on an
-//! allowed `git status`.
+//! allowed `git status`. Structural refusals (command substitution, output
+//! redirection, …) are listed in [`crate::shell`].
 //!
-//! The tokenizer follows POSIX sh quoting: `'…'` literal, `"…"` with `\`
-//! escapes, `\x` outside quotes, line continuations. It splits commands on
-//! `;` `&&` `||` `|` `|&` `&` newlines `(` `)` and bare `{` `}` words.
-//! Refused outright (deny, whatever the patterns say): command substitution
-//! (`` `…` ``, `$(…)`, `$((…))`, `<(…)`, `>(…)`), output redirection to
-//! anything but `/dev/null` (`>`, `>>`, `>|`, `&>`, `<>`, `N>`), here-docs
-//! (`<<`), unterminated quotes, more than 3 nested `sh -c`, and a command
-//! whose name is a parameter expansion (`$X args`). Input redirection (`<`),
-//! here-strings and fd duplication (`2>&1`) are fine. `#` is not a comment
-//! (so `ls # ; rm x` is judged as two commands: stricter than sh).
+//! **Allow patterns are exact.** `git status` allows exactly `git status`;
+//! a last word `*` allows any further arguments: `git log *` allows
+//! `git log -n 5 src`. So an author who writes `git diff` does not hand out
+//! `git diff --output=FILE`, and `pytest` does not hand out `pytest -p
+//! PLUGIN`. Allow patterns match the command *as written*, including `A=b`
+//! env prefixes (so `GIT_SSH_COMMAND=… git fetch` needs its own entry), and
+//! every word a pattern names must be a literal: an opaque word (see
+//! [`crate::shell`]) where a pattern needs a literal is not allowed; under
+//! the `*` any word goes.
 //!
-//! Patterns are argv prefixes (`git status` matches `git status -s`, not
-//! `git statusx`). A word containing an unquoted or double-quoted `$`
-//! expansion is opaque and equals no pattern word.
-//! - `allow` matches the command *as written*, including `A=b` env prefixes
-//!   (so `GIT_SSH_COMMAND=… git fetch` needs its own allow entry).
-//! - `deny` and `check` match the *effective* command too: env prefixes,
-//!   wrappers (`env sudo doas nohup nice timeout command builtin exec xargs
-//!   stdbuf time !`, shell keywords `if then else elif do while until`) are
-//!   peeled off, `/bin/rm` also reads as `rm`, and `find … -exec CMD` and
-//!   `sh|bash|zsh|dash -c 'CMD'` bodies are evaluated as commands of their own.
+//! **Deny and check patterns** are a command prefix — the name and the
+//! words up to the first option, in order, with options allowed between
+//! them (`docker --debug run` reads as `docker run`) — plus the options
+//! (and any words after the first option), which may appear *anywhere*
+//! after the prefix: `git push --force` matches `git push origin --force`
+//! and `git push -v --force=x`; `git diff --output` matches every
+//! `git diff` that writes a file, whatever the allow pattern. A pattern
+//! made only of options (`--output`) applies to every command. Options match the way
+//! programs read them: `--output` also matches `--output=F` and the
+//! abbreviations `--outp`, `--out`; `-p` matches `-p`, `-pX` and clusters
+//! `-vp`; `-rf` matches `-rf`, `-fr`, `-rfv` (list `-r` to catch `-r -f`
+//! too). A trailing `*` in a deny or check pattern changes nothing. They
+//! match the *effective* command too: env prefixes and wrappers (`env sudo
+//! doas nohup nice timeout command builtin exec xargs stdbuf time !`, shell
+//! keywords `if then else elif do while until`) are peeled off, `/bin/rm`
+//! also reads as `rm`, and `find … -exec CMD`, `sh|bash|…  -c 'CMD'` and
+//! `eval` bodies are judged as commands of their own.
+//!
+//! **Opaque words** count against the caller: an opaque word matches a
+//! deny or check pattern word whenever some run-time value of it could
+//! (`git push ${IFS}--force` is denied by `git push --force`, so is
+//! `git $X`), and a command whose name is opaque (`$CMD x`) is denied
+//! (`dynamic_command`).
+//!
+//! Precedence per simple command: deny, check, dynamic name, allow, else
+//! the rule's `otherwise`.
 
 use crate::args::{Outcome, Reasons};
+use crate::shell::{parse, Spread, Word};
 use mcp_warden_crds::policy::ArgumentOutcome;
-
-/// One word of a simple command.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Word {
-    pub text: String,
-    /// Contains a parameter expansion: its runtime value is unknown.
-    pub opaque: bool,
-    /// Some part was quoted or escaped (so it is not a keyword or assignment).
-    pub quoted: bool,
-}
-
-impl Word {
-    fn is_assignment(&self) -> bool {
-        if self.quoted {
-            return false;
-        }
-        match self.text.split_once('=') {
-            Some((name, _)) => {
-                let mut b = name.bytes();
-                b.next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
-                    && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
-            }
-            None => false,
-        }
-    }
-}
 
 const MAX_NESTING: usize = 3;
 
-/// Split a command line into simple commands, or refuse it.
-pub(crate) fn parse(line: &str) -> Result<Vec<Vec<Word>>, &'static str> {
-    Tokenizer::default().run(line)
+/// An allow pattern: exact words, then maybe anything.
+#[derive(Debug, Clone)]
+pub(crate) struct AllowPattern {
+    words: Vec<String>,
+    /// Ends in `*`: any further arguments.
+    rest: bool,
 }
 
-#[derive(Default)]
-struct Tokenizer {
-    commands: Vec<Vec<Word>>,
-    words: Vec<Word>,
-    cur: String,
-    in_word: bool,
-    opaque: bool,
-    quoted: bool,
-    /// The previous operator was a redirection whose target is the next word.
-    redirect: Option<Redirect>,
+/// A deny or check pattern.
+#[derive(Debug, Clone)]
+pub(crate) struct RulePattern {
+    /// The command name; `None` for an options-only pattern (every command).
+    name: Option<String>,
+    /// Words right after the name, up to the first option, in place.
+    prefix: Vec<String>,
+    /// Options and words from the first option on, anywhere after the name.
+    anywhere: Vec<Anywhere>,
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Redirect {
-    Input,
-    Output,
-    Dup,
-}
-
-impl Tokenizer {
-    fn end_word(&mut self) -> Result<(), &'static str> {
-        if !self.in_word {
-            return Ok(());
-        }
-        let w = Word {
-            text: std::mem::take(&mut self.cur),
-            opaque: self.opaque,
-            quoted: self.quoted,
-        };
-        self.in_word = false;
-        self.opaque = false;
-        self.quoted = false;
-        match self.redirect.take() {
-            Some(Redirect::Output) if w.text != "/dev/null" || w.opaque => {
-                Err("output_redirection")
-            }
-            Some(Redirect::Dup)
-                if !(w.text == "-" || w.text.bytes().all(|b| b.is_ascii_digit())) =>
-            {
-                Err("output_redirection")
-            }
-            Some(_) => Ok(()),
-            None if !w.quoted && (w.text == "{" || w.text == "}") => self.end_command(),
-            None => {
-                self.words.push(w);
-                Ok(())
-            }
-        }
-    }
-
-    fn end_command(&mut self) -> Result<(), &'static str> {
-        self.end_word()?;
-        if self.redirect.is_some() {
-            return Err("unparseable_command");
-        }
-        if !self.words.is_empty() {
-            self.commands.push(std::mem::take(&mut self.words));
-        }
-        Ok(())
-    }
-
-    fn push(&mut self, c: char) {
-        self.in_word = true;
-        self.cur.push(c);
-    }
-
-    fn run(mut self, line: &str) -> Result<Vec<Vec<Word>>, &'static str> {
-        let chars: Vec<char> = line.chars().collect();
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
-            let next = chars.get(i + 1).copied();
-            match c {
-                ' ' | '\t' => self.end_word()?,
-                '\n' | ';' | '(' | ')' => self.end_command()?,
-                '|' => {
-                    self.end_command()?;
-                    if matches!(next, Some('|') | Some('&')) {
-                        i += 1;
-                    }
-                }
-                '&' => {
-                    if next == Some('>') {
-                        // `&>file` / `&>>file`: stdout and stderr to a file.
-                        self.end_word()?;
-                        i += if chars.get(i + 2) == Some(&'>') { 2 } else { 1 };
-                        self.redirect = Some(Redirect::Output);
-                    } else {
-                        self.end_command()?;
-                        if next == Some('&') {
-                            i += 1;
-                        }
-                    }
-                }
-                '<' | '>' => {
-                    // A word of digits right before is the fd, not an argument.
-                    if self.in_word
-                        && !self.quoted
-                        && !self.opaque
-                        && self.cur.bytes().all(|b| b.is_ascii_digit())
-                    {
-                        self.cur.clear();
-                        self.in_word = false;
-                    } else {
-                        self.end_word()?;
-                    }
-                    if self.redirect.is_some() {
-                        return Err("unparseable_command");
-                    }
-                    if next == Some('(') {
-                        return Err("command_substitution");
-                    }
-                    let (kind, skip) = match (c, next, chars.get(i + 2).copied()) {
-                        ('<', Some('<'), Some('<')) => (Redirect::Input, 2),
-                        ('<', Some('<'), _) => return Err("heredoc"),
-                        ('<', Some('>'), _) => (Redirect::Output, 1),
-                        ('<', Some('&'), _) | ('>', Some('&'), _) => (Redirect::Dup, 1),
-                        ('<', _, _) => (Redirect::Input, 0),
-                        ('>', Some('>') | Some('|'), _) => (Redirect::Output, 1),
-                        _ => (Redirect::Output, 0),
-                    };
-                    i += skip;
-                    self.redirect = Some(kind);
-                }
-                '`' => return Err("command_substitution"),
-                '\\' => match next {
-                    Some('\n') => i += 1,
-                    Some(n) => {
-                        self.quoted = true;
-                        self.push(n);
-                        i += 1;
-                    }
-                    None => return Err("unparseable_command"),
-                },
-                '\'' => {
-                    self.quoted = true;
-                    self.in_word = true;
-                    let end = chars[i + 1..]
-                        .iter()
-                        .position(|&x| x == '\'')
-                        .ok_or("unparseable_command")?;
-                    self.cur.extend(&chars[i + 1..i + 1 + end]);
-                    i += end + 1;
-                }
-                '"' => {
-                    self.quoted = true;
-                    self.in_word = true;
-                    i += 1;
-                    loop {
-                        match chars.get(i) {
-                            None => return Err("unparseable_command"),
-                            Some('"') => break,
-                            Some('`') => return Err("command_substitution"),
-                            Some('\\') => match chars.get(i + 1) {
-                                Some(&e @ ('"' | '\\' | '$' | '`')) => {
-                                    self.cur.push(e);
-                                    i += 1;
-                                }
-                                Some('\n') => i += 1,
-                                _ => self.cur.push('\\'),
-                            },
-                            Some('$') => self.dollar(chars.get(i + 1).copied())?,
-                            Some(&x) => self.cur.push(x),
-                        }
-                        i += 1;
-                    }
-                }
-                '$' => {
-                    if next == Some('\'') {
-                        // ANSI-C quoting: escapes we do not evaluate, so opaque.
-                        self.quoted = true;
-                        self.opaque = true;
-                        self.in_word = true;
-                        let mut j = i + 2;
-                        loop {
-                            match chars.get(j) {
-                                None => return Err("unparseable_command"),
-                                Some('\\') => j += 2,
-                                Some('\'') => break,
-                                Some(&x) => {
-                                    self.cur.push(x);
-                                    j += 1
-                                }
-                            }
-                        }
-                        i = j;
-                    } else {
-                        self.in_word = true;
-                        self.dollar(next)?;
-                    }
-                }
-                // Unquoted glob and brace characters expand at run time.
-                '*' | '?' | '[' | '{' => {
-                    self.opaque = true;
-                    self.push(c);
-                }
-                _ => self.push(c),
-            }
-            i += 1;
-        }
-        self.end_command()?;
-        Ok(self.commands)
-    }
-
-    /// A `$` inside or outside double quotes.
-    fn dollar(&mut self, next: Option<char>) -> Result<(), &'static str> {
-        match next {
-            Some('(') => Err("command_substitution"),
-            Some(n)
-                if n.is_ascii_alphanumeric()
-                    || matches!(n, '_' | '{' | '?' | '$' | '!' | '#' | '*' | '@' | '-') =>
-            {
-                self.opaque = true;
-                self.cur.push('$');
-                Ok(())
-            }
-            _ => {
-                self.cur.push('$');
-                Ok(())
-            }
-        }
-    }
+#[derive(Debug, Clone)]
+enum Anywhere {
+    /// `--name` (without the dashes).
+    Long(String),
+    /// `-abc` (without the dash).
+    Short(String),
+    /// A plain word.
+    Word(String),
 }
 
 /// Compiled `command` patterns of one argument rule.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CommandMatcher {
-    allow: Vec<Vec<String>>,
-    check: Vec<Vec<String>>,
-    deny: Vec<Vec<String>>,
+    allow: Vec<AllowPattern>,
+    check: Vec<RulePattern>,
+    deny: Vec<RulePattern>,
 }
 
-/// Parse one pattern into the argv prefix it stands for.
-pub(crate) fn compile_pattern(p: &str) -> Result<Vec<String>, String> {
+/// The words of one pattern, and whether it ends in an unquoted `*`.
+fn pattern_words(p: &str) -> Result<(Vec<String>, bool), String> {
     let mut cmds = parse(p).map_err(|r| format!("not a plain command ({r})"))?;
     if cmds.len() != 1 {
         return Err("must be exactly one command, without ; && || | &".into());
     }
-    let words = cmds.pop().unwrap_or_default();
-    if words.iter().any(|w| w.opaque) {
-        return Err("must not contain $ expansions, globs or braces".into());
+    let mut words = cmds.pop().unwrap_or_default();
+    let rest = words
+        .last()
+        .is_some_and(|w| !w.quoted && w.text == "*" && w.opaque.is_some());
+    if rest {
+        words.pop();
     }
-    Ok(words.into_iter().map(|w| w.text).collect())
+    if words.is_empty() {
+        return Err("must name a command".into());
+    }
+    if words.iter().any(|w| w.opaque.is_some()) {
+        return Err(
+            "must not contain $ expansions, globs, braces or ~ (a `*` may only be the last word: any further arguments)"
+                .into(),
+        );
+    }
+    Ok((words.into_iter().map(|w| w.text).collect(), rest))
+}
+
+/// Parse an allow pattern.
+pub(crate) fn compile_allow(p: &str) -> Result<AllowPattern, String> {
+    let (words, rest) = pattern_words(p)?;
+    Ok(AllowPattern { words, rest })
+}
+
+fn is_option(w: &str) -> bool {
+    w.len() > 1 && w.starts_with('-') && w != "--"
+}
+
+/// Parse a deny or check pattern.
+pub(crate) fn compile_rule(p: &str) -> Result<RulePattern, String> {
+    let (words, _) = pattern_words(p)?;
+    let mut it = words.into_iter().peekable();
+    let name = match it.peek() {
+        Some(w) if is_option(w) => None,
+        _ => it.next(),
+    };
+    let mut prefix = Vec::new();
+    while let Some(w) = it.next_if(|w| !is_option(w)) {
+        prefix.push(w);
+    }
+    let mut anywhere = Vec::new();
+    for w in it {
+        if let Some(long) = w.strip_prefix("--").filter(|_| is_option(&w)) {
+            if long.contains('=') {
+                return Err(format!(
+                    "write the option without a value: `--{}` matches every value",
+                    long.split('=').next().unwrap_or("")
+                ));
+            }
+            anywhere.push(Anywhere::Long(long.to_string()));
+        } else if is_option(&w) {
+            anywhere.push(Anywhere::Short(w[1..].to_string()));
+        } else {
+            anywhere.push(Anywhere::Word(w));
+        }
+    }
+    Ok(RulePattern {
+        name,
+        prefix,
+        anywhere,
+    })
+}
+
+impl AllowPattern {
+    fn matches(&self, argv: &[Word]) -> bool {
+        let n = self.words.len();
+        (argv.len() == n || (self.rest && argv.len() > n))
+            && self
+                .words
+                .iter()
+                .zip(argv)
+                .all(|(p, w)| w.opaque.is_none() && *p == w.text)
+    }
+}
+
+/// Whether some run-time value of `w` could be the literal word `target`.
+fn could_be(w: &Word, target: &str) -> bool {
+    match w.opaque {
+        None => w.text == target,
+        Some(o) if o.spread == Spread::Any => true,
+        Some(_) => target.starts_with(w.prefix()),
+    }
+}
+
+impl Anywhere {
+    /// Whether `w` is (or some run-time value of it could be) this option or word.
+    fn matched_by(&self, w: &Word) -> bool {
+        if w.opaque.is_some_and(|o| o.spread == Spread::Any) {
+            return true;
+        }
+        let known = w.prefix();
+        let opaque = w.opaque.is_some();
+        match self {
+            Anywhere::Word(t) => could_be(w, t),
+            Anywhere::Long(name) => match known.strip_prefix("--") {
+                Some(given) => {
+                    // `--given[=…]` is the option or an abbreviation of it;
+                    // an unknown tail before any `=` may add letters.
+                    let (given, open) = match given.split_once('=') {
+                        Some((g, _)) => (g, false),
+                        None => (given, opaque),
+                    };
+                    (open || !given.is_empty()) && name.starts_with(given)
+                }
+                None => opaque && (known.is_empty() || known == "-"),
+            },
+            Anywhere::Short(letters) => {
+                if known.starts_with("--") {
+                    return false;
+                }
+                let Some(body) = known.strip_prefix('-') else {
+                    return opaque && known.is_empty();
+                };
+                let cluster = body.bytes().all(|b| b.is_ascii_alphanumeric());
+                if opaque {
+                    return cluster;
+                }
+                !body.is_empty()
+                    && (body.starts_with(letters.as_str())
+                        || (cluster && letters.chars().all(|c| body.contains(c))))
+            }
+        }
+    }
+}
+
+impl RulePattern {
+    /// Whether the command `argv` (one reading of it) could match.
+    fn matches(&self, argv: &[Word]) -> bool {
+        let Some((first, rest)) = argv.split_first() else {
+            return false;
+        };
+        if let Some(name) = &self.name {
+            if first.opaque.is_some() {
+                return false; // judged as `dynamic_command`
+            }
+            let base = first.text.rsplit('/').next().unwrap_or("");
+            if first.text != *name && base != name {
+                return false;
+            }
+        }
+        let mut ends = Vec::new();
+        prefix_ends(&self.prefix, rest, 0, &mut ends);
+        ends.iter().any(|&e| {
+            self.anywhere
+                .iter()
+                .all(|a| rest[e..].iter().any(|w| a.matched_by(w)))
+        })
+    }
+}
+
+/// Where the rest of `argv` can begin once its words from `i` on are read
+/// as `pattern`, word for word: an opaque word stands for as many words as
+/// it may become (and the rest may begin at it, since it may go on), and
+/// literal options may come between the pattern's words (`docker --debug
+/// run` is read as `docker run`). Pushes each possible start to `out`.
+fn prefix_ends(pattern: &[String], argv: &[Word], i: usize, out: &mut Vec<usize>) {
+    let Some((p, more)) = pattern.split_first() else {
+        out.push(i);
+        return;
+    };
+    let Some(w) = argv.get(i) else { return };
+    match w.opaque.map(|o| o.spread) {
+        None => {
+            if w.text == *p {
+                prefix_ends(more, argv, i + 1, out);
+            } else if is_option(&w.text) {
+                prefix_ends(pattern, argv, i + 1, out);
+            }
+        }
+        Some(Spread::One) => {
+            if could_be(w, p) {
+                prefix_ends(more, argv, i + 1, out);
+            }
+        }
+        // Its first word starts with the prefix; the others can be anything.
+        Some(Spread::Any) => {
+            if p.starts_with(w.prefix()) {
+                out.push(i);
+            }
+        }
+        // One or more words, each starting with the prefix.
+        Some(Spread::Prefixed) => {
+            if could_be(w, p) {
+                prefix_ends(more, argv, i + 1, out);
+                prefix_ends(more, argv, i, out);
+            }
+        }
+    }
 }
 
 impl CommandMatcher {
-    pub(crate) fn new(
-        allow: Vec<Vec<String>>,
-        check: Vec<Vec<String>>,
-        deny: Vec<Vec<String>>,
+    /// Compile the three lists; problems go to `errors` as `(field, index, message)`.
+    pub(crate) fn compile(
+        allow: &[String],
+        check: &[String],
+        deny: &[String],
+        errors: &mut Vec<(&'static str, usize, String)>,
     ) -> Self {
-        CommandMatcher { allow, check, deny }
+        let mut m = CommandMatcher::default();
+        for (j, p) in allow.iter().enumerate() {
+            match compile_allow(p) {
+                Ok(a) => m.allow.push(a),
+                Err(e) => errors.push(("allow", j, e)),
+            }
+        }
+        for (field, list, out) in [("check", check, &mut m.check), ("deny", deny, &mut m.deny)] {
+            for (j, p) in list.iter().enumerate() {
+                match compile_rule(p) {
+                    Ok(r) => out.push(r),
+                    Err(e) => errors.push((field, j, e)),
+                }
+            }
+        }
+        m
     }
 
     /// Judge a whole command line.
@@ -345,20 +337,21 @@ impl CommandMatcher {
         let mut variants: Vec<&[Word]> = vec![words];
         let mut nested: Vec<String> = Vec::new();
         effective(words, &mut variants, &mut nested);
-        let hit = |patterns: &[Vec<String>]| {
-            variants.iter().any(|v| {
-                patterns
-                    .iter()
-                    .any(|p| prefix(p, v) || basename_prefix(p, v))
-            })
+        let hit = |patterns: &[RulePattern]| {
+            variants
+                .iter()
+                .any(|v| patterns.iter().any(|p| p.matches(v)))
         };
         let mut out = if hit(&self.deny) {
             Outcome::deny("command_denied")
         } else if hit(&self.check) {
             Outcome::check("command_needs_approval")
-        } else if variants.iter().any(|v| v.first().is_some_and(|w| w.opaque)) {
+        } else if variants
+            .iter()
+            .any(|v| v.first().is_some_and(|w| w.opaque.is_some()))
+        {
             Outcome::deny("dynamic_command")
-        } else if self.allow.iter().any(|p| prefix(p, words)) {
+        } else if self.allow.iter().any(|p| p.matches(words)) {
             Outcome::PASS
         } else {
             Outcome::otherwise(otherwise, Reasons::COMMAND)
@@ -373,31 +366,6 @@ impl CommandMatcher {
     }
 }
 
-fn prefix(pattern: &[String], argv: &[Word]) -> bool {
-    pattern.len() <= argv.len()
-        && pattern
-            .iter()
-            .zip(argv)
-            .all(|(p, w)| !w.opaque && *p == w.text)
-}
-
-/// `/usr/bin/rm -rf` read as `rm -rf` (for deny and check only).
-fn basename_prefix(pattern: &[String], argv: &[Word]) -> bool {
-    let Some((first, rest)) = argv.split_first() else {
-        return false;
-    };
-    let Some(base) = first.text.rsplit_once('/').map(|(_, b)| b) else {
-        return false;
-    };
-    !first.opaque
-        && pattern.len() <= argv.len()
-        && pattern.first().is_some_and(|p| p == base)
-        && pattern[1..]
-            .iter()
-            .zip(rest)
-            .all(|(p, w)| !w.opaque && *p == w.text)
-}
-
 const WRAPPERS: &[&str] = &[
     "env", "sudo", "doas", "nohup", "nice", "timeout", "command", "builtin", "exec", "xargs",
     "stdbuf", "time", "!", "if", "then", "else", "elif", "do", "while", "until",
@@ -409,6 +377,7 @@ const OPTION_VALUES: &[(&str, &[&str])] = &[
         &["-u", "-g", "-U", "-C", "-h", "-p", "-r", "-t", "-D", "-R"],
     ),
     ("doas", &["-u", "-C"]),
+    ("exec", &["-a"]),
     (
         "env",
         &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
@@ -443,7 +412,7 @@ fn effective<'w>(words: &'w [Word], variants: &mut Vec<&'w [Word]>, nested: &mut
         let name = first.text.rsplit('/').next().unwrap_or("");
         if first.is_assignment() {
             rest = &rest[1..];
-        } else if !first.quoted && WRAPPERS.contains(&name) {
+        } else if !first.quoted && first.opaque.is_none() && WRAPPERS.contains(&name) {
             rest = &rest[1..];
             // Options of the wrapper, and `timeout`'s / `nice -n`'s value.
             while let Some(w) = rest.first() {
@@ -506,188 +475,5 @@ fn effective<'w>(words: &'w [Word], variants: &mut Vec<&'w [Word]>, nested: &mut
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argvs(line: &str) -> Vec<Vec<String>> {
-        parse(line)
-            .unwrap()
-            .into_iter()
-            .map(|c| c.into_iter().map(|w| w.text).collect())
-            .collect()
-    }
-
-    fn m(allow: &[&str], check: &[&str], deny: &[&str]) -> CommandMatcher {
-        let c = |v: &[&str]| v.iter().map(|p| compile_pattern(p).unwrap()).collect();
-        CommandMatcher::new(c(allow), c(check), c(deny))
-    }
-
-    fn judge(m: &CommandMatcher, line: &str) -> (ArgumentOutcome, &'static str) {
-        let o = m.evaluate(line, ArgumentOutcome::Deny);
-        (o.action, o.reason)
-    }
-
-    #[test]
-    fn quotes_and_escapes_make_words() {
-        assert_eq!(
-            argvs(r#"git commit -m "a b" 'c d' e\ f"#),
-            [["git", "commit", "-m", "a b", "c d", "e f"]]
-        );
-        assert_eq!(argvs("echo \"x\\\"y\" 'it''s'"), [["echo", "x\"y", "its"]]);
-        assert_eq!(argvs("ls \\\n -la"), [["ls", "-la"]]);
-    }
-
-    #[test]
-    fn separators_split_commands() {
-        assert_eq!(
-            argvs("a; b && c || d | e |& f & g\nh (i) { j; }"),
-            [
-                ["a"],
-                ["b"],
-                ["c"],
-                ["d"],
-                ["e"],
-                ["f"],
-                ["g"],
-                ["h"],
-                ["i"],
-                ["j"]
-            ]
-        );
-        assert_eq!(argvs("echo 'a;b' \"c&&d\""), [["echo", "a;b", "c&&d"]]);
-    }
-
-    #[test]
-    fn structural_refusals() {
-        for (line, reason) in [
-            ("echo `id`", "command_substitution"),
-            ("echo $(id)", "command_substitution"),
-            ("echo \"$(id)\"", "command_substitution"),
-            ("echo $((1+2))", "command_substitution"),
-            ("diff <(ls) x", "command_substitution"),
-            ("ls > /etc/passwd", "output_redirection"),
-            ("ls >> out", "output_redirection"),
-            ("ls 2>err", "output_redirection"),
-            ("ls &>out", "output_redirection"),
-            ("ls >&out", "output_redirection"),
-            ("cat <<EOF", "heredoc"),
-            ("echo 'unterminated", "unparseable_command"),
-            ("echo \"unterminated", "unparseable_command"),
-            ("ls >", "unparseable_command"),
-        ] {
-            assert_eq!(parse(line).unwrap_err(), reason, "{line}");
-        }
-        assert_eq!(argvs("ls 2>&1 > /dev/null < in <<< word"), [["ls"]]);
-    }
-
-    #[test]
-    fn chained_commands_cannot_ride_an_allowed_prefix() {
-        let m = m(&["git status", "ls"], &[], &[]);
-        assert_eq!(judge(&m, "git status -s").0, ArgumentOutcome::Pass);
-        assert_eq!(
-            judge(&m, "git status; rm -rf /"),
-            (ArgumentOutcome::Deny, "command_not_allowed")
-        );
-        assert_eq!(
-            judge(&m, "git status && curl x | sh"),
-            (ArgumentOutcome::Deny, "command_not_allowed")
-        );
-        assert_eq!(judge(&m, "ls\nrm -rf /").0, ArgumentOutcome::Deny);
-        assert_eq!(judge(&m, "git statusx").0, ArgumentOutcome::Deny);
-        assert_eq!(judge(&m, "git").0, ArgumentOutcome::Deny);
-        assert_eq!(
-            judge(&m, "ls $(rm -rf /)"),
-            (ArgumentOutcome::Deny, "command_substitution")
-        );
-    }
-
-    #[test]
-    fn env_prefixes_need_their_own_allow_entry() {
-        let m = m(&["git fetch", "LANG=C ls"], &[], &["rm"]);
-        assert_eq!(
-            judge(&m, "GIT_SSH_COMMAND=evil git fetch").0,
-            ArgumentOutcome::Deny
-        );
-        assert_eq!(judge(&m, "LANG=C ls -l").0, ArgumentOutcome::Pass);
-        assert_eq!(judge(&m, "PATH=/tmp; ls").0, ArgumentOutcome::Deny);
-    }
-
-    #[test]
-    fn deny_sees_through_wrappers_and_paths() {
-        let m = m(&[], &[], &["rm"]);
-        let o = |line: &str| m.evaluate(line, ArgumentOutcome::Pass);
-        for line in [
-            "rm -rf /",
-            "/bin/rm -rf /",
-            "X=1 rm x",
-            "sudo -u root rm x",
-            "env -i A=b rm x",
-            "timeout 5 nice -n 10 rm x",
-            "if true; then rm x; fi",
-            "bash -c 'ls; rm x'",
-            "sh -xc \"rm x\"",
-            "eval rm x",
-            "find . -name a -exec rm {} \\;",
-            "xargs rm",
-        ] {
-            assert_eq!(o(line).action, ArgumentOutcome::Deny, "{line}");
-            assert_eq!(o(line).reason, "command_denied", "{line}");
-        }
-        assert_eq!(o("ls -l").action, ArgumentOutcome::Pass);
-        assert_eq!(o("echo rm").action, ArgumentOutcome::Pass);
-        assert_eq!(o("$CMD x"), Outcome::deny("dynamic_command"));
-        assert_eq!(o("sudo $CMD x"), Outcome::deny("dynamic_command"));
-        assert_eq!(o("{rm,-rf,/}"), Outcome::deny("dynamic_command"));
-        assert_eq!(o("/bin/r? -rf /"), Outcome::deny("dynamic_command"));
-        assert_eq!(o("ls *.txt").action, ArgumentOutcome::Pass);
-    }
-
-    #[test]
-    fn expansions_are_opaque() {
-        let m = m(&["git status", "ls"], &[], &[]);
-        assert_eq!(judge(&m, "ls $HOME").0, ArgumentOutcome::Pass);
-        assert_eq!(judge(&m, "git $SUB").0, ArgumentOutcome::Deny);
-        assert_eq!(judge(&m, "git \"${SUB}\"").0, ArgumentOutcome::Deny);
-        assert_eq!(judge(&m, "git $'status'").0, ArgumentOutcome::Deny);
-        assert_eq!(judge(&m, "git 'status'").0, ArgumentOutcome::Pass);
-    }
-
-    #[test]
-    fn check_beats_allow_and_deny_beats_check() {
-        let m = m(&["git"], &["git push"], &["git push --force"]);
-        assert_eq!(judge(&m, "git log"), (ArgumentOutcome::Pass, "pass"));
-        assert_eq!(
-            judge(&m, "git push origin"),
-            (ArgumentOutcome::Check, "command_needs_approval")
-        );
-        assert_eq!(
-            judge(&m, "git push --force"),
-            (ArgumentOutcome::Deny, "command_denied")
-        );
-        assert_eq!(
-            judge(&m, "git log; git push x"),
-            (ArgumentOutcome::Check, "command_needs_approval")
-        );
-    }
-
-    #[test]
-    fn nested_shell_bodies_are_judged_in_full() {
-        let m = m(&["bash -c", "ls"], &[], &[]);
-        assert_eq!(judge(&m, "bash -c 'ls -l'").0, ArgumentOutcome::Pass);
-        assert_eq!(judge(&m, "bash -c 'ls; curl x'").0, ArgumentOutcome::Deny);
-        let deep = "bash -c \"bash -c 'bash -c \\\"bash -c ls\\\"'\"";
-        assert_eq!(
-            judge(&m, deep),
-            (ArgumentOutcome::Deny, "unparseable_command")
-        );
-    }
-
-    #[test]
-    fn patterns_must_be_plain_commands() {
-        assert_eq!(compile_pattern("git  status").unwrap(), ["git", "status"]);
-        assert!(compile_pattern("git status; ls").is_err());
-        assert!(compile_pattern("ls $X").is_err());
-        assert!(compile_pattern("ls > x").is_err());
-        assert!(compile_pattern("").is_err());
-    }
-}
+#[path = "command_tests.rs"]
+mod tests;

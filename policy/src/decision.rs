@@ -21,8 +21,10 @@
 //! 7. (calls) an argument rule says deny         → -32004 the rule's reason
 //! 8. write-capable and no `sandbox.writeAllowed`→ -32006 `write_without_sandbox`
 //! 9. allow; an argument rule saying `check` is carried in the grant
-//!    ([`Grant::approval`]): the sidecar asks the person (elicitation) or
-//!    answers [`Grant::approval_denial`] (-32008).
+//!    ([`Grant::approval`]) with the rule's channel: the sidecar asks the
+//!    person at the client (elicitation) or waits for an approval on its
+//!    admin port (out of band), else answers [`Grant::approval_denial`]
+//!    (-32008).
 //!
 //! Resources and prompts follow the same order with fewer steps
 //! ([`CompiledPolicy::decide_resource`], [`CompiledPolicy::decide_template`],
@@ -40,7 +42,7 @@
 
 use std::borrow::Cow;
 
-use mcp_warden_crds::policy::{RiskLevel, Role};
+use mcp_warden_crds::policy::{ApprovalChannel, RiskLevel, Role};
 use serde_json::Value;
 
 use crate::args::{ArgRules, ArgVerdict};
@@ -332,6 +334,9 @@ pub struct Approval<'a> {
     pub rule: &'a str,
     /// Stable reason.
     pub reason: &'static str,
+    /// Who approves: the client's user (elicitation) or a person on the
+    /// admin port (out of band).
+    pub channel: ApprovalChannel,
 }
 
 /// Permission to list or call a tool, with everything the sidecar needs next.
@@ -455,7 +460,17 @@ pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
     if let Some(args) = q.arguments {
         match arguments.evaluate(args) {
             ArgVerdict::Pass => {}
-            ArgVerdict::Check { rule, reason } => approval = Some(Approval { rule, reason }),
+            ArgVerdict::Check {
+                rule,
+                reason,
+                channel,
+            } => {
+                approval = Some(Approval {
+                    rule,
+                    reason,
+                    channel,
+                })
+            }
             ArgVerdict::Deny { rule, reason } => {
                 return Decision::Deny(Denial::ArgumentDenied {
                     tool: exposed.to_string(),

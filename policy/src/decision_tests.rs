@@ -173,8 +173,10 @@ fn a_tool_hidden_by_role_answers_permission_denied() {
 #[test]
 fn quarantine_is_policy_blocked_with_its_cause() {
     let mut w = world(POLICY);
-    w.upstream.get_mut("read-file").unwrap().quarantine =
-        Some(Quarantine::Poisoned(FindingKind::HiddenUnicode));
+    w.upstream.get_mut("read-file").unwrap().quarantine = Some(Quarantine::Poisoned {
+        kind: FindingKind::HiddenUnicode,
+        detail: "zero_width",
+    });
     let d = w.denial("read_file", Some(Role::Admin));
     assert_eq!((d.code(), d.reason()), (-32004, "poisoned_definition"));
     assert!(!w
@@ -232,7 +234,8 @@ fn argument_deny_comes_before_sandbox_and_check_is_carried() {
         g.approval,
         Some(Approval {
             rule: "path",
-            reason: "path_needs_approval"
+            reason: "path_needs_approval",
+            channel: mcp_warden_crds::policy::ApprovalChannel::Elicitation,
         })
     );
     let a = g.approval_denial().unwrap();

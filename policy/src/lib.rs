@@ -6,8 +6,8 @@
 //! ```text
 //!  FacadePolicy (crds) ──compile──► CompiledPolicy ............ compile.rs
 //!        │                            ├─ ToolPolicy per rule, ResolvedLimits  limits.rs
-//!        │                            ├─ ArgRules (path.rs, command.rs)        args.rs
-//!        │                            ├─ Redactor                              redact.rs
+//!        │                            ├─ ArgRules (path.rs, command.rs, shell.rs) args.rs
+//!        │                            ├─ Redactor (detectors: secrets.rs)      redact.rs
 //!        │                            └─ RoleIndex                             roles.rs
 //!  upstream tools/list entry ──► ObservedTool (hash, inferred risk) ... tools.rs
 //!        pin.rs (definition_hash) · risk.rs (infer) · poison.rs (scan)
@@ -40,6 +40,8 @@ mod resources;
 pub mod risk;
 mod roles;
 mod schema;
+mod secrets;
+mod shell;
 mod tools;
 
 pub use args::{ArgRules, ArgVerdict};

@@ -9,13 +9,19 @@
 //! judged as written, percent-decoded (repeatedly, until stable), and
 //! NFKC-folded after decoding; a trick that works under any reading is caught.
 //!
+//! A `file:` URI (`file:///etc/passwd`, `file://localhost/etc/passwd`,
+//! `file:/etc/passwd`, any case) reads as the absolute path it names (in
+//! every reading: `file%3A%2F%2F%2Fetc` too); one naming another host is
+//! refused (`file_uri_host`).
+//!
 //! Refused outright (before any glob): NUL bytes (raw or encoded), invalid
 //! UTF-8 after decoding, more than 8 layers of encoding, control characters,
 //! zero-width and bidirectional marks, slash look-alikes NFKC does not fold
 //! (U+2215, U+2044, U+29F8, U+FF0F, U+FE68, U+FF3C, U+2216, U+29F5, U+29F9),
 //! `~` home paths, and a relative path without `root` that climbs above its
 //! start. Backslashes are separators. `..` above `/` stays at `/` (as the
-//! kernel does). Trailing slashes are dropped. Matching is case-sensitive.
+//! kernel does). Trailing slashes are dropped. Case is left alone here; the
+//! glob sets decide it (deny and check ignore case, see [`crate::args`]).
 
 use std::borrow::Cow;
 
@@ -33,12 +39,70 @@ pub(crate) fn interpretations(raw: &str, root: Option<&str>) -> Result<Vec<Strin
     // Most values read the same every way: normalize each distinct reading once.
     let mut out: Vec<String> = Vec::with_capacity(1);
     for reading in readings(raw)? {
-        let p = normalize(&reading, root)?;
-        if !out.contains(&p) {
-            out.push(p);
+        // A `file:` URI is the absolute path it names.
+        let r = match file_uri_path(&reading) {
+            Some(p) => p?,
+            None => reading.as_str(),
+        };
+        let p = normalize(r, root)?;
+        // What Windows opens for it: trailing dots and spaces of a name,
+        // and an `::$DATA` stream suffix, dropped.
+        let w = windows_reading(&p);
+        for p in [Some(p), w].into_iter().flatten() {
+            if !out.contains(&p) {
+                out.push(p);
+            }
         }
     }
     Ok(out)
+}
+
+/// `p` with each name's trailing dots and spaces and `:…$DATA` stream
+/// suffix dropped, when that changes it (`.env.` and `.env::$DATA` open
+/// `.env` on Windows).
+fn windows_reading(p: &str) -> Option<String> {
+    let changes = p
+        .split('/')
+        .any(|seg| seg.ends_with(['.', ' ']) || seg.contains(':'));
+    if !changes {
+        return None;
+    }
+    let w: Vec<&str> = p
+        .split('/')
+        .map(|seg| {
+            let seg = match seg.find(':') {
+                Some(i) if i > 0 && seg[i..].to_ascii_lowercase().ends_with("$data") => &seg[..i],
+                _ => seg,
+            };
+            match seg.trim_end_matches(['.', ' ']) {
+                "" => seg,
+                t => t,
+            }
+        })
+        .collect();
+    let w = w.join("/");
+    (w != p).then_some(w)
+}
+
+/// The absolute path a `file:` URI names (`file:///p`, `file://localhost/p`,
+/// `file:/p`; the scheme and host in any case), `None` when `s` is not a
+/// `file:` URI, or a refusal for a file on another host.
+fn file_uri_path(s: &str) -> Option<Result<&str, Refusal>> {
+    let rest = s.get(..5)?.eq_ignore_ascii_case("file:").then(|| &s[5..])?;
+    // A query or fragment is not part of the path.
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let Some(after) = rest.strip_prefix("//") else {
+        return rest.starts_with('/').then_some(Ok(rest));
+    };
+    if after.starts_with('/') {
+        return Some(Ok(after));
+    }
+    let (host, _) = after.split_once('/').unwrap_or((after, ""));
+    Some(if host.eq_ignore_ascii_case("localhost") {
+        Ok(&after[host.len()..]).map(|p| if p.is_empty() { "/" } else { p })
+    } else {
+        Err("file_uri_host")
+    })
 }
 
 /// The distinct readings of `raw` before any path normalization: as
@@ -226,6 +290,50 @@ mod tests {
         );
         assert_eq!(interpretations("/a\nb", None), Err("control_character"));
         assert_eq!(interpretations("/a\0b", None), Err("nul_byte"));
+    }
+
+    #[test]
+    fn file_uris_read_as_the_path_they_name() {
+        let ws = Some("/workspace");
+        for uri in [
+            "file:///etc/passwd",
+            "FILE:///etc/passwd",
+            "file://localhost/etc/passwd",
+            "file://LocalHost/etc/passwd",
+            "file:/etc/passwd",
+        ] {
+            assert_eq!(one(uri, ws), ["/etc/passwd"], "{uri}");
+        }
+        // Encoded: as written (a name under the root) and decoded (the URI).
+        assert_eq!(
+            one("file%3A%2F%2F%2Fetc%2Fpasswd", ws),
+            ["/workspace/file%3A%2F%2F%2Fetc%2Fpasswd", "/etc/passwd"]
+        );
+        assert_eq!(
+            interpretations("file://evil.example/etc/passwd", ws),
+            Err("file_uri_host")
+        );
+        assert_eq!(one("file://localhost", ws), ["/"]);
+        assert_eq!(one("file:///workspace/a", ws), ["/workspace/a"]);
+        assert_eq!(one("file:///etc/passwd#x", ws), ["/etc/passwd"]);
+        assert_eq!(one("file:///etc/passwd?raw=1", ws), ["/etc/passwd"]);
+        assert_eq!(one("profile:x", ws), ["/workspace/profile:x"]);
+    }
+
+    #[test]
+    fn what_windows_opens_is_a_reading_too() {
+        let ws = Some("/workspace");
+        assert_eq!(one(".env.", ws), ["/workspace/.env.", "/workspace/.env"]);
+        assert_eq!(
+            one(".env . .", ws),
+            ["/workspace/.env . .", "/workspace/.env"]
+        );
+        assert_eq!(
+            one(".env::$DATA", ws),
+            ["/workspace/.env::$DATA", "/workspace/.env"]
+        );
+        assert_eq!(one("src/a.rs", ws), ["/workspace/src/a.rs"]);
+        assert_eq!(one("a/../b", None), ["b"]);
     }
 
     #[test]

@@ -1,82 +1,128 @@
 //! Secret redaction in tool results: text and every string in a JSON value.
 //!
 //! Flow: the policy's `redaction` --[`Redactor::new`]--> [`Redactor`]
-//! --[`Redactor::redact`] / [`Redactor::redact_json`] on each result-->
-//! redacted output plus [`RedactionCounts`] per kind (the bounded label set
-//! of `mcpwarden_redactions_total{kind}`: [`BUILTIN_KINDS`] plus the
-//! policy's own pattern names).
+//! (the detectors of [`crate::secrets`] it selects, plus the policy's own
+//! patterns) --[`Redactor::redact`] / [`Redactor::redact_json`] on each
+//! result--> redacted output plus [`RedactionCounts`] per kind (the bounded
+//! label set of `mcpwarden_redactions_total{kind}`: [`BUILTIN_KINDS`] plus
+//! the policy's pattern names).
+//!
+//! Each secret is replaced by `[REDACTED:<kind>]`; overlapping matches are
+//! merged into one redaction, so no tail of a longer match survives. Object
+//! keys are not redacted. A custom pattern replaces its whole match, or its
+//! first capture group when it has one.
+//!
+//! Across items: a secret split over two consecutive text content items
+//! (array elements that are strings, or objects with a string `text`, as
+//! MCP `content` is) is found by scanning the seam — the last
+//! [`SEAM_BYTES`] of one and the first of the next — and both pieces are
+//! cut (the marker stands where the secret starts); so is a value whose
+//! key (`password=`) ends the previous item.
+//!
+//! Inside base64 (`redaction.decodeBase64`): a run of at least
+//! [`MIN_BASE64`] base64 characters that decodes to text holding a secret
+//! is redacted whole, under the inner secret's kind.
 //!
 //! Speed: one `RegexSet` pass decides whether anything matches at all; only
-//! then do the matching detectors run to find spans. Patterns use ASCII word
-//! boundaries so the lazy DFA never falls back on non-ASCII text. Clean text
-//! is returned borrowed, without copying.
-//!
-//! Each match is replaced by `[REDACTED:<kind>]`. Detectors with a capture
-//! group (bearer tokens, `api_key=…` assignments, AWS secret keys, Azure
-//! account keys) replace only the secret, keeping the context readable.
-//! Card numbers are redacted only when 13–19 digits pass the Luhn check and
-//! start like a card (2–6). Object keys are not redacted. A custom pattern
-//! replaces its whole match, or its first capture group when it has one.
+//! then do the matching detectors run to find spans. Clean text is returned
+//! borrowed, without copying.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
+use base64::Engine;
 use mcp_warden_crds::policy::Redaction;
 use regex::{Regex, RegexSet};
 use serde_json::Value;
 
 use crate::error::{is_snake_case, ConfigError};
+use crate::secrets::{passes, Check, BUILTINS};
 
-/// Built-in detector names, in matching priority order.
+/// Built-in detector kinds, in matching priority order (the names
+/// `redaction.kinds` may list).
 pub const BUILTIN_KINDS: &[&str] = &[
     "private_key",
     "jwt",
     "aws_access_key_id",
     "aws_secret_access_key",
     "gcp_api_key",
+    "google_oauth",
     "azure_storage_key",
+    "azure_client_secret",
+    "digitalocean_token",
+    "alibaba_access_key",
+    "hashicorp_token",
+    "cloud_platform_token",
+    "observability_token",
     "github_token",
     "gitlab_token",
+    "atlassian_token",
     "slack_token",
     "slack_webhook",
+    "discord_token",
+    "discord_webhook",
+    "telegram_bot_token",
+    "teams_webhook",
+    "messaging_api_key",
     "stripe_key",
+    "payment_token",
+    "facebook_token",
+    "anthropic_key",
+    "openai_key",
+    "huggingface_token",
+    "ai_api_key",
+    "npm_token",
+    "pypi_token",
+    "rubygems_key",
+    "nuget_key",
+    "dockerhub_token",
+    "package_registry_token",
+    "database_url",
+    "url_password",
     "bearer_token",
+    "basic_auth",
     "generic_secret",
     "credit_card",
 ];
 
-fn builtin_pattern(kind: &str) -> &'static str {
-    match kind {
-        "private_key" => {
-            r"-----BEGIN[A-Z0-9 ]{0,30}PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]{0,30}PRIVATE KEY-----|\z)"
-        }
-        "jwt" => r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-        "aws_access_key_id" => r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?-u:\b)",
-        "aws_secret_access_key" => {
-            r#"(?i:aws)[A-Za-z0-9_. -]{0,20}(?i:secret)[A-Za-z0-9_. -]{0,20}['"]?\s*[:=]\s*['"]?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|\z)"#
-        }
-        "gcp_api_key" => r"(?-u:\b)AIza[0-9A-Za-z_-]{35}",
-        "azure_storage_key" => r"(?i:AccountKey)=([A-Za-z0-9+/]{86}==)",
-        "github_token" => r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})",
-        "gitlab_token" => r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}",
-        "slack_token" => r"(?-u:\b)xox[abposr]-[A-Za-z0-9-]{10,}",
-        "slack_webhook" => r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}",
-        "stripe_key" => r"(?-u:\b)[rs]k_live_[A-Za-z0-9]{20,}",
-        "bearer_token" => r"(?i:bearer)\s+([A-Za-z0-9._~+/-]{20,}=*)",
-        "generic_secret" => {
-            r#"(?i:api[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|password|passwd)['"]?\s*[:=]\s*['"]?([^\s'"&,;]{8,})"#
-        }
-        "credit_card" => r"(?-u:\b)[2-6](?:[ -]?[0-9]){12,18}(?-u:\b)",
-        _ => "",
-    }
-}
+/// How far either side of a seam between two text items is scanned.
+pub const SEAM_BYTES: usize = 4096;
+/// The shortest base64 run decoded when `decodeBase64` is on.
+pub const MIN_BASE64: usize = 24;
 
 #[derive(Debug, Clone)]
 struct Detector {
-    kind: String,
+    /// Index into `Redactor::kinds`.
+    kind: usize,
     regex: Regex,
     /// Capture group to replace (0: whole match).
     group: usize,
-    luhn: bool,
+    check: Check,
+}
+
+/// The built-in patterns, compiled once per process (a policy reload, and
+/// every policy a test compiles, reuses them; a `Regex` clone is cheap).
+fn builtin_regexes() -> &'static [Regex] {
+    static R: OnceLock<Vec<Regex>> = OnceLock::new();
+    R.get_or_init(|| {
+        BUILTINS
+            .iter()
+            .map(|b| Regex::new(b.pattern).expect("built-in redaction pattern"))
+            .collect()
+    })
+}
+
+/// The set of every built-in pattern in [`BUILTIN_KINDS`] order: the
+/// default configuration's.
+fn default_set() -> &'static RegexSet {
+    static S: OnceLock<RegexSet> = OnceLock::new();
+    S.get_or_init(|| {
+        let patterns = BUILTIN_KINDS
+            .iter()
+            .flat_map(|k| BUILTINS.iter().filter(move |b| b.kind == *k))
+            .map(|b| b.pattern);
+        RegexSet::new(patterns).expect("built-in redaction patterns")
+    })
 }
 
 /// Compiled redaction detectors.
@@ -84,6 +130,8 @@ struct Detector {
 pub struct Redactor {
     set: RegexSet,
     detectors: Vec<Detector>,
+    kinds: Vec<String>,
+    base64: Option<Regex>,
 }
 
 /// How many secrets of each kind were redacted.
@@ -94,14 +142,14 @@ pub struct RedactionCounts<'r> {
 }
 
 impl RedactionCounts<'_> {
-    /// Non-zero counts as `(kind, count)`, in detector order.
+    /// Non-zero counts as `(kind, count)`, in kind order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> + '_ {
         self.redactor
-            .detectors
+            .kinds
             .iter()
             .zip(&self.n)
             .filter(|(_, n)| **n > 0)
-            .map(|(d, n)| (d.kind.as_str(), *n))
+            .map(|(k, n)| (k.as_str(), *n))
     }
     /// Total redactions.
     pub fn total(&self) -> u32 {
@@ -113,11 +161,26 @@ impl RedactionCounts<'_> {
     }
 }
 
+/// One stretch of text to cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    /// Where the whole match starts (before `start` when only a capture
+    /// group is cut: `password=` of `password=…`).
+    from: usize,
+    start: usize,
+    end: usize,
+    kind: usize,
+    /// Write the marker (and count it); `false` for the tail of a secret
+    /// whose marker stands in the previous item.
+    marker: bool,
+}
+
 impl Redactor {
     /// Compile the policy's redaction settings.
     pub fn new(cfg: &Redaction) -> Result<Redactor, Vec<ConfigError>> {
         let mut errors = Vec::new();
         let mut detectors = Vec::new();
+        let mut kinds: Vec<String> = Vec::new();
         if cfg.enabled {
             for (i, k) in cfg.kinds.iter().enumerate() {
                 if !BUILTIN_KINDS.contains(&k.as_str()) {
@@ -128,17 +191,19 @@ impl Redactor {
                 }
             }
             for kind in BUILTIN_KINDS {
-                if cfg.kinds.is_empty() || cfg.kinds.iter().any(|k| k == kind) {
-                    // Built-in patterns are tested below; they always compile.
-                    let regex =
-                        Regex::new(builtin_pattern(kind)).expect("built-in redaction pattern");
-                    let group = usize::from(regex.captures_len() > 1);
-                    detectors.push(Detector {
-                        kind: kind.to_string(),
-                        regex,
-                        group,
-                        luhn: *kind == "credit_card",
-                    });
+                if !(cfg.kinds.is_empty() || cfg.kinds.iter().any(|k| k == kind)) {
+                    continue;
+                }
+                kinds.push(kind.to_string());
+                for (b, regex) in BUILTINS.iter().zip(builtin_regexes()) {
+                    if b.kind == *kind {
+                        detectors.push(Detector {
+                            kind: kinds.len() - 1,
+                            group: usize::from(regex.captures_len() > 1),
+                            regex: regex.clone(),
+                            check: b.check,
+                        });
+                    }
                 }
             }
             for (i, p) in cfg.patterns.iter().enumerate() {
@@ -163,12 +228,12 @@ impl Redactor {
                         "must not match the empty string",
                     )),
                     Ok(regex) => {
-                        let group = usize::from(regex.captures_len() > 1);
+                        kinds.push(p.name.clone());
                         detectors.push(Detector {
-                            kind: p.name.clone(),
+                            kind: kinds.len() - 1,
+                            group: usize::from(regex.captures_len() > 1),
                             regex,
-                            group,
-                            luhn: false,
+                            check: Check::None,
                         });
                     }
                     Err(e) => errors.push(ConfigError::pattern(format!("{at}.regex"), &p.regex, e)),
@@ -178,9 +243,22 @@ impl Redactor {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let set = RegexSet::new(detectors.iter().map(|d| d.regex.as_str()))
-            .map_err(|e| vec![ConfigError::invalid("redaction", e.to_string())])?;
-        Ok(Redactor { set, detectors })
+        let set = if cfg.kinds.is_empty() && cfg.patterns.is_empty() {
+            default_set().clone()
+        } else {
+            RegexSet::new(detectors.iter().map(|d| d.regex.as_str()))
+                .map_err(|e| vec![ConfigError::invalid("redaction", e.to_string())])?
+        };
+        let base64 = (cfg.enabled && cfg.decode_base64 && !detectors.is_empty()).then(|| {
+            Regex::new(&format!("[A-Za-z0-9+/_-]{{{MIN_BASE64},}}={{0,2}}"))
+                .expect("base64 run pattern")
+        });
+        Ok(Redactor {
+            set,
+            detectors,
+            kinds,
+            base64,
+        })
     }
 
     /// A redactor that does nothing.
@@ -188,6 +266,8 @@ impl Redactor {
         Redactor {
             set: RegexSet::empty(),
             detectors: Vec::new(),
+            kinds: Vec::new(),
+            base64: None,
         }
     }
 
@@ -198,58 +278,109 @@ impl Redactor {
 
     /// The kinds this redactor can report (the metric's label values).
     pub fn kinds(&self) -> impl Iterator<Item = &str> {
-        self.detectors.iter().map(|d| d.kind.as_str())
+        self.kinds.iter().map(String::as_str)
     }
 
     /// Fresh zero counts.
     pub fn counts(&self) -> RedactionCounts<'_> {
         RedactionCounts {
             redactor: self,
-            n: vec![0; self.detectors.len()],
+            n: vec![0; self.kinds.len()],
         }
     }
 
     /// Redact secrets in `text`, adding to `counts`.
     pub fn redact<'t>(&self, text: &'t str, counts: &mut RedactionCounts<'_>) -> Cow<'t, str> {
-        if self.detectors.is_empty() || !self.set.is_match(text) {
-            return Cow::Borrowed(text);
+        let spans = self.spans(text);
+        apply(text, spans, counts, &self.kinds)
+    }
+
+    /// Whether raw JSON may hold a secret that only [`Redactor::redact_json`]
+    /// finds: one split over text items (more than one `"text"` member), or
+    /// hidden behind a `\u` escape. A byte scan of `raw` with
+    /// [`Redactor::redact`] finds the rest.
+    pub fn needs_json_pass(raw: &[u8]) -> bool {
+        memchr::memmem::find(raw, b"\\u").is_some()
+            || memchr::memmem::find_iter(raw, b"\"text\"").nth(2).is_some()
+    }
+
+    /// Where the secrets in `text` are.
+    fn spans(&self, text: &str) -> Vec<Span> {
+        let mut spans = Vec::new();
+        if self.detectors.is_empty() {
+            return spans;
         }
-        let mut spans: Vec<(usize, usize, usize)> = Vec::new();
+        if self.set.is_match(text) {
+            self.find(text, &mut spans);
+        }
+        if let Some(b64) = &self.base64 {
+            for m in b64.find_iter(text) {
+                if let Some(kind) = self.inside_base64(m.as_str()) {
+                    spans.push(Span {
+                        from: m.start(),
+                        start: m.start(),
+                        end: m.end(),
+                        kind,
+                        marker: true,
+                    });
+                }
+            }
+        }
+        spans
+    }
+
+    fn find(&self, text: &str, spans: &mut Vec<Span>) {
         for i in self.set.matches(text).iter() {
             let d = &self.detectors[i];
             for caps in d.regex.captures_iter(text) {
                 let Some(m) = caps.get(d.group) else { continue };
-                if d.luhn && !card_like(m.as_str()) {
+                let whole = caps.get(0).map_or("", |w| w.as_str());
+                if d.check != Check::None && !passes(d.check, whole, m.as_str()) {
                     continue;
                 }
-                spans.push((m.start(), m.end(), i));
+                spans.push(Span {
+                    from: caps.get(0).map_or(m.start(), |w| w.start()),
+                    start: m.start(),
+                    end: m.end(),
+                    kind: d.kind,
+                    marker: true,
+                });
             }
         }
-        if spans.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        // Earliest first; on the same start the longer, then the higher-priority detector.
-        spans.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
-        let mut out = String::with_capacity(text.len());
-        let mut pos = 0;
-        for (start, end, i) in spans {
-            if start < pos {
-                continue;
-            }
-            out.push_str(&text[pos..start]);
-            out.push_str("[REDACTED:");
-            out.push_str(&self.detectors[i].kind);
-            out.push(']');
-            if let Some(n) = counts.n.get_mut(i) {
-                *n += 1;
-            }
-            pos = end;
-        }
-        out.push_str(&text[pos..]);
-        Cow::Owned(out)
     }
 
-    /// Redact every string inside `value` in place (object keys excepted).
+    /// The kind of the first secret in the text a base64 run decodes to.
+    fn inside_base64(&self, run: &str) -> Option<usize> {
+        let body = run.trim_end_matches('=');
+        let engine = if body.contains(['-', '_']) {
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+        } else {
+            &base64::engine::general_purpose::STANDARD_NO_PAD
+        };
+        // Decode a short head first: images and archives stop here.
+        let head = &body[..body.len().min(64) / 4 * 4];
+        let printable = |b: &[u8]| {
+            std::str::from_utf8(b).is_ok_and(|s| {
+                s.chars()
+                    .all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t'))
+            })
+        };
+        if !engine.decode(head).is_ok_and(|h| printable(&h)) {
+            return None;
+        }
+        // A last group of one character carries no byte.
+        let usable = body.len() - usize::from(body.len() % 4 == 1);
+        let decoded = engine.decode(&body[..usable]).ok()?;
+        let text = String::from_utf8(decoded).ok()?;
+        let mut inner = Vec::new();
+        if self.set.is_match(&text) {
+            self.find(&text, &mut inner);
+        }
+        inner.iter().min_by_key(|s| s.start).map(|s| s.kind)
+    }
+
+    /// Redact every string inside `value` in place (object keys excepted),
+    /// including secrets split over consecutive text items of an array.
     pub fn redact_json(&self, value: &mut Value, counts: &mut RedactionCounts<'_>) {
         if self.detectors.is_empty() {
             return;
@@ -260,206 +391,164 @@ impl Redactor {
                     *s = r;
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v, counts)),
+            Value::Array(items) => {
+                let cuts = self.seams(items);
+                for (item, cuts) in items.iter_mut().zip(cuts) {
+                    if cuts.is_empty() {
+                        self.redact_json(item, counts);
+                        continue;
+                    }
+                    if let Value::Object(map) = item {
+                        for (k, v) in map.iter_mut() {
+                            if k != "text" {
+                                self.redact_json(v, counts);
+                            }
+                        }
+                    }
+                    if let Some(s) = text_mut(item) {
+                        let mut spans = self.spans(s);
+                        spans.extend(cuts);
+                        if let Cow::Owned(r) = apply(s, spans, counts, &self.kinds) {
+                            *s = r;
+                        }
+                    }
+                }
+            }
             Value::Object(map) => map.values_mut().for_each(|v| self.redact_json(v, counts)),
             _ => {}
         }
     }
+
+    /// The cuts each item needs for secrets that cross a seam between two
+    /// consecutive text items.
+    fn seams(&self, items: &[Value]) -> Vec<Vec<Span>> {
+        let mut cuts = vec![Vec::new(); items.len()];
+        for i in 1..items.len() {
+            let (Some(a), Some(b)) = (text_of(&items[i - 1]), text_of(&items[i])) else {
+                continue;
+            };
+            if a.is_empty() || b.is_empty() {
+                continue;
+            }
+            let tail = &a[floor(a, a.len().saturating_sub(SEAM_BYTES))..];
+            let head = &b[..floor(b, b.len().min(SEAM_BYTES))];
+            let window = format!("{tail}{head}");
+            let seam = tail.len();
+            for s in self.spans(&window) {
+                // Only matches that need both sides: the others are found
+                // in each item alone.
+                if !(s.from < seam && s.end > seam) {
+                    continue;
+                }
+                // A match that runs to the window's end may go on.
+                let end = if s.end == window.len() {
+                    b.len()
+                } else {
+                    s.end - seam
+                };
+                if s.start < seam {
+                    let start = a.len() - tail.len() + s.start;
+                    cuts[i - 1].push(Span {
+                        from: start,
+                        start,
+                        end: a.len(),
+                        ..s
+                    });
+                    cuts[i].push(Span {
+                        from: 0,
+                        start: 0,
+                        end,
+                        marker: false,
+                        ..s
+                    });
+                } else {
+                    let start = s.start - seam;
+                    cuts[i].push(Span {
+                        from: start,
+                        start,
+                        end,
+                        ..s
+                    });
+                }
+            }
+        }
+        cuts
+    }
 }
 
-/// 13–19 digits (spaces and dashes allowed) passing the Luhn check.
-fn card_like(s: &str) -> bool {
-    let digits: Vec<u32> = s.chars().filter_map(|c| c.to_digit(10)).collect();
-    if !(13..=19).contains(&digits.len()) {
-        return false;
+/// The text of a text item: a string, or an object's string `text`.
+fn text_of(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) => Some(s),
+        Value::Object(m) => m.get("text").and_then(Value::as_str),
+        _ => None,
     }
-    let sum: u32 = digits
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, &d)| {
-            if i % 2 == 1 {
-                if d * 2 > 9 {
-                    d * 2 - 9
-                } else {
-                    d * 2
-                }
-            } else {
-                d
+}
+
+fn text_mut(v: &mut Value) -> Option<&mut String> {
+    match v {
+        Value::String(s) => Some(s),
+        Value::Object(m) => match m.get_mut("text") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The largest char boundary of `s` at or below `i`.
+fn floor(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Write `text` with `spans` cut out; overlapping spans merge into one cut
+/// (the first one's marker).
+fn apply<'t>(
+    text: &'t str,
+    mut spans: Vec<Span>,
+    counts: &mut RedactionCounts<'_>,
+    kinds: &[String],
+) -> Cow<'t, str> {
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    // Earliest first; on the same start the longer, then the marker, then
+    // the higher-priority kind.
+    spans.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then(b.end.cmp(&a.end))
+            .then(b.marker.cmp(&a.marker))
+            .then(a.kind.cmp(&b.kind))
+    });
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    for s in spans {
+        if s.end <= pos {
+            continue;
+        }
+        if s.start < pos {
+            pos = s.end; // overlaps the cut just made: extend it
+            continue;
+        }
+        out.push_str(&text[pos..s.start]);
+        if s.marker {
+            out.push_str("[REDACTED:");
+            out.push_str(&kinds[s.kind]);
+            out.push(']');
+            if let Some(n) = counts.n.get_mut(s.kind) {
+                *n += 1;
             }
-        })
-        .sum();
-    sum % 10 == 0
+        }
+        pos = s.end;
+    }
+    out.push_str(&text[pos..]);
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use mcp_warden_crds::policy::RedactionPattern;
-    use serde_json::json;
-
-    fn all() -> Redactor {
-        Redactor::new(&Redaction::default()).unwrap()
-    }
-
-    fn red(text: &str) -> (String, Vec<(String, u32)>) {
-        let r = all();
-        let mut c = r.counts();
-        let out = r.redact(text, &mut c).into_owned();
-        let counts = c.iter().map(|(k, n)| (k.to_string(), n)).collect();
-        (out, counts)
-    }
-
-    #[test]
-    fn each_builtin_kind_is_found() {
-        let cases = [
-            ("key AKIAIOSFODNN7EXAMPLE here", "aws_access_key_id"),
-            ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n", "aws_secret_access_key"),
-            ("k=AIzaSyA1234567890abcdefghijklmnopqrstuv", "gcp_api_key"),
-            (&format!("AccountKey={}==;", "a".repeat(86)), "azure_storage_key"),
-            ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
-            ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_token"),
-            ("glpat-abcdefghij0123456789", "gitlab_token"),
-            ("xoxb-1234567890-abcdefghij", "slack_token"),
-            ("https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXX", "slack_webhook"),
-            (&format!("{}_live_{}", "sk", "a1b2c3d4e5f6g7h8i9j0k1"), "stripe_key"),
-            ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "jwt"),
-            ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "private_key"),
-            ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn (truncated", "private_key"),
-            ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz.0123", "bearer_token"),
-            ("{\"api_key\": \"s3cr3tv4lue99\"}", "generic_secret"),
-            ("password=hunter2hunter2&user=x", "generic_secret"),
-            ("card 4111 1111 1111 1111 ok", "credit_card"),
-            ("card 5500-0000-0000-0004", "credit_card"),
-        ];
-        for (text, kind) in cases {
-            let (out, counts) = red(text);
-            assert!(out.contains(&format!("[REDACTED:{kind}]")), "{kind}: {out}");
-            assert_eq!(counts, [(kind.to_string(), 1)], "{text}");
-        }
-    }
-
-    #[test]
-    fn context_is_kept_for_group_detectors() {
-        assert_eq!(
-            red("Authorization: Bearer abcdefghijklmnopqrstuvwxyz").0,
-            "Authorization: Bearer [REDACTED:bearer_token]"
-        );
-        assert_eq!(
-            red("password: 'correcthorse'").0,
-            "password: '[REDACTED:generic_secret]'"
-        );
-    }
-
-    #[test]
-    fn near_misses_are_left_alone() {
-        for text in [
-            "card 4111 1111 1111 1112",      // fails Luhn
-            "order 1234567890123",           // fails Luhn / prefix
-            "Bearer authentication is used", // no token
-            "password_policy: strict",       // not an assignment of a secret
-            "password: hunter2",             // too short
-            "ghp_short",
-            "AKIAIOSFODNN7EXAMPL", // 19 chars
-            "the eyJ prefix alone",
-        ] {
-            let (out, counts) = red(text);
-            assert_eq!(out, text);
-            assert!(counts.is_empty(), "{text}: {counts:?}");
-        }
-    }
-
-    #[test]
-    fn clean_text_is_borrowed() {
-        let r = all();
-        let mut c = r.counts();
-        let text = "nothing to see here, ünïcödé too".repeat(100);
-        assert!(matches!(r.redact(&text, &mut c), Cow::Borrowed(_)));
-        assert_eq!(c.total(), 0);
-    }
-
-    #[test]
-    fn json_strings_everywhere_are_redacted_and_counted() {
-        let r = all();
-        let mut c = r.counts();
-        let mut v = json!({
-            "content": [{"type": "text", "text": "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}],
-            "structuredContent": {"deep": [{"k": "AKIAIOSFODNN7EXAMPLE"}, 4111111111111111u64, "4111111111111111"]},
-            "ghp_abcdefghijklmnopqrstuvwxyz0123456789": 1
-        });
-        r.redact_json(&mut v, &mut c);
-        let s = v.to_string();
-        assert!(!s.contains("AKIAIOSFODNN7EXAMPLE") && s.contains("[REDACTED:aws_access_key_id]"));
-        assert!(s.contains("token [REDACTED:github_token]"));
-        assert_eq!(c.get("github_token"), 1);
-        assert_eq!(c.get("credit_card"), 1);
-        assert_eq!(c.total(), 3);
-    }
-
-    #[test]
-    fn kinds_filter_custom_patterns_and_disable() {
-        let cfg = Redaction {
-            enabled: true,
-            kinds: vec!["jwt".into()],
-            patterns: vec![RedactionPattern {
-                name: "employee_id".into(),
-                regex: r"EMP-(\d{6})".into(),
-            }],
-        };
-        let r = Redactor::new(&cfg).unwrap();
-        assert_eq!(r.kinds().collect::<Vec<_>>(), ["jwt", "employee_id"]);
-        let mut c = r.counts();
-        assert_eq!(
-            r.redact("id EMP-123456 key AKIAIOSFODNN7EXAMPLE", &mut c),
-            "id EMP-[REDACTED:employee_id] key AKIAIOSFODNN7EXAMPLE"
-        );
-        let off = Redactor::new(&Redaction {
-            enabled: false,
-            ..Default::default()
-        })
-        .unwrap();
-        assert!(!off.is_enabled());
-    }
-
-    #[test]
-    fn bad_config_lists_every_problem() {
-        let cfg = Redaction {
-            enabled: true,
-            kinds: vec!["nope".into()],
-            patterns: vec![
-                RedactionPattern {
-                    name: "Bad-Name".into(),
-                    regex: "x".into(),
-                },
-                RedactionPattern {
-                    name: "jwt".into(),
-                    regex: "(".into(),
-                },
-                RedactionPattern {
-                    name: "empty".into(),
-                    regex: "a*".into(),
-                },
-            ],
-        };
-        let errs = Redactor::new(&cfg).unwrap_err();
-        let reasons: Vec<&str> = errs.iter().map(|e| e.reason()).collect();
-        assert_eq!(
-            reasons,
-            [
-                "invalid",
-                "invalid",
-                "name_collision",
-                "bad_pattern",
-                "invalid"
-            ]
-        );
-    }
-
-    #[test]
-    fn luhn() {
-        assert!(card_like("4111111111111111"));
-        assert!(card_like("378282246310005"));
-        assert!(!card_like("4111111111111112"));
-        assert!(!card_like("411111111111"));
-    }
-}
+#[path = "redact_tests.rs"]
+mod tests;

@@ -66,17 +66,32 @@ pub enum Quarantine {
     PinMismatch,
     /// The definition changed while the facade ran.
     Drift,
-    /// The poisoning scan found something (the first finding's kind).
-    Poisoned(FindingKind),
+    /// The poisoning scan found something (the first finding that
+    /// quarantines: its kind and detail say why).
+    Poisoned {
+        /// The finding's kind.
+        kind: FindingKind,
+        /// The finding's detail, e.g. `hidden_comment`.
+        detail: &'static str,
+    },
 }
 
 impl Quarantine {
+    /// For a poisoned definition, `kind/detail` of the finding (for the
+    /// audit line and `/tools`): why, beyond the reason.
+    pub fn detail(self) -> Option<String> {
+        match self {
+            Quarantine::Poisoned { kind, detail } => Some(format!("{}/{detail}", kind.as_str())),
+            _ => None,
+        }
+    }
+
     /// Stable snake_case reason (metric label).
     pub fn reason(self) -> &'static str {
         match self {
             Quarantine::PinMismatch => "pin_mismatch",
             Quarantine::Drift => "definition_drift",
-            Quarantine::Poisoned(_) => "poisoned_definition",
+            Quarantine::Poisoned { .. } => "poisoned_definition",
         }
     }
 }
@@ -158,7 +173,10 @@ impl CompiledPolicy {
                 .iter()
                 .find(|f| f.kind != FindingKind::ToolReference)
             {
-                return Some(Quarantine::Poisoned(f.kind));
+                return Some(Quarantine::Poisoned {
+                    kind: f.kind,
+                    detail: f.detail,
+                });
             }
         }
         None
@@ -220,7 +238,10 @@ mod tests {
         );
         assert_eq!(
             p.assess(&tool, None, std::slice::from_ref(&finding)),
-            Some(Quarantine::Poisoned(FindingKind::HiddenUnicode))
+            Some(Quarantine::Poisoned {
+                kind: FindingKind::HiddenUnicode,
+                detail: "zero_width"
+            })
         );
 
         let pinned = policy(&format!("tools: [{{name: t, pin: '{}'}}]", tool.hash));
@@ -247,7 +268,10 @@ mod tests {
         );
         assert_eq!(
             p.assess(&tool, None, &[reference, finding.clone()]),
-            Some(Quarantine::Poisoned(FindingKind::HiddenUnicode)),
+            Some(Quarantine::Poisoned {
+                kind: FindingKind::HiddenUnicode,
+                detail: "zero_width"
+            }),
             "with another signal it quarantines, naming that signal"
         );
 

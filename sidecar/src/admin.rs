@@ -1,26 +1,32 @@
 //! The admin port: `/healthz` (the process serves), `/readyz` (the upstream
-//! answered `initialize` and the facade is not draining), `/metrics`, and
-//! `/tools` (every upstream tool with its definition hash, state and reason,
-//! which the operator publishes in `MCPServer.status.tools`). `/tools` shows
-//! hidden tools and full definitions, so it needs the admin token (the
-//! operator's, from `--admin-token-file`); without a token file it answers
-//! only on a loopback admin listener. Probes and metrics stay open: the
-//! kubelet and the scraper have no token.
+//! answered `initialize` and the facade is not draining), `/metrics`,
+//! `/tools` (every upstream tool with its definition hash, state, reason and
+//! findings, which the operator publishes in `MCPServer.status.tools`), and
+//! `/approvals` (`GET`: the calls waiting for an out-of-band approval;
+//! `POST /approvals/<id>` with `{"decision": "approve"|"deny", "approver":
+//! "<who>"}` decides one). `/tools` shows hidden tools and full definitions
+//! and `/approvals` lets a call through, so both need the admin token (from
+//! `--admin-token-file`); without a token file they answer only on a
+//! loopback admin listener. Probes and metrics stay open: the kubelet and
+//! the scraper have no token.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
 
 use crate::app::App;
+use crate::approvals::Verdict;
 use crate::downstream::http::ResponseBody;
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
-    match req.uri().path() {
+    let path = req.uri().path().to_owned();
+    match path.as_str() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
             if app.draining.load(Ordering::Relaxed) {
@@ -35,28 +41,37 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             }
         }
         "/tools" => {
-            let header = req
-                .headers()
-                .get(hyper::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok());
-            if !app.admin.allows(header) {
-                let mut resp = text(
-                    StatusCode::UNAUTHORIZED,
-                    "/tools needs the admin token: Authorization: Bearer <the --admin-token-file's token>\n",
-                );
-                resp.headers_mut().insert(
-                    hyper::header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"mcp-warden-admin\""),
-                );
-                return resp;
+            if let Some(denied) = unauthorized(&app, &req, "/tools") {
+                return denied;
             }
             let policy = app.policy.load_full();
-            let body =
-                serde_json::to_vec(&app.registry.snapshot(&policy)).expect("values serialize");
-            let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
-            resp.headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            resp
+            json(
+                StatusCode::OK,
+                serde_json::to_vec(&app.registry.snapshot(&policy)).expect("values serialize"),
+            )
+        }
+        "/approvals" => {
+            if let Some(denied) = unauthorized(&app, &req, "/approvals") {
+                return denied;
+            }
+            if req.method() != Method::GET {
+                return text(StatusCode::METHOD_NOT_ALLOWED, "GET /approvals lists the calls waiting for approval; POST /approvals/<id> decides one\n");
+            }
+            let body = serde_json::json!({ "approvals": app.approvals.list() });
+            json(
+                StatusCode::OK,
+                serde_json::to_vec(&body).expect("values serialize"),
+            )
+        }
+        path if path.starts_with("/approvals/") => {
+            if let Some(denied) = unauthorized(&app, &req, "/approvals") {
+                return denied;
+            }
+            let id = path["/approvals/".len()..].to_string();
+            if req.method() != Method::POST {
+                return text(StatusCode::METHOD_NOT_ALLOWED, "POST /approvals/<id> with {\"decision\": \"approve\" | \"deny\", \"approver\": \"<who>\"}\n");
+            }
+            decide(&app, &id, req.into_body()).await
         }
         "/metrics" => {
             app.metrics
@@ -72,9 +87,115 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
         }
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /healthz, /readyz, /metrics or /tools\n",
+            "not found: try /healthz, /readyz, /metrics, /tools or /approvals\n",
         ),
     }
+}
+
+/// `None` when the request may use an admin-only endpoint, else the 401.
+fn unauthorized(app: &App, req: &Request<Incoming>, what: &str) -> Option<Response<ResponseBody>> {
+    let header = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if app.admin.allows(header) {
+        return None;
+    }
+    let mut resp = text_owned(
+        StatusCode::UNAUTHORIZED,
+        format!("{what} needs the admin token: Authorization: Bearer <the --admin-token-file's token>\n"),
+    );
+    resp.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"mcp-warden-admin\""),
+    );
+    Some(resp)
+}
+
+/// The body of `POST /approvals/<id>`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Decision {
+    decision: String,
+    approver: String,
+}
+
+/// Largest decision body.
+const MAX_DECISION_BYTES: usize = 4096;
+
+/// Decide a pending call: 200 with the call, 400 for a bad body, 404 for
+/// an id that is not pending (decided, expired, withdrawn, never asked).
+async fn decide(app: &App, id: &str, body: Incoming) -> Response<ResponseBody> {
+    let bytes = match Limited::new(body, MAX_DECISION_BYTES).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the decision body is too large\n",
+            )
+        }
+    };
+    let d: Decision = match serde_json::from_slice(&bytes) {
+        Ok(d) => d,
+        Err(e) => {
+            return text_owned(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "send {{\"decision\": \"approve\" | \"deny\", \"approver\": \"<who>\"}}: {e}\n"
+                ),
+            )
+        }
+    };
+    let approver = d.approver.trim();
+    let approved = match d.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "decision must be \"approve\" or \"deny\"\n",
+            )
+        }
+    };
+    if approver.is_empty() || approver.len() > 256 || approver.chars().any(char::is_control) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "approver must name who decided (1-256 characters, no control characters)\n",
+        );
+    }
+    let verdict = Verdict {
+        approved,
+        approver: approver.to_string(),
+    };
+    match app.approvals.decide(id, verdict) {
+        Ok(call) => {
+            tracing::info!(id, tool = %call.tool, approver, approved, "out-of-band approval decided");
+            let body = serde_json::json!({
+                "id": call.id, "tool": call.tool, "decision": d.decision, "approver": approver,
+            });
+            json(
+                StatusCode::OK,
+                serde_json::to_vec(&body).expect("values serialize"),
+            )
+        }
+        Err(e) => text_owned(StatusCode::NOT_FOUND, format!("{e}\n")),
+    }
+}
+
+fn json(status: StatusCode, body: Vec<u8>) -> Response<ResponseBody> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn text_owned(status: StatusCode, body: String) -> Response<ResponseBody> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    resp
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<ResponseBody> {

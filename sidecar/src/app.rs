@@ -9,6 +9,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use mcp_warden_policy::SchemaCache;
 
+use crate::approvals::Approvals;
 use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
 use crate::pipeline::audit::Audit;
@@ -55,6 +56,11 @@ pub struct Limits {
     /// Which revision of MCP the server speaks: found with `server/discover`
     /// (`auto`), or set.
     pub upstream_era: EraChoice,
+    /// How long a call waits for an out-of-band approval.
+    pub approval_timeout: Duration,
+    /// Calls that may wait for an out-of-band approval at once (0: none can,
+    /// as with `--stdio`, which has no admin listener).
+    pub max_pending_approvals: usize,
 }
 
 /// How the server's era is decided.
@@ -90,6 +96,8 @@ impl Default for Limits {
             spares: 1,
             max_upstream_message_bytes: 16 * 1024 * 1024,
             upstream_era: EraChoice::Auto,
+            approval_timeout: Duration::from_secs(300),
+            max_pending_approvals: 64,
         }
     }
 }
@@ -106,9 +114,10 @@ pub struct HostPolicy {
 }
 
 /// Who may read the admin port's `/tools` (every upstream tool, hidden ones
-/// too, with full definitions): holders of the admin token; without one,
-/// anyone who can reach a loopback admin listener (local use) and nobody
-/// on any other (a pod's admin port is reachable by whatever scrapes it).
+/// too, with full definitions) and read and decide `/approvals`: holders of
+/// the admin token; without one, anyone who can reach a loopback admin
+/// listener (local use) and nobody on any other (a pod's admin port is
+/// reachable by whatever scrapes it).
 #[derive(Clone, Debug, Default)]
 pub struct AdminAccess {
     pub token: Option<String>,
@@ -116,7 +125,8 @@ pub struct AdminAccess {
 }
 
 impl AdminAccess {
-    /// Whether `Authorization` header value `header` may read `/tools`.
+    /// Whether `Authorization` header value `header` may use `/tools` and
+    /// `/approvals`.
     pub fn allows(&self, header: Option<&str>) -> bool {
         match &self.token {
             Some(token) => crate::auth::bearer(header)
@@ -164,8 +174,10 @@ pub struct UpstreamInfo {
 
 pub struct App {
     pub target: UpstreamTarget,
-    /// Who may read `/tools` on the admin port.
+    /// Who may use `/tools` and `/approvals` on the admin port.
     pub admin: AdminAccess,
+    /// Calls waiting for an out-of-band approval.
+    pub approvals: Approvals,
     pub limits: Limits,
     pub link_limits: LinkLimits,
     pub spares: Arc<Spares>,
@@ -327,6 +339,7 @@ impl App {
         };
         Arc::new(App {
             admin,
+            approvals: Approvals::new(limits.max_pending_approvals, limits.approval_timeout),
             spares: Spares::new(target.clone(), link_limits.clone(), limits.spares),
             target,
             link_limits,

@@ -107,11 +107,20 @@ struct RunArgs {
     /// is replaced.
     #[arg(long, default_value_t = Limits::default().cancel_grace.as_secs())]
     cancel_grace_secs: u64,
-    /// File holding the token `/tools` on the admin port asks for (the
-    /// operator's). Without it, `/tools` answers only on a loopback admin
-    /// listener.
+    /// File holding the token `/tools` and `/approvals` on the admin port
+    /// ask for (the operator's). Without it, they answer only on a loopback
+    /// admin listener.
     #[arg(long, env = "MCP_WARDEN_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Seconds a call held by an argument rule with `approval: outOfBand`
+    /// waits for a person's decision on the admin port (`/approvals`)
+    /// before it is refused with -32008.
+    #[arg(long, default_value_t = Limits::default().approval_timeout.as_secs())]
+    approval_timeout_secs: u64,
+    /// Calls that may wait for an out-of-band approval at once; more are
+    /// refused with -32008 (`approval_queue_full`).
+    #[arg(long, default_value_t = Limits::default().max_pending_approvals)]
+    max_pending_approvals: usize,
     /// Seconds a client may take to send a request's headers (and the first
     /// byte of a connection); slower connections are closed.
     #[arg(long, default_value_t = Limits::default().header_read_timeout.as_secs())]
@@ -287,6 +296,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         spares: if args.stdio { 0 } else { args.spares },
         max_upstream_message_bytes: args.max_upstream_message_bytes,
         upstream_era: args.upstream_era,
+        approval_timeout: Duration::from_secs(args.approval_timeout_secs),
+        // Without an admin listener (stdio) nobody can decide.
+        max_pending_approvals: if args.stdio {
+            0
+        } else {
+            args.max_pending_approvals
+        },
         ..Limits::default()
     };
     let hosts = HostPolicy {

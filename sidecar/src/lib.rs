@@ -12,7 +12,8 @@
 //! - [`pipeline`]: the policy on tools/list and tools/call, audit;
 //! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
 //! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
-//! - [`admin`], [`metrics`]: health, readiness and Prometheus metrics;
+//! - [`admin`], [`metrics`]: health, readiness, Prometheus metrics, `/tools`;
+//! - [`approvals`]: calls waiting for an out-of-band approval (`/approvals`);
 //! - [`policy_file`]: loading and hot-reloading the policy;
 //! - [`bridge`]: the in-pod stdio-to-socket bridge;
 //! - [`app`]: the shared context; [`cli`]: the command line.
@@ -20,6 +21,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod approvals;
 pub mod auth;
 pub mod bridge;
 pub mod cli;

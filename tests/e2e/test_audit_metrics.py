@@ -36,6 +36,9 @@ AUDIT_FIELDS = {"time", "event", "method", "call_id", "session", "issuer", "subj
                 "upstream_tool", "prompt",
                 "definition_hash", "args_sha256", "args_bytes", "decision", "code", "reason", "duration_ms",
                 "output_bytes", "truncated", "redactions"}
+# Present only when they say something: who approved out of band, why a
+# quarantined tool looks poisoned.
+OPTIONAL_FIELDS = {"approver", "finding"}
 
 EVERYTHING_TOOLS = ["echo", "add_numbers", "get-env", "long_operation", "toggle-simulated-logging",
                     "get-resource-links"]
@@ -45,7 +48,7 @@ POLICY = policy_doc(
     roles=[{"role": "viewer", "subjects": ["vera"]}, {"role": "user", "groups": ["devs"]}],
     tools=[
         {"name": "echo", "requiredRole": "viewer",
-         "arguments": [{"name": "message", "kind": "command", "allow": ["git status", "ls"],
+         "arguments": [{"name": "message", "kind": "command", "allow": ["git status", "ls *"],
                         "check": ["git commit"], "deny": ["rm"]}],
          "limits": {"maxArgBytes": 512}},
         {"name": "get-sum", "alias": "add_numbers", "requiredRole": "viewer"},
@@ -210,7 +213,7 @@ def scenario(module_facade, tmp_path_factory):
 def test_audit_line_per_call(scenario, name):
     step = scenario["steps"][name]
     line = step.line
-    assert set(line) == AUDIT_FIELDS, set(line) ^ AUDIT_FIELDS
+    assert set(line) - OPTIONAL_FIELDS == AUDIT_FIELDS, set(line) ^ AUDIT_FIELDS
     decision, code, reason = EXPECTED[name]
     assert line["decision"] == decision, line
     assert line["code"] == code, line
@@ -251,7 +254,10 @@ def test_audit_has_no_content(scenario):
         assert sid not in text, "raw Mcp-Session-Id in the audit file (should be hashed)"
     # each line is exactly the contract's fields, nothing more
     for line in scenario["ev_audit"].lines() + scenario["fx_audit"].lines():
-        assert set(line) == AUDIT_FIELDS, line
+        assert set(line) - OPTIONAL_FIELDS == AUDIT_FIELDS, line
+        if line.get("reason") == "poisoned_definition":
+            assert line["finding"].split("/")[0] in {"model_instruction", "hidden_unicode", "exfiltration",
+                                                     "sensitive_path", "obfuscation"}, line
 
 
 # ---------------------------------------------------------------------------

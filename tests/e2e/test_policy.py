@@ -84,7 +84,7 @@ EVERYTHING_POLICY = policy_doc(
     defaultAction="deny",
     tools=[
         {"name": "echo",
-         "arguments": [{"name": "message", "kind": "command", "allow": ["git status", "ls"],
+         "arguments": [{"name": "message", "kind": "command", "allow": ["git status", "ls *"],
                         "check": ["git commit"], "deny": ["rm"]}],
          "limits": {"maxArgBytes": 512}},
         {"name": "get-sum", "alias": "add_numbers", "description": "Adds two numbers (through the facade)."},

@@ -1,24 +1,57 @@
-//! Human approval for arguments a rule marks `check` (seed 001): the facade
-//! asks the person at the client with an MCP elicitation, on the call's own
-//! stream, and waits for the answer. A client that did not declare the
-//! elicitation capability cannot ask: the call is refused with -32008.
+//! Human approval for arguments a rule marks `check` (seed 001), through
+//! the channel the rule names:
+//! - `elicitation` (default): the facade asks the person at the client with
+//!   an MCP elicitation, on the call's own stream, and waits for the
+//!   answer. A client that did not declare the elicitation capability
+//!   cannot ask: the call is refused with -32008. This is the client's user
+//!   interface, not a second factor: a client (or an agent driving one)
+//!   that declares the capability can answer its own elicitation.
+//! - `outOfBand`: the call waits on the admin port's pending list
+//!   ([`crate::approvals`]) until a person decides through a platform tool
+//!   (`POST /approvals/<id>`), a channel the agent does not control; no
+//!   decision within `--approval-timeout-secs` refuses it (-32008,
+//!   `approval_timeout`). The approver's name goes into the audit line.
 //!
 //! A modern client is asked the same [`question`] through the call's
 //! result (`input_required`, see `session::mrtr`), and retries with the
-//! answer under a state the facade signed for that exact call.
+//! answer under a state the facade signed for that exact call; an
+//! `outOfBand` rule waits on the pending list whatever the client's era.
 
 use std::time::Duration;
 
+use mcp_warden_crds::ApprovalChannel;
 use mcp_warden_policy::{Approval, Denial};
 use serde_json::{json, Value};
 
+use super::audit;
+use super::identity::Identity;
 use super::refusal::Refusal;
+use crate::approvals::{OpenError, PendingCall};
 use crate::session::Session;
 
-/// Longest wait for a person's answer.
+/// Longest wait for a person's answer to an elicitation.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Ask for approval; `Ok` carries the out-of-band approver's name.
 pub async fn ask(
+    session: &Session,
+    stream: u64,
+    tool: &str,
+    approval: Approval<'_>,
+    arguments: &Value,
+    caller: &Identity,
+) -> Result<Option<String>, Refusal> {
+    match approval.channel {
+        ApprovalChannel::Elicitation => elicit(session, stream, tool, approval, arguments)
+            .await
+            .map(|()| None),
+        ApprovalChannel::OutOfBand => out_of_band(session, tool, approval, arguments, caller)
+            .await
+            .map(Some),
+    }
+}
+
+async fn elicit(
     session: &Session,
     stream: u64,
     tool: &str,
@@ -51,6 +84,7 @@ pub async fn ask(
         Err(Refusal::ApprovalDeclined {
             tool: tool.to_string(),
             rule: approval.rule.to_string(),
+            approver: None,
         })
     }
 }
@@ -69,6 +103,63 @@ pub fn question(tool: &str, approval: Approval<'_>, arguments: &Value) -> Value 
             "required": ["approve"],
         },
     })
+}
+
+async fn out_of_band(
+    session: &Session,
+    tool: &str,
+    approval: Approval<'_>,
+    arguments: &Value,
+    caller: &Identity,
+) -> Result<String, Refusal> {
+    let approvals = &session.app.approvals;
+    let unavailable = |reason: &'static str| Refusal::ApprovalUnavailable {
+        tool: tool.to_string(),
+        rule: approval.rule.to_string(),
+        reason,
+        limit_secs: approvals.wait.as_secs(),
+    };
+    // The person sees the value, with the policy's redaction applied: the
+    // pending list is not a way to read secrets the agent put there.
+    let argument = {
+        let preview = argument_preview(arguments, approval.rule);
+        let policy = session.app.policy.load();
+        let redactor = policy.compiled.redactor();
+        let mut counts = redactor.counts();
+        redactor.redact(&preview, &mut counts).into_owned()
+    };
+    let ticket = approvals
+        .open(PendingCall {
+            id: String::new(),
+            tool: tool.to_string(),
+            rule: approval.rule.to_string(),
+            reason: approval.reason,
+            argument,
+            issuer: caller.issuer.clone(),
+            subject: caller.subject.clone(),
+            session: audit::hash_session(&session.id),
+            requested_at: 0,
+            expires_at: 0,
+        })
+        .map_err(|e| match e {
+            OpenError::Unreachable => unavailable("approval_unavailable"),
+            OpenError::Full => unavailable("approval_queue_full"),
+        })?;
+    tracing::info!(
+        id = ticket.id(),
+        tool,
+        rule = approval.rule,
+        "call waiting for an out-of-band approval"
+    );
+    match ticket.decision(approvals.wait).await {
+        Some(v) if v.approved => Ok(v.approver),
+        Some(v) => Err(Refusal::ApprovalDeclined {
+            tool: tool.to_string(),
+            rule: approval.rule.to_string(),
+            approver: Some(v.approver),
+        }),
+        None => Err(unavailable("approval_timeout")),
+    }
 }
 
 /// The argument's value as the person should see it (bounded in length).

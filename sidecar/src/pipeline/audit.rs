@@ -83,6 +83,13 @@ pub struct Record<'a> {
     pub output_bytes: Option<u64>,
     pub truncated: bool,
     pub redactions: u32,
+    /// Who approved (or declined) the call out of band (only then present).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approver: Option<&'a str>,
+    /// Why a quarantined tool looks poisoned: the scan's finding,
+    /// `kind/detail` (only then present).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finding: Option<String>,
 }
 
 pub struct Audit {

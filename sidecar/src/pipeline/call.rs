@@ -46,6 +46,8 @@ struct Outcome<'a> {
     cancelled: bool,
     /// A modern client was asked to have a person approve it first.
     asked: bool,
+    /// Who approved it out of band.
+    approver: Option<String>,
 }
 
 impl Session {
@@ -112,13 +114,17 @@ impl Session {
             // and retries with the answer: the asking round spends no budget
             // (and never asks about a call that cannot succeed).
             let round = self.round(&id);
-            if let (Some(approval), Some(round)) = (grant.approval, round.as_ref()) {
+            let elicited = grant
+                .approval
+                .filter(|a| a.channel == mcp_warden_crds::ApprovalChannel::Elicitation);
+            if let (Some(approval), Some(round)) = (elicited, round.as_ref()) {
                 match round.approval() {
                     Some(true) => {}
                     Some(false) => {
                         return Err(Refusal::ApprovalDeclined {
                             tool: grant.exposed_name.to_string(),
                             rule: approval.rule.to_string(),
+                            approver: None,
                         })
                     }
                     None => {
@@ -148,11 +154,23 @@ impl Session {
             // Input schema: no coercion, every violation listed.
             validate_input(&app, &tool, grant.exposed_name, arguments)?;
 
-            // Approval: an argument rule said `check`; ask the person (a
-            // legacy client, on its session; a modern one was asked above).
-            if let (Some(approval), None) = (grant.approval, round.as_ref()) {
-                super::approval::ask(&self, req.stream, grant.exposed_name, approval, arguments)
-                    .await?;
+            // Approval: an argument rule said `check`; ask the person: at a
+            // legacy client, on its session (a modern one was asked above,
+            // through the call's result), or out of band on the admin port.
+            let asked_already = round.is_some()
+                && grant
+                    .approval
+                    .is_some_and(|a| a.channel == mcp_warden_crds::ApprovalChannel::Elicitation);
+            if let (Some(approval), false) = (grant.approval, asked_already) {
+                outcome.approver = super::approval::ask(
+                    &self,
+                    req.stream,
+                    grant.exposed_name,
+                    approval,
+                    arguments,
+                    &req.caller,
+                )
+                .await?;
             }
 
             // Upstream: under the facade's id, the upstream name (aliases
@@ -329,6 +347,14 @@ impl Session {
             output_bytes: o.filtered.as_ref().map(|f| f.output_bytes),
             truncated: o.filtered.as_ref().is_some_and(|f| f.truncated),
             redactions: o.filtered.as_ref().map_or(0, Filtered::redaction_total),
+            approver: o.approver.as_deref().or(match o.refusal {
+                Some(Refusal::ApprovalDeclined { approver, .. }) => approver.as_deref(),
+                _ => None,
+            }),
+            finding: match o.refusal {
+                Some(Refusal::Policy(Denial::Quarantined { cause, .. })) => cause.detail(),
+                _ => None,
+            },
         };
         app.audit.write(&record, &app.metrics);
     }

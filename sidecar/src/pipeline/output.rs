@@ -5,8 +5,9 @@
 //!   visible marker, or fail), secret redaction over every string of the
 //!   result, and `structuredContent` checked against the tool's
 //!   `outputSchema`. Fast path: a result within the cap, with no JSON `\u`
-//!   escapes (which could hide a secret from a byte scan) and no redaction
-//!   match in its raw bytes, goes on as the server wrote it.
+//!   escapes (which could hide a secret from a byte scan), at most one text
+//!   item (a secret split over two is only found in the parsed result) and
+//!   no redaction match in its raw bytes, goes on as the server wrote it.
 //! - every other answer ([`finish`]): reshaped by its step (list
 //!   filtering), every string redacted, over the profile's `maxOutputBytes`
 //!   refused with -32005 (a resource or prompt cut in half is not the
@@ -86,7 +87,7 @@ impl OutputCheck<'_> {
             let mut counts = self.redactor.counts();
             let raw = String::from_utf8_lossy(&msg.bytes);
             let _ = self.redactor.redact(&raw, &mut counts);
-            counts.total() == 0 && memchr::memmem::find(&msg.bytes, b"\\u").is_none()
+            counts.total() == 0 && !Redactor::needs_json_pass(&msg.bytes)
         };
         if size <= self.limits.max_output_bytes && clean_raw && !needs_schema {
             let filtered = Filtered {

@@ -99,7 +99,22 @@ pub enum Refusal {
     #[error("Tool `{tool}` did not finish within {limit_secs} s and was cancelled. Retry with a smaller task, or check whether it had side effects first.")]
     Timeout { tool: String, limit_secs: u64 },
     #[error("A person declined the call to tool `{tool}` (argument `{rule}`). Do not retry the same call; ask the user how to proceed.")]
-    ApprovalDeclined { tool: String, rule: String },
+    ApprovalDeclined {
+        tool: String,
+        rule: String,
+        /// Who declined, for an out-of-band approval.
+        approver: Option<String>,
+    },
+    /// An out-of-band approval could not be had: nobody decided in time,
+    /// too many calls wait, or no admin listener serves `/approvals`.
+    #[error("Tool `{tool}` needs a person to approve argument `{rule}` through the platform's approval channel, and no approval came ({}). Ask the user to get the call approved, then retry.", .reason.replace('_', " "))]
+    ApprovalUnavailable {
+        tool: String,
+        rule: String,
+        /// `approval_timeout`, `approval_queue_full` or `approval_unavailable`.
+        reason: &'static str,
+        limit_secs: u64,
+    },
     #[error("Tool `{tool}` returned structured output that does not match its outputSchema ({detail}). Treat its result as unavailable.")]
     InvalidOutput { tool: String, detail: String },
 }
@@ -132,6 +147,7 @@ impl Refusal {
             Refusal::Budget { .. } => BUDGET_EXCEEDED,
             Refusal::Timeout { .. } => TIMEOUT,
             Refusal::ApprovalDeclined { .. } => POLICY_BLOCKED,
+            Refusal::ApprovalUnavailable { .. } => APPROVAL_REQUIRED,
             Refusal::InvalidOutput { .. } => jsonrpc::codes::INTERNAL_ERROR,
         }
     }
@@ -156,6 +172,7 @@ impl Refusal {
             Refusal::Budget { budget, .. } => budget.reason(),
             Refusal::Timeout { .. } => "timeout",
             Refusal::ApprovalDeclined { .. } => "approval_declined",
+            Refusal::ApprovalUnavailable { reason, .. } => reason,
             Refusal::InvalidOutput { .. } => "output_schema_violation",
         }
     }
@@ -179,6 +196,9 @@ impl Refusal {
                 "Retry with a smaller task, or check whether the call had side effects first."
             }
             Refusal::ApprovalDeclined { .. } => "Ask the user how to proceed.",
+            Refusal::ApprovalUnavailable { .. } => {
+                "Ask the user to have the call approved on the platform's approval channel, then retry; or choose a value that needs no approval."
+            }
             Refusal::InvalidOutput { .. } => "Report the tool as broken to an administrator.",
         }
     }
@@ -202,9 +222,9 @@ impl Refusal {
                     data["observed"] = json!(observed);
                 }
             }
-            Refusal::Timeout { limit_secs, .. } | Refusal::RequestTimeout { limit_secs, .. } => {
-                data["limit"] = json!(limit_secs)
-            }
+            Refusal::Timeout { limit_secs, .. }
+            | Refusal::RequestTimeout { limit_secs, .. }
+            | Refusal::ApprovalUnavailable { limit_secs, .. } => data["limit"] = json!(limit_secs),
             Refusal::Policy(Denial::InvalidParams { violations, .. }) => {
                 data["violations"] = violations
                     .iter()

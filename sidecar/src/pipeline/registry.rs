@@ -1,6 +1,7 @@
 //! The upstream tools as the facade has seen them, for the whole life of the
 //! process: definition hash, the hash first seen (drift detection), poisoning
-//! findings and quarantine state. Fed by every upstream tools/list answer;
+//! findings (each with its reason, `kind/detail`) and quarantine state. Fed
+//! by every upstream tools/list answer;
 //! read by every tools/call; served as JSON on the admin port (`/tools`) so
 //! the operator can publish it in `MCPServer.status.tools`.
 
@@ -72,11 +73,11 @@ impl Registry {
             let before = map.get(&tool.name).and_then(|e| e.tool.quarantine);
             tool.quarantine = policy.compiled.assess(&tool, Some(&first_seen), &findings);
             if tool.quarantine.is_some() && before.is_none() {
-                tracing::warn!(tool = %tool.name, hash = %tool.hash, reason = tool.quarantine.map(|q| q.reason()), "tool quarantined");
+                tracing::warn!(tool = %tool.name, hash = %tool.hash, reason = tool.quarantine.map(|q| q.reason()), finding = tool.quarantine.and_then(|q| q.detail()), "tool quarantined");
             }
             for f in &findings {
                 if tool.quarantine.is_none() {
-                    tracing::warn!(tool = %tool.name, kind = f.kind.as_str(), location = %f.location, "poisoning scan finding (warn only)");
+                    tracing::warn!(tool = %tool.name, finding = %f.reason(), location = %f.location, "poisoning scan finding (warn only)");
                 }
             }
             let tool = Arc::new(tool);
@@ -157,7 +158,9 @@ impl Registry {
                     "state": state,
                     "reason": reason,
                     "risk": mcp_warden_policy::risk_name(e.tool.inferred.risk),
-                    "findings": e.findings.iter().map(|f| json!({"kind": f.kind.as_str(), "location": f.location})).collect::<Vec<_>>(),
+                    // For a poisoned definition, the finding that quarantined it.
+                    "finding": e.tool.quarantine.and_then(|q| q.detail()),
+                    "findings": e.findings.iter().map(|f| json!({"kind": f.kind.as_str(), "detail": f.detail, "location": f.location})).collect::<Vec<_>>(),
                 })
             })
             .collect();

@@ -1,0 +1,236 @@
+//! Out-of-band approvals: calls that an argument rule with `approval:
+//! outOfBand` holds until a person decides on the admin port, a channel the
+//! agent does not control (unlike an elicitation, which the agent's own
+//! client answers).
+//!
+//! Flow: pipeline/approval.rs --[`Approvals::open`]--> a pending entry
+//! (listed by `GET /approvals`) and a [`Ticket`] the call waits on -->
+//! `POST /approvals/<id>` --[`Approvals::decide`]--> the ticket resolves
+//! with the decision and the approver's name --> the call goes on (or is
+//! refused), and its audit line names the approver. A ticket nobody decides
+//! within the wait is refused (-32008, `approval_timeout`); one whose call
+//! went away (client cancelled, session ended) leaves the list when it is
+//! dropped.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+/// What a person sees about a pending call (never shown to the agent).
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCall {
+    pub id: String,
+    /// The tool as the caller named it.
+    pub tool: String,
+    /// The argument rule that asked for approval, and why.
+    pub rule: String,
+    pub reason: &'static str,
+    /// The argument's value, cut to a readable length.
+    pub argument: String,
+    /// Who is calling.
+    pub issuer: Option<String>,
+    pub subject: Option<String>,
+    /// The session, hashed as in audit lines.
+    pub session: String,
+    /// Unix seconds.
+    pub requested_at: u64,
+    pub expires_at: u64,
+}
+
+/// A person's decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub approved: bool,
+    /// Who decided, as the approving tool reports it.
+    pub approver: String,
+}
+
+/// Why a ticket could not be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    #[error("no admin listener serves /approvals (stdio mode)")]
+    Unreachable,
+    #[error("too many calls are waiting for approval")]
+    Full,
+}
+
+/// Why a decision was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    #[error("no pending approval with that id (decided, expired or never asked)")]
+    NotFound,
+}
+
+struct Entry {
+    call: PendingCall,
+    tx: oneshot::Sender<Verdict>,
+}
+
+/// The pending list, shared by the calls and the admin port.
+pub struct Approvals {
+    pending: Arc<Mutex<BTreeMap<String, Entry>>>,
+    /// At most this many calls wait at once (0: out-of-band approval is
+    /// unavailable, e.g. without an admin listener).
+    max: usize,
+    /// How long a call waits for a decision.
+    pub wait: Duration,
+}
+
+/// A call's place in the list; dropping it withdraws the request.
+pub struct Ticket {
+    id: String,
+    rx: oneshot::Receiver<Verdict>,
+    pending: Arc<Mutex<BTreeMap<String, Entry>>>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.pending.lock().unwrap().remove(&self.id);
+    }
+}
+
+impl Ticket {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The decision, or `None` when none came within `wait`.
+    pub async fn decision(mut self, wait: Duration) -> Option<Verdict> {
+        match tokio::time::timeout(wait, &mut self.rx).await {
+            Ok(Ok(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Approvals {
+    pub fn new(max: usize, wait: Duration) -> Approvals {
+        Approvals {
+            pending: Arc::default(),
+            max,
+            wait,
+        }
+    }
+
+    /// Put a call on the list. `call.id`, `requested_at` and `expires_at`
+    /// are filled in here.
+    pub fn open(&self, mut call: PendingCall) -> Result<Ticket, OpenError> {
+        if self.max == 0 {
+            return Err(OpenError::Unreachable);
+        }
+        let mut pending = self.pending.lock().unwrap();
+        if pending.len() >= self.max {
+            return Err(OpenError::Full);
+        }
+        let mut random = [0u8; 12];
+        getrandom::fill(&mut random).expect("the OS random source is available");
+        call.id = hex::encode(random);
+        call.requested_at = unix_now();
+        call.expires_at = call.requested_at + self.wait.as_secs();
+        let (tx, rx) = oneshot::channel();
+        let id = call.id.clone();
+        pending.insert(id.clone(), Entry { call, tx });
+        Ok(Ticket {
+            id,
+            rx,
+            pending: self.pending.clone(),
+        })
+    }
+
+    /// The pending calls, oldest first.
+    pub fn list(&self) -> Vec<PendingCall> {
+        let mut calls: Vec<PendingCall> = self
+            .pending
+            .lock()
+            .unwrap()
+            .values()
+            .map(|e| e.call.clone())
+            .collect();
+        calls.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then(a.id.cmp(&b.id)));
+        calls
+    }
+
+    /// Decide a pending call; it leaves the list.
+    pub fn decide(&self, id: &str, verdict: Verdict) -> Result<PendingCall, DecideError> {
+        let entry = self
+            .pending
+            .lock()
+            .unwrap()
+            .remove(id)
+            .ok_or(DecideError::NotFound)?;
+        // The call may have given up a moment ago: then nobody is told.
+        let _ = entry.tx.send(verdict);
+        Ok(entry.call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call() -> PendingCall {
+        PendingCall {
+            id: String::new(),
+            tool: "shell".into(),
+            rule: "cmd".into(),
+            reason: "command_needs_approval",
+            argument: "\"git push\"".into(),
+            issuer: Some("static".into()),
+            subject: Some("alice".into()),
+            session: "s1".into(),
+            requested_at: 0,
+            expires_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_decision_reaches_the_waiting_call_and_leaves_the_list() {
+        let a = Approvals::new(4, Duration::from_secs(5));
+        let t = a.open(call()).unwrap();
+        let id = t.id().to_string();
+        assert_eq!(a.list().len(), 1);
+        assert_eq!(a.list()[0].expires_at - a.list()[0].requested_at, 5);
+        let v = Verdict {
+            approved: true,
+            approver: "bob".into(),
+        };
+        assert_eq!(a.decide(&id, v.clone()).unwrap().tool, "shell");
+        assert_eq!(t.decision(Duration::from_secs(1)).await, Some(v));
+        assert!(a.list().is_empty());
+        assert_eq!(
+            a.decide(
+                &id,
+                Verdict {
+                    approved: false,
+                    approver: "x".into()
+                }
+            )
+            .err(),
+            Some(DecideError::NotFound)
+        );
+    }
+
+    #[tokio::test]
+    async fn undecided_calls_time_out_and_dropped_tickets_withdraw() {
+        let a = Approvals::new(1, Duration::from_millis(20));
+        let t = a.open(call()).unwrap();
+        assert_eq!(a.open(call()).err(), Some(OpenError::Full));
+        assert_eq!(t.decision(Duration::from_millis(20)).await, None);
+        assert!(a.list().is_empty(), "the timed-out ticket left the list");
+        let t = a.open(call()).unwrap();
+        drop(t);
+        assert!(a.list().is_empty());
+        let none = Approvals::new(0, Duration::from_secs(1));
+        assert_eq!(none.open(call()).err(), Some(OpenError::Unreachable));
+    }
+}
