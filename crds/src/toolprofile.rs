@@ -39,11 +39,24 @@ const UNIQUE_EXPOSED: &str =
     derive = "PartialEq",
     derive = "Default",
     doc = "ToolProfile: which upstream tools an MCPServer exposes, to which roles, with which argument rules and budgets.",
+    status = "crate::profile_status::ProfileStatus",
     printcolumn(
         name = "Default",
         type_ = "string",
         description = "What happens to tools no rule names",
         json_path = ".spec.defaultAction"
+    ),
+    printcolumn(
+        name = "Valid",
+        type_ = "string",
+        description = "The Valid condition",
+        json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
+    printcolumn(
+        name = "Used-By",
+        type_ = "string",
+        description = "MCPServers referencing it",
+        json_path = ".status.usedBy"
     ),
     printcolumn(
         name = "Age",

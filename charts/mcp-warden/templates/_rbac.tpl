@@ -37,6 +37,14 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch, create, patch]
+# Owned `<name>-egress`: egress to approved host names, where Cilium or Calico serves a policy
+# that can name hosts (a plain NetworkPolicy cannot); deleted when the approval goes.
+- apiGroups: [cilium.io]
+  resources: [ciliumnetworkpolicies]
+  verbs: [get, create, patch, delete]
+- apiGroups: [projectcalico.org]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
 # Owned `<name>` when replicas > 1 (deleted when scaled back).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
@@ -58,6 +66,9 @@ call is one new row here and one in RBAC.md.
 {{- end }}
 # The service-account issuer's discovery document and JWKS (published for the facades).
 - nonResourceURLs: [/.well-known/openid-configuration, /openid/v1/jwks]
+  verbs: [get]
+# Discovery: which of Cilium and Calico the cluster serves (also granted by system:discovery).
+- nonResourceURLs: [/apis/cilium.io/v2, /apis/projectcalico.org/v3]
   verbs: [get]
 {{- end -}}
 
