@@ -123,10 +123,14 @@ pub const POD_TEMPLATE_SPEC_KEYS: [&str; 7] = [
 /// A pod template merged under the operator's hardening.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || self.spec.all(k, k in ['affinity', 'imagePullSecrets', 'nodeSelector', 'priorityClassName', 'schedulerName', 'tolerations', 'topologySpreadConstraints'])").message("podTemplate.spec may set only affinity, imagePullSecrets, nodeSelector, priorityClassName, schedulerName, tolerations and topologySpreadConstraints: the rest of the pod is the operator's hardening (user, resources and runtimeClassName are in the SandboxProfile)").field_path(".spec"))]
-#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !((has(self.spec.hostNetwork) && self.spec.hostNetwork == true) || (has(self.spec.hostPID) && self.spec.hostPID == true) || (has(self.spec.hostIPC) && self.spec.hostIPC == true))").message("podTemplate.spec: the pod never shares the host's network, PID or IPC namespace (Pod Security restricted)").field_path(".spec"))]
-#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !has(self.spec.securityContext)").message("podTemplate.spec.securityContext is the operator's (non-root, seccomp RuntimeDefault); the user is the SandboxProfile's runAsUser").field_path(".spec.securityContext"))]
-#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !(has(self.spec.containers) || has(self.spec.initContainers) || has(self.spec.ephemeralContainers))").message("podTemplate.spec: the containers are the operator's (no privileged or extra containers); the server's image and command are spec.image and spec.command").field_path(".spec.containers"))]
+// CEL where it is cheap (a field lookup each): the fields that would break
+// the hardening outright are declared in the schema (see free_form_object) so
+// rules can name them. Every other key outside POD_TEMPLATE_SPEC_KEYS is
+// refused by the operator's validation (condition + Event).
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !((has(self.spec.hostNetwork) && self.spec.hostNetwork) || (has(self.spec.hostPID) && self.spec.hostPID) || (has(self.spec.hostIPC) && self.spec.hostIPC))").message("podTemplate.spec: the pod never shares the host's network, PID or IPC namespace (Pod Security restricted)").field_path(".spec"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !has(self.spec.securityContext)").message("podTemplate.spec.securityContext is the operator's (non-root, seccomp RuntimeDefault); the user is the SandboxProfile's runAsUser").field_path(".spec"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !(has(self.spec.containers) || has(self.spec.initContainers) || has(self.spec.ephemeralContainers))").message("podTemplate.spec: the containers are the operator's (no privileged or extra containers); the server's image and command are spec.image and spec.command").field_path(".spec"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !has(self.spec.volumes)").message("podTemplate.spec: the volumes are the operator's; the server's own volume is spec.workspace").field_path(".spec"))]
 pub struct PodTemplate {
     /// Labels and annotations added to the pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,13 +171,33 @@ pub struct ServiceAccountSettings {
     pub annotations: std::collections::BTreeMap<String, String>,
 }
 
-/// `type: object` holding any fields (the API server keeps them); the CEL
-/// rules and the operator's validation decide which are allowed.
+/// PodSpec fields, kept as written (the API server preserves fields it does
+/// not know). The fields that would break the hardening are declared, only
+/// so that the CEL rules on `PodTemplate` can refuse them by name.
 fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let refused = |what: &str| format!("Refused: {what}");
+    let list = |what: &str| {
+        serde_json::json!({
+            "type": "array", "maxItems": 16, "description": refused(what),
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        })
+    };
+    let host = serde_json::json!({"type": "boolean", "description": refused("the pod never shares the host's namespaces.")});
     schemars::json_schema!({
         "type": "object",
         "maxProperties": 16,
-        "x-kubernetes-preserve-unknown-fields": true
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "hostNetwork": host, "hostPID": host, "hostIPC": host,
+            "securityContext": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "description": refused("the pod's security context is the operator's.")
+            },
+            "containers": list("the containers are the operator's."),
+            "initContainers": list("the containers are the operator's."),
+            "ephemeralContainers": list("the containers are the operator's."),
+            "volumes": list("the volumes are the operator's.")
+        }
     })
 }
 

@@ -36,6 +36,8 @@ pub const API_CALLS: &[Rule] = &[
         "sandboxprofiles",
         &["get", "list", "watch"],
     ),
+    rule("mcpwarden.dev", "toolprofiles/status", &["get", "patch"]),
+    rule("mcpwarden.dev", "sandboxprofiles/status", &["get", "patch"]),
     rule("", "serviceaccounts", WATCHED_OWNED),
     rule("", "configmaps", WATCHED_OWNED),
     rule(

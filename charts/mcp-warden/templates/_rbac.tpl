@@ -11,9 +11,9 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [mcpwarden.dev]
   resources: [mcpservers, toolprofiles, sandboxprofiles]
   verbs: [get, list, watch]
-# Status, written with server-side apply.
+# Status, written with server-side apply (the profiles': Valid, usedBy).
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers/status]
+  resources: [mcpservers/status, toolprofiles/status, sandboxprofiles/status]
   verbs: [get, patch]
 # Owned objects (server-side apply).
 - apiGroups: [""]
@@ -104,6 +104,6 @@ call is one new row here and one in RBAC.md.
 
 {{- define "mcp-warden.viewRules" -}}
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers, mcpservers/status, toolprofiles, sandboxprofiles]
+  resources: [mcpservers, mcpservers/status, toolprofiles, toolprofiles/status, sandboxprofiles, sandboxprofiles/status]
   verbs: [get, list, watch]
 {{- end -}}

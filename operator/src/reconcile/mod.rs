@@ -8,11 +8,13 @@
 //!        (observe.rs) → status (status.rs) → requeue later
 //! ```
 //! Transient API errors back off per object ([`error_policy`]); invalid specs
-//! do not retry. Watches and wiring live in [`controller`].
+//! do not retry. Watches and wiring live in [`controller`]; the profiles'
+//! own status (valid? used by whom?) is the small pipeline of [`profiles`].
 
 pub mod apply;
 pub mod controller;
 pub mod observe;
+pub mod profiles;
 pub mod resolve;
 pub mod status;
 
