@@ -80,23 +80,21 @@ def test_named_egress_waits_for_an_engine_then_follows_the_approval(cluster, con
     np = cluster.get("networkpolicy", "pkg", NS)
     assert not np["spec"].get("egress"), "a NetworkPolicy cannot name a host: nothing is opened"
 
+    # The kind stays served for the rest of the session (the tour shows it too).
     cluster.apply(CILIUM_CRD)
     cluster.kubectl("wait", "--for=condition=Established", "crd/ciliumnetworkpolicies.cilium.io", "--timeout=30s")
-    try:
-        def written():
-            # The engine is looked up again every 10 s; a label change wakes the server up.
-            cluster.kubectl("label", "mcpserver", "pkg", "-n", NS, f"poke={int(time.monotonic())}", "--overwrite")
-            return cluster.get("ciliumnetworkpolicy", "pkg-egress", NS)
+    def written():
+        # The engine is looked up again every 10 s; a label change wakes the server up.
+        cluster.kubectl("label", "mcpserver", "pkg", "-n", NS, f"poke={int(time.monotonic())}", "--overwrite")
+        return cluster.get("ciliumnetworkpolicy", "pkg-egress", NS)
 
-        cnp = wait_for("CiliumNetworkPolicy pkg-egress", written, timeout=60, interval=3)
-        assert cnp["metadata"]["ownerReferences"][0]["name"] == "pkg"
-        fqdns = [m["matchName"] for rule in cnp["spec"]["egress"] for m in rule.get("toFQDNs", [])]
-        assert fqdns == ["registry.npmjs.org"], cnp["spec"]
-        wait_for("Degraded=AsExpected", lambda: (lambda c: c and c["reason"] == "AsExpected")(
-            condition(cluster.get("mcpserver", "pkg", NS), "Degraded")), timeout=60)
-        # Revoking removes it.
-        cluster.kubectl("annotate", "mcpserver", "pkg", "-n", NS, f"{APPROVE}-")
-        wait_for("the policy deleted", lambda: cluster.get("ciliumnetworkpolicy", "pkg-egress", NS) is None,
-                 timeout=60)
-    finally:
-        cluster.kubectl("delete", "crd", "ciliumnetworkpolicies.cilium.io", "--wait=false", check=False)
+    cnp = wait_for("CiliumNetworkPolicy pkg-egress", written, timeout=60, interval=3)
+    assert cnp["metadata"]["ownerReferences"][0]["name"] == "pkg"
+    fqdns = [m["matchName"] for rule in cnp["spec"]["egress"] for m in rule.get("toFQDNs", [])]
+    assert fqdns == ["registry.npmjs.org"], cnp["spec"]
+    wait_for("Degraded=AsExpected", lambda: (lambda c: c and c["reason"] == "AsExpected")(
+        condition(cluster.get("mcpserver", "pkg", NS), "Degraded")), timeout=60)
+    # Revoking removes it.
+    cluster.kubectl("annotate", "mcpserver", "pkg", "-n", NS, f"{APPROVE}-")
+    wait_for("the policy deleted", lambda: cluster.get("ciliumnetworkpolicy", "pkg-egress", NS) is None,
+             timeout=60)
