@@ -21,6 +21,9 @@ use serde::{Deserialize, Serialize};
 
 /// The sandbox an MCP server's pod runs in. Referenced by
 /// `MCPServer.spec.sandboxProfileRef`; without one, the defaults apply.
+// Several printer columns are strings: clippy reads the repeated
+// `type_ = "string"` of separate `printcolumn(…)` entries as one attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "mcpwarden.dev",

@@ -27,6 +27,9 @@ const UNIQUE_EXPOSED: &str =
 
 /// A reusable tool policy: the tools an MCPServer exposes, their roles, risks,
 /// argument rules and budgets. Referenced by `MCPServer.spec.toolProfileRef`.
+// Several printer columns are strings: clippy reads the repeated
+// `type_ = "string"` of separate `printcolumn(…)` entries as one attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[kube(
     group = "mcpwarden.dev",

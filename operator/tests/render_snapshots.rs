@@ -129,7 +129,7 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     std::fs::write(&file, approved).unwrap();
     // Without a policy engine (render's default) the approved host opens
     // nothing; with Cilium it is a CiliumNetworkPolicy naming exactly it.
-    let out = render(&[file.clone()]);
+    let out = render(std::slice::from_ref(&file));
     assert!(
         out.status.success(),
         "{}",

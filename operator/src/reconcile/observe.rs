@@ -233,49 +233,6 @@ async fn fetch_issuer_keys(client: &Client) -> Result<IssuerKeys, String> {
     Ok(IssuerKeys { issuer, jwks })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tool(name: &str, state: &str, hash: &str) -> ObservedTool {
-        ObservedTool {
-            name: name.into(),
-            hash: Some(hash.into()),
-            state: state.into(),
-            ..ObservedTool::default()
-        }
-    }
-
-    #[test]
-    fn parses_the_facade_document() {
-        let body = br#"{"tools":[{"name":"git_log","exposedAs":"log","hash":"sha256:1","firstSeenHash":"sha256:0",
-            "state":"quarantined","reason":"definition changed","risk":"low","findings":[{"kind":"drift","location":"description"}]}]}"#;
-        let tools = parse_tools(body).unwrap();
-        assert_eq!(tools[0].name, "git_log");
-        assert_eq!(tools[0].exposed_as.as_deref(), Some("log"));
-        assert_eq!(tools[0].state, "quarantined");
-        assert_eq!(tools[0].risk.as_deref(), Some("low"));
-        assert!(parse_tools(b"[]").is_err());
-    }
-
-    #[test]
-    fn merge_keeps_the_worst_state_sorted() {
-        let merged = merge(vec![
-            vec![tool("b", "exposed", "h1"), tool("a", "exposed", "h1")],
-            vec![tool("b", "quarantined", "h2")],
-            vec![tool("b", "hidden", "h3")],
-        ]);
-        assert_eq!(
-            merged.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            ["a", "b"]
-        );
-        assert_eq!(
-            (merged[1].state.as_str(), merged[1].hash.as_deref()),
-            ("quarantined", Some("h2"))
-        );
-    }
-}
-
 /// Which engine for egress by host name the cluster serves (Cilium first,
 /// then Calico), asked by API discovery and kept [`ENGINE_REFRESH`]: a
 /// cluster that installs Cilium later is noticed without a restart, and a
@@ -337,4 +294,47 @@ async fn discover_engine(client: &Client) -> Result<NamedEgress, String> {
         }
     }
     Ok(NamedEgress::None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, state: &str, hash: &str) -> ObservedTool {
+        ObservedTool {
+            name: name.into(),
+            hash: Some(hash.into()),
+            state: state.into(),
+            ..ObservedTool::default()
+        }
+    }
+
+    #[test]
+    fn parses_the_facade_document() {
+        let body = br#"{"tools":[{"name":"git_log","exposedAs":"log","hash":"sha256:1","firstSeenHash":"sha256:0",
+            "state":"quarantined","reason":"definition changed","risk":"low","findings":[{"kind":"drift","location":"description"}]}]}"#;
+        let tools = parse_tools(body).unwrap();
+        assert_eq!(tools[0].name, "git_log");
+        assert_eq!(tools[0].exposed_as.as_deref(), Some("log"));
+        assert_eq!(tools[0].state, "quarantined");
+        assert_eq!(tools[0].risk.as_deref(), Some("low"));
+        assert!(parse_tools(b"[]").is_err());
+    }
+
+    #[test]
+    fn merge_keeps_the_worst_state_sorted() {
+        let merged = merge(vec![
+            vec![tool("b", "exposed", "h1"), tool("a", "exposed", "h1")],
+            vec![tool("b", "quarantined", "h2")],
+            vec![tool("b", "hidden", "h3")],
+        ]);
+        assert_eq!(
+            merged.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(
+            (merged[1].state.as_str(), merged[1].hash.as_deref()),
+            ("quarantined", Some("h2"))
+        );
+    }
 }
