@@ -11,6 +11,7 @@ pod's address (the facade refuses unknown Host headers, so the name matters).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import urllib.request
@@ -26,7 +27,7 @@ from warden_helpers import sdk_client, text_of_result  # noqa: E402
 def main() -> None:
     host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     call = (sys.argv[4], json.loads(sys.argv[5])) if len(sys.argv) > 5 else None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + float(os.environ.get("READY_TIMEOUT", "60"))
     while True:
         try:
             with urllib.request.urlopen("http://127.0.0.1:9090/readyz", timeout=2) as r:

@@ -291,7 +291,8 @@ class Pod:
     def logs(self) -> str:
         return "\n".join(f"--- {c.name}\n{c.log.read_text()[-4000:]}" for c in self.containers if c.log.exists())
 
-    def run_in_network(self, argv: list[str], hosts: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    def run_in_network(self, argv: list[str], hosts: list[str], timeout: float = 60,
+                       env: dict | None = None) -> subprocess.CompletedProcess:
         """A process of this host (the test's client) inside the pod's network
         namespace, resolving `hosts` to the pod's address: a private
         /etc/hosts (its own mount namespace) stands in for the cluster's DNS
@@ -301,7 +302,8 @@ class Pod:
         script = 'mount --bind "$0" /etc/hosts && exec "$@"'
         cmd = ["nsenter", f"--net=/proc/{self.holder.pid}/ns/net", "--", "unshare", "--mount", "--propagation",
                "private", "--", "sh", "-c", script, str(table), *argv]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})
 
     def stop(self) -> None:
         for c in reversed(self.containers):

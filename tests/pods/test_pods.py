@@ -207,3 +207,28 @@ def test_example_runs_as_its_pod(sandbox_ok, keys, tmp_path, example: Path):
     assert set(seen["tools"]) == promised, f"{seen}\n{pod.logs()}"
     if call:
         assert call[2] in (seen["call"] or ""), seen
+
+
+def test_without_its_writable_home_the_package_server_does_not_start(sandbox_ok, keys, tmp_path):
+    """The check above can fail, and item 1 of the issue is why it passes: the
+    same git pod without the `home` emptyDir (HOME and uvx's cache then point
+    into the read-only root) never gets a server to answer, so the facade
+    never becomes ready."""
+    example = REPO_ROOT / "examples" / "stdio-server.yaml"
+    docs, objects = approved_render(example, tmp_path)
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    server = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert server["name"] == "server"
+    server["volumeMounts"] = [m for m in server["volumeMounts"] if m["name"] != "home"]
+    work = tmp_path / "pod"
+    work.mkdir()
+    pod = Pod(deployment, objects, {}, images(), work, json.dumps(keys.jwks()),
+              prepare=lambda p: prepare_workspace("stdio-server", p))
+    token = keys.mint(kubelet_sa_claims(ISSUER, "team-a", "coding-agent", "mcpwarden.dev/team-a/git"))
+    with pod:
+        service = "git.team-a.svc.cluster.local"
+        argv = [sys.executable, str(Path(__file__).with_name("pod_client.py")), service, "8080", token]
+        out = pod.run_in_network(argv, [service], timeout=60, env={"READY_TIMEOUT": "12"})
+        logs = pod.logs()
+    assert out.returncode != 0 and "never became ready" in out.stderr, out.stdout + out.stderr
+    assert "Read-only file system" in logs or "os error 30" in logs, logs

@@ -200,14 +200,27 @@ mod tests {
         let got = build(NamedEgress::Calico, HOSTS).unwrap();
         assert_eq!(got["apiVersion"], "projectcalico.org/v3");
         assert_eq!(got["kind"], "NetworkPolicy");
-        assert_eq!(got["spec"]["selector"], "mcpwarden.dev/server == 'files'");
-        assert_eq!(got["spec"]["types"], json!(["Egress"]));
+        assert_eq!(got["metadata"]["name"], "files-egress");
+        let dns = |protocol: &str| {
+            json!({"action": "Allow", "protocol": protocol, "destination": {
+                "namespaceSelector": "projectcalico.org/name == 'kube-system'",
+                "selector": "k8s-app == 'kube-dns'", "ports": [53]}})
+        };
         assert_eq!(
-            got["spec"]["egress"][2],
-            json!({"action": "Allow", "protocol": "TCP",
-                   "destination": {"domains": ["pypi.org", "registry.npmjs.org"], "ports": [443]}})
+            got["spec"],
+            json!({
+                "selector": "mcpwarden.dev/server == 'files'",
+                "types": ["Egress"],
+                "egress": [
+                    dns("UDP"),
+                    dns("TCP"),
+                    {"action": "Allow", "protocol": "TCP",
+                     "destination": {"domains": ["pypi.org", "registry.npmjs.org"], "ports": [443]}},
+                    {"action": "Allow", "protocol": "TCP",
+                     "destination": {"domains": ["pypi.org"], "ports": [8443]}},
+                ],
+            })
         );
-        assert_eq!(got["spec"]["egress"][0]["protocol"], "UDP");
     }
 
     #[test]
