@@ -13,7 +13,8 @@
 //! | name | from |
 //! |---|---|
 //! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port |
-//! | `network.dns` | SandboxProfile `network.egress.dns: true` |
+//! | `network.egress.host:<name>:<port>` | each SandboxProfile egress host (and preset host) × port |
+//! | `network.dns` | SandboxProfile `network.egress.dns: true` (applied only with some egress) |
 //! | `workspace.write` | SandboxProfile `workspaceAccess: readWrite` |
 //! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
 //! | `tool:<upstream name>` | a ToolProfile tool with risk `high` or `critical` |
@@ -52,6 +53,14 @@ pub enum Capability {
         /// The port.
         port: i32,
     },
+    /// Outbound TCP to a host name and port (enforced by Cilium or Calico;
+    /// a plain NetworkPolicy cannot, so there it opens nothing).
+    EgressHost {
+        /// The host name.
+        host: String,
+        /// The port.
+        port: i32,
+    },
     /// DNS lookups to the cluster DNS.
     Dns,
     /// A writable workspace.
@@ -66,6 +75,9 @@ impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Capability::Egress { cidr, port } => write!(f, "network.egress:{cidr}:{port}"),
+            Capability::EgressHost { host, port } => {
+                write!(f, "network.egress.host:{host}:{port}")
+            }
             Capability::Dns => f.write_str("network.dns"),
             Capability::WorkspaceWrite => f.write_str("workspace.write"),
             Capability::ServiceAccountToken => f.write_str("serviceaccount.token"),
@@ -86,6 +98,16 @@ impl Capability {
         if let Some(tool) = name.strip_prefix("tool:") {
             return (!tool.is_empty()).then(|| Capability::Tool(tool.into()));
         }
+        if let Some(rest) = name.strip_prefix("network.egress.host:") {
+            let (host, port) = rest.rsplit_once(':')?;
+            if host.is_empty() {
+                return None;
+            }
+            return Some(Capability::EgressHost {
+                host: host.into(),
+                port: port.parse().ok()?,
+            });
+        }
         let rest = name.strip_prefix("network.egress:")?;
         let (cidr, port) = rest.rsplit_once(':')?;
         Some(Capability::Egress {
@@ -105,6 +127,9 @@ pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTree
                 port: *port,
             });
         }
+    }
+    for (host, port) in sandbox.network.egress.named() {
+        set.insert(Capability::EgressHost { host, port });
     }
     if sandbox.network.egress.dns {
         set.insert(Capability::Dns);
@@ -340,7 +365,8 @@ mod tests {
         let got = requested(
             &tools("{tools: [{name: rm, risk: critical}, {name: ls, risk: low}, {name: w, risk: high}, {name: x}]}"),
             &sandbox(
-                "{network: {egress: {dns: true, rules: [{cidr: 203.0.113.0/24, ports: [443, 80]}]}}, \
+                "{network: {egress: {dns: true, rules: [{cidr: 203.0.113.0/24, ports: [443, 80]}], \
+                 presets: [npm], hosts: [{name: api.example.com, ports: [8443]}]}}, \
                  workspaceAccess: readWrite, automountServiceAccountToken: true}",
             ),
         );
@@ -348,6 +374,8 @@ mod tests {
             got.into_iter().collect::<Vec<_>>(),
             [
                 "network.dns",
+                "network.egress.host:api.example.com:8443",
+                "network.egress.host:registry.npmjs.org:443",
                 "network.egress:203.0.113.0/24:443",
                 "network.egress:203.0.113.0/24:80",
                 "serviceaccount.token",
@@ -363,6 +391,7 @@ mod tests {
     fn names_parse_back() {
         for name in [
             "network.egress:2001:db8::/32:443",
+            "network.egress.host:registry.npmjs.org:443",
             "network.dns",
             "workspace.write",
             "serviceaccount.token",
@@ -371,6 +400,7 @@ mod tests {
             assert_eq!(Capability::parse(name).unwrap().to_string(), name);
         }
         assert_eq!(Capability::parse("network.egress:x:notaport"), None);
+        assert_eq!(Capability::parse("network.egress.host::443"), None);
         assert_eq!(Capability::parse("root.shell"), None);
     }
 

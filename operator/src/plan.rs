@@ -74,7 +74,7 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         (Some(_), Some(found)) => found.clone(),
         (Some(r), None) => return Err(PlanError::SandboxProfileNotFound(r.name.clone())),
     };
-    validate(inputs.server, tools)?;
+    validate(inputs.server, tools, &sandbox)?;
     let decision = capabilities::decide(
         capabilities::requested(tools, &sandbox),
         capabilities::annotation(inputs.server),

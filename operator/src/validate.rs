@@ -5,7 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use mcp_warden_crds::{mcpserver::Transport, MCPServer, ToolProfileSpec};
+use mcp_warden_crds::{
+    mcpserver::{Transport, POD_TEMPLATE_SPEC_KEYS},
+    MCPServer, SandboxProfileSpec, ToolProfileSpec,
+};
 
 use crate::names::{ADMIN_PORT, FACADE_PORT, MAX_REPLICAS};
 
@@ -34,6 +37,24 @@ pub enum ValidateError {
     /// Two tools exposed under one name.
     #[error("two tools would be exposed as {0:?}")]
     DuplicateExposedName(String),
+    /// `spec.podTemplate.spec` sets a field the hardening owns.
+    #[error("spec.podTemplate.spec.{key}: {why}")]
+    PodTemplateField {
+        /// The refused key.
+        key: String,
+        /// Why, and where to say it instead.
+        why: &'static str,
+    },
+    /// An allowed `spec.podTemplate.spec` field that does not read as a
+    /// PodSpec field.
+    #[error("spec.podTemplate.spec: {0}")]
+    PodTemplateValue(String),
+    /// A pod label or annotation the operator sets itself.
+    #[error("spec.podTemplate.metadata: {0:?} is the operator's")]
+    ReservedMetadata(String),
+    /// An egress host that is not a plain lowercase host name.
+    #[error("network.egress.hosts: {0:?} is not a lowercase host name with a dot (no wildcards, no trailing dot)")]
+    EgressHost(String),
 }
 
 impl ValidateError {
@@ -46,12 +67,101 @@ impl ValidateError {
             ValidateError::Alias { .. } | ValidateError::DuplicateExposedName(_) => {
                 "InvalidToolProfile"
             }
+            ValidateError::PodTemplateField { .. }
+            | ValidateError::PodTemplateValue(_)
+            | ValidateError::ReservedMetadata(_) => "InvalidPodTemplate",
+            ValidateError::EgressHost(_) => "InvalidSandboxProfile",
         }
     }
 }
 
-/// Check an MCPServer and its ToolProfile; the first problem wins.
-pub fn validate(server: &MCPServer, tools: &ToolProfileSpec) -> Result<(), ValidateError> {
+/// Check an MCPServer and its profiles; the first problem wins.
+pub fn validate(
+    server: &MCPServer,
+    tools: &ToolProfileSpec,
+    sandbox: &SandboxProfileSpec,
+) -> Result<(), ValidateError> {
+    validate_server(server)?;
+    validate_tools(tools)?;
+    validate_sandbox(sandbox)?;
+    validate_pod_template(server)
+}
+
+/// Why a `podTemplate.spec` key is refused.
+fn refusal(key: &str) -> &'static str {
+    match key {
+        "hostNetwork" | "hostPID" | "hostIPC" => {
+            "the pod never shares the host's network, PID or IPC namespace (Pod Security restricted)"
+        }
+        "securityContext" => {
+            "the pod's security context is the operator's (non-root, seccomp RuntimeDefault); the user is the SandboxProfile's runAsUser"
+        }
+        "containers" | "initContainers" | "ephemeralContainers" => {
+            "the containers are the operator's (no privileged or extra containers); the server's image and command are spec.image and spec.command, its resources the SandboxProfile's"
+        }
+        "volumes" => "the volumes are the operator's; the server's own volume is spec.workspace",
+        "runtimeClassName" => "set runtimeClassName in the SandboxProfile (isolation is the sandbox's)",
+        "serviceAccountName" | "automountServiceAccountToken" => {
+            "the pod's identity is the operator's; a token for the server is the serviceaccount.token capability"
+        }
+        _ => {
+            "not a field a podTemplate may set (affinity, imagePullSecrets, nodeSelector, priorityClassName, schedulerName, tolerations, topologySpreadConstraints)"
+        }
+    }
+}
+
+/// `spec.podTemplate`: only the allowed keys, in a shape a PodSpec reads,
+/// and no label or annotation the operator sets itself.
+pub fn validate_pod_template(server: &MCPServer) -> Result<(), ValidateError> {
+    let Some(template) = &server.spec.pod_template else {
+        return Ok(());
+    };
+    for key in template.spec.iter().flat_map(|s| s.keys()) {
+        if !POD_TEMPLATE_SPEC_KEYS.contains(&key.as_str()) {
+            return Err(ValidateError::PodTemplateField {
+                key: key.clone(),
+                why: refusal(key),
+            });
+        }
+    }
+    crate::build::pod_template::overrides(template).map_err(ValidateError::PodTemplateValue)?;
+    if let Some(meta) = &template.metadata {
+        let reserved =
+            |k: &String| k.starts_with("app.kubernetes.io/") || k.starts_with("mcpwarden.dev/");
+        if let Some(k) = meta.labels.keys().find(|k| reserved(k)) {
+            return Err(ValidateError::ReservedMetadata(k.clone()));
+        }
+        let default_container = "kubectl.kubernetes.io/default-container";
+        if meta.annotations.contains_key(default_container) {
+            return Err(ValidateError::ReservedMetadata(default_container.into()));
+        }
+    }
+    Ok(())
+}
+
+/// The SandboxProfile's host names are plain lowercase DNS names.
+fn validate_sandbox(sandbox: &SandboxProfileSpec) -> Result<(), ValidateError> {
+    for host in &sandbox.network.egress.hosts {
+        if !is_host_name(&host.name) {
+            return Err(ValidateError::EgressHost(host.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+fn is_host_name(name: &str) -> bool {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    name.len() <= 253 && name.contains('.') && name.split('.').all(label)
+}
+
+fn validate_server(server: &MCPServer) -> Result<(), ValidateError> {
     let spec = &server.spec;
     match spec.transport {
         Transport::Stdio if spec.command.is_empty() => {
@@ -66,6 +176,11 @@ pub fn validate(server: &MCPServer, tools: &ToolProfileSpec) -> Result<(), Valid
     if !(0..=MAX_REPLICAS).contains(&spec.replicas) {
         return Err(ValidateError::Replicas(spec.replicas));
     }
+    Ok(())
+}
+
+/// The ToolProfile alone (also what the profile's own `Valid` condition says).
+pub fn validate_tools(tools: &ToolProfileSpec) -> Result<(), ValidateError> {
     let mut exposed = BTreeSet::new();
     for tool in &tools.tools {
         if let Some(alias) = &tool.alias {
@@ -82,6 +197,11 @@ pub fn validate(server: &MCPServer, tools: &ToolProfileSpec) -> Result<(), Valid
         }
     }
     Ok(())
+}
+
+/// The SandboxProfile alone (its `Valid` condition).
+pub fn validate_sandbox_profile(sandbox: &SandboxProfileSpec) -> Result<(), ValidateError> {
+    validate_sandbox(sandbox)
 }
 
 fn is_snake_case(s: &str) -> bool {
@@ -124,17 +244,23 @@ mod tests {
         assert_eq!(
             validate(
                 &server("{image: i, command: [x], toolProfileRef: {name: p}}"),
-                &ok
+                &ok,
+                &SandboxProfileSpec::default()
             ),
             Ok(())
         );
         let http = "{image: i, transport: streamable-http, port: 3000, toolProfileRef: {name: p}}";
-        assert_eq!(validate(&server(http), &ok), Ok(()));
+        assert_eq!(
+            validate(&server(http), &ok, &SandboxProfileSpec::default()),
+            Ok(())
+        );
     }
 
     #[test]
     fn rejects_each_rule() {
         let none = ToolProfileSpec::default();
+        let validate =
+            |s: &MCPServer, t: &ToolProfileSpec| validate(s, t, &SandboxProfileSpec::default());
         let stdio = server("{image: i, toolProfileRef: {name: p}}");
         assert_eq!(
             validate(&stdio, &none),
@@ -158,5 +284,78 @@ mod tests {
             validate(&ok, &tools(&[("a", Some("x")), ("x", None)])),
             Err(ValidateError::DuplicateExposedName("x".into()))
         );
+    }
+
+    #[test]
+    fn pod_templates_cannot_weaken_the_pod() {
+        let none = ToolProfileSpec::default();
+        let sandbox = SandboxProfileSpec::default();
+        let with = |template: &str| {
+            validate(
+                &server(&format!(
+                    "{{image: i, command: [x], toolProfileRef: {{name: p}}, podTemplate: {template}}}"
+                )),
+                &none,
+                &sandbox,
+            )
+        };
+        let ok = "{metadata: {labels: {team: a}, annotations: {prometheus.io/scrape: 'true'}}, \
+                  spec: {nodeSelector: {pool: mcp}, imagePullSecrets: [{name: regcred}], \
+                  tolerations: [{key: mcp, operator: Exists}], priorityClassName: low}}";
+        assert_eq!(with(ok), Ok(()));
+        for (template, key) in [
+            (
+                "{spec: {securityContext: {runAsUser: 0}}}",
+                "securityContext",
+            ),
+            ("{spec: {hostNetwork: true}}", "hostNetwork"),
+            (
+                "{spec: {containers: [{name: x, securityContext: {privileged: true}}]}}",
+                "containers",
+            ),
+            ("{spec: {runtimeClassName: runc}}", "runtimeClassName"),
+            ("{spec: {dnsPolicy: None}}", "dnsPolicy"),
+        ] {
+            let err = with(template).unwrap_err();
+            assert!(
+                matches!(&err, ValidateError::PodTemplateField { key: k, .. } if k == key),
+                "{template}: {err}"
+            );
+            assert_eq!(err.reason(), "InvalidPodTemplate");
+        }
+        assert!(with("{spec: {securityContext: {runAsUser: 0}}}")
+            .unwrap_err()
+            .to_string()
+            .contains("SandboxProfile's runAsUser"));
+        assert!(matches!(
+            with("{spec: {tolerations: all}}"),
+            Err(ValidateError::PodTemplateValue(_))
+        ));
+        assert_eq!(
+            with("{metadata: {labels: {mcpwarden.dev/server: other}}}"),
+            Err(ValidateError::ReservedMetadata(
+                "mcpwarden.dev/server".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn egress_hosts_are_plain_names() {
+        let ok = server("{image: i, command: [x], toolProfileRef: {name: p}}");
+        let none = ToolProfileSpec::default();
+        for (host, valid) in [
+            ("registry.npmjs.org", true),
+            ("localhost", false),
+            ("*.npmjs.org", false),
+            ("Registry.npmjs.org", false),
+            ("registry.npmjs.org.", false),
+            ("-a.example.com", false),
+        ] {
+            let sandbox: SandboxProfileSpec = serde_yaml_ng::from_str(&format!(
+                "{{network: {{egress: {{hosts: [{{name: '{host}', ports: [443]}}]}}}}}}"
+            ))
+            .unwrap();
+            assert_eq!(validate(&ok, &none, &sandbox).is_ok(), valid, "{host}");
+        }
     }
 }

@@ -6,9 +6,19 @@
 //! ├─ server               the MCP server; for stdio wrapped by the bridge on /run/mcp/server.sock,
 //! │                        for streamable-http listening on 127.0.0.1:<port>
 //! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
-//! volumes: tmp (server /tmp, size-limited), policy + jwks (ConfigMaps, facade), peer-key
+//! volumes: tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
+//!          the package runners' caches), policy + jwks (ConfigMaps, facade), peer-key
 //!          (Secret, facade), run-mcp + bridge-bin (stdio), workspace (read-only unless approved)
 //! ```
+//!
+//! Real servers start with `npx -y` or `uvx`, which download the server into
+//! a cache under `HOME` before it runs: on a read-only root with no `HOME`
+//! they fail before the first byte of MCP. The server container therefore
+//! gets a writable home on its own emptyDir, and the cache variables the
+//! common runners read point into it (a variable the MCPServer's `env` sets
+//! wins). `spec.podTemplate` (pod_template.rs) adds what the cluster needs
+//! under all of this; the SandboxProfile's `runtimeClassName` picks the
+//! runtime (gVisor, Kata) for servers that need a stronger box.
 //!
 //! Scale-out and rollouts (issue 10): every replica gets the same peer key
 //! (session ids name their owner, `$(POD_IP):8080`, and are HMAC-signed), so
@@ -42,12 +52,25 @@ use k8s_openapi::{
 };
 use mcp_warden_crds::mcpserver::Transport;
 
-use super::BuildInput;
+use super::{pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
-    JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS, SIDECAR_BIN,
-    SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS,
+    HOME_DIR, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
+    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS,
 };
+
+/// The server container's writable places, as the variables common runners
+/// read (`npx`/`npm`, `uv`/`uvx`, `pip`, XDG-following tools), all on the
+/// `home` emptyDir except `TMPDIR`.
+const HOME_ENV: [(&str, &str); 7] = [
+    ("HOME", HOME_DIR),
+    ("XDG_CACHE_HOME", "/home/mcp/.cache"),
+    ("XDG_DATA_HOME", "/home/mcp/.local/share"),
+    ("npm_config_cache", "/home/mcp/.npm"),
+    ("UV_CACHE_DIR", "/home/mcp/.cache/uv"),
+    ("PIP_CACHE_DIR", "/home/mcp/.cache/pip"),
+    ("TMPDIR", "/tmp"),
+];
 
 /// The Deployment running the server and the facade.
 pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
@@ -55,6 +78,29 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
     let stdio = server.spec.transport == Transport::Stdio;
     let mut template_labels = names::labels(server);
     template_labels.extend(names::selector(server));
+    let template = server.spec.pod_template.as_ref();
+    let template_meta = template.and_then(|t| t.metadata.as_ref());
+    let labels = pod_template::merge_map(template_meta.map(|m| &m.labels), template_labels);
+    let annotations = pod_template::merge_map(
+        template_meta.map(|m| &m.annotations),
+        BTreeMap::from([(
+            "kubectl.kubernetes.io/default-container".to_string(),
+            "facade".to_string(),
+        )]),
+    );
+    let mut pod = PodSpec {
+        service_account_name: Some(names::object_name(server)),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
+        runtime_class_name: input.sandbox.runtime_class_name.clone(),
+        security_context: Some(pod_security_context(input)),
+        init_containers: stdio.then(|| vec![install_bridge_container(input)]),
+        containers: vec![server_container(input), facade_container(input)],
+        volumes: Some(volumes(input)),
+        ..PodSpec::default()
+    };
+    pod_template::merge_spec(&mut pod, template);
     Deployment {
         metadata: names::metadata(server, names::object_name(server)),
         spec: Some(DeploymentSpec {
@@ -72,24 +118,11 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(template_labels),
-                    annotations: Some(BTreeMap::from([(
-                        "kubectl.kubernetes.io/default-container".to_string(),
-                        "facade".to_string(),
-                    )])),
+                    labels: Some(labels),
+                    annotations: Some(annotations),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(names::object_name(server)),
-                    automount_service_account_token: Some(false),
-                    enable_service_links: Some(false),
-                    termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
-                    security_context: Some(pod_security_context(input)),
-                    init_containers: stdio.then(|| vec![install_bridge_container(input)]),
-                    containers: vec![server_container(input), facade_container(input)],
-                    volumes: Some(volumes(input)),
-                    ..PodSpec::default()
-                }),
+                spec: Some(pod),
             },
             ..DeploymentSpec::default()
         }),
@@ -209,15 +242,22 @@ fn server_container(input: BuildInput<'_>) -> Container {
             (!spec.args.is_empty()).then(|| spec.args.clone()),
         ),
     };
-    let mut env: Vec<EnvVar> = spec
-        .env
+    // The writable places first; a variable the spec sets itself wins.
+    let mut env: Vec<EnvVar> = HOME_ENV
         .iter()
-        .map(|e| EnvVar {
-            name: e.name.clone(),
-            value: Some(e.value.clone()),
+        .filter(|(name, _)| !spec.env.iter().any(|e| e.name == *name))
+        .filter(|(name, _)| !spec.secret_env.iter().any(|e| e.name == *name))
+        .map(|(name, value)| EnvVar {
+            name: name.to_string(),
+            value: Some(value.to_string()),
             value_from: None,
         })
         .collect();
+    env.extend(spec.env.iter().map(|e| EnvVar {
+        name: e.name.clone(),
+        value: Some(e.value.clone()),
+        value_from: None,
+    }));
     env.extend(spec.secret_env.iter().map(|e| EnvVar {
         name: e.name.clone(),
         value: None,
@@ -230,7 +270,7 @@ fn server_container(input: BuildInput<'_>) -> Container {
             ..EnvVarSource::default()
         }),
     }));
-    let mut mounts = vec![mount("tmp", "/tmp", false)];
+    let mut mounts = vec![mount("tmp", "/tmp", false), mount("home", HOME_DIR, false)];
     if spec.transport == Transport::Stdio {
         mounts.push(mount("bridge-bin", BRIDGE_DIR, true));
         mounts.push(mount("run-mcp", SOCKET_DIR, false));
@@ -440,6 +480,7 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
     let spec = &input.server.spec;
     let mut volumes = vec![
         empty_dir("tmp", &input.sandbox.tmp_size_limit.0),
+        empty_dir("home", &input.sandbox.home_size_limit.0),
         Volume {
             name: "policy".into(),
             config_map: Some(ConfigMapVolumeSource {

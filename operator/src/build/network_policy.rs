@@ -5,10 +5,17 @@
 //!          :9090 from the monitoring namespace + the operator's pods (/metrics, /tools)
 //!          :8080 from the same MCPServer's pods (relay)     replicas > 1
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
-//!          cluster DNS (UDP+TCP 53)                         `network.dns` approved
+//!          cluster DNS (UDP+TCP 53)                         `network.dns` approved with some CIDR egress
 //!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
 //!          nothing else
 //! ```
+//!
+//! Host names (`network.egress.host:…`) are not here: a NetworkPolicy
+//! matches IP blocks and pods only, so it could allow "DNS and the port to
+//! anywhere" or nothing. It allows nothing; the Cilium or Calico policy of
+//! `named_egress.rs` adds the hosts (and their DNS lookups) where the
+//! cluster has one. DNS alone is never opened: it is a way out (tunnelling
+//! through lookups), and without any egress there is nothing to look up.
 
 use k8s_openapi::{
     api::networking::v1::{
@@ -81,7 +88,7 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
             to: Some(vec![same_server]),
         });
     }
-    if input.approved.dns {
+    if input.approved.dns && !input.approved.egress.is_empty() {
         let port = |protocol: &str| NetworkPolicyPort {
             port: Some(IntOrString::Int(53)),
             protocol: Some(protocol.into()),
