@@ -107,6 +107,31 @@ pub struct MCPServerSpec {
     /// `serviceaccount.token` capability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<ServiceAccountSettings>,
+    /// How agents outside the cluster reach the server: the host names the
+    /// facade accepts besides the Service's own. Without it, only in-cluster
+    /// callers (and port-forwards sending the Service's host name) get in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expose: Option<Expose>,
+}
+
+/// Exposure beyond the in-cluster Service.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Expose {
+    /// Host names agents use through an Ingress, a Gateway or a load
+    /// balancer (`git.mcp.example.com`). The facade refuses every other
+    /// `Host` (against DNS rebinding), so a host missing here gets HTTP 403.
+    /// The first one is the URL in `status.endpoint`
+    /// (`https://<host>/mcp`: whatever sits in front is expected to
+    /// terminate TLS, as bearer tokens must not cross a network in clear).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[schemars(inner(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    ))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub hosts: Vec<String>,
 }
 
 /// The keys `podTemplate.spec` may set; the rest of the pod is the operator's.
@@ -304,7 +329,8 @@ pub struct MCPServerStatus {
     /// The `metadata.generation` these conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The in-cluster URL agents connect to, e.g.
+    /// The URL agents connect to: `https://<first expose.hosts>/mcp` when
+    /// the server is exposed, else the in-cluster one, e.g.
     /// `http://git.team-a.svc.cluster.local:8080/mcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,

@@ -9,7 +9,7 @@ use crate::{
     capabilities::{self, Decision},
     compile::{compile_policy, policy_yaml, Approved},
     config::BuildConfig,
-    validate::{validate, ValidateError},
+    validate::{validate, validate_policy, ValidateError},
 };
 
 /// What the resolve step found for one MCPServer.
@@ -82,11 +82,13 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
     );
     let approved = Approved::from_names(&decision.in_force);
     let policy = compile_policy(inputs.server, tools, &sandbox, &approved, config);
+    validate_policy(&policy)?;
     let yaml = policy_yaml(&policy);
     let objects = desired_objects(BuildInput {
         server: inputs.server,
         sandbox: &sandbox,
         policy_yaml: &yaml,
+        auth: &tools.auth,
         jwks: inputs.jwks,
         approved: &approved,
         config,

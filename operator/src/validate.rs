@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use mcp_warden_crds::{
     mcpserver::{Transport, POD_TEMPLATE_SPEC_KEYS},
-    MCPServer, SandboxProfileSpec, ToolProfileSpec,
+    FacadePolicy, MCPServer, SandboxProfileSpec, ToolProfileSpec,
 };
 
 use crate::names::{ADMIN_PORT, FACADE_PORT, MAX_REPLICAS};
@@ -52,6 +52,11 @@ pub enum ValidateError {
     /// A pod label or annotation the operator sets itself.
     #[error("spec.podTemplate.metadata: {0:?} is the operator's")]
     ReservedMetadata(String),
+    /// The compiled policy breaks a rule the facade checks when it loads it
+    /// (e.g. a role binding that does not name its issuer when the profile
+    /// accepts several).
+    #[error("the ToolProfile does not compile: {0}")]
+    Policy(String),
     /// An egress host that is not a plain lowercase host name.
     #[error("network.egress.hosts: {0:?} is not a lowercase host name with a dot (no wildcards, no trailing dot)")]
     EgressHost(String),
@@ -64,9 +69,9 @@ impl ValidateError {
             ValidateError::StdioWithoutCommand
             | ValidateError::HttpPort
             | ValidateError::Replicas(_) => "InvalidServerSpec",
-            ValidateError::Alias { .. } | ValidateError::DuplicateExposedName(_) => {
-                "InvalidToolProfile"
-            }
+            ValidateError::Alias { .. }
+            | ValidateError::DuplicateExposedName(_)
+            | ValidateError::Policy(_) => "InvalidToolProfile",
             ValidateError::PodTemplateField { .. }
             | ValidateError::PodTemplateValue(_)
             | ValidateError::ReservedMetadata(_) => "InvalidPodTemplate",
@@ -197,6 +202,28 @@ pub fn validate_tools(tools: &ToolProfileSpec) -> Result<(), ValidateError> {
         }
     }
     Ok(())
+}
+
+/// Who gets in, checked by the facade's own loader (the `mcp-warden-policy`
+/// crate) on the compiled policy: a role binding without its issuer when the
+/// profile accepts several, an issuer named twice, a binding to nobody. The
+/// facade would refuse to load such a policy; here it is refused first, with
+/// the same messages. Only the `roles` and `auth` findings count: the rest
+/// of the profile is checked above and by the API server.
+pub fn validate_policy(policy: &FacadePolicy) -> Result<(), ValidateError> {
+    let Err(errors) = mcp_warden_policy::CompiledPolicy::compile(policy) else {
+        return Ok(());
+    };
+    let found: Vec<String> = errors
+        .iter()
+        .map(ToString::to_string)
+        .filter(|e| e.starts_with("roles") || e.starts_with("auth"))
+        .collect();
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidateError::Policy(found.join("; ")))
+    }
 }
 
 /// The SandboxProfile alone (its `Valid` condition).
@@ -337,6 +364,35 @@ mod tests {
                 "mcpwarden.dev/server".into()
             ))
         );
+    }
+
+    #[test]
+    fn several_issuers_need_bindings_that_name_theirs() {
+        use crate::compile::{compile_policy, Approved};
+        let server = server("{image: i, command: [x], toolProfileRef: {name: p}}");
+        let compiled = |roles: &str| {
+            let tools: ToolProfileSpec = serde_yaml_ng::from_str(&format!(
+                "tools: [{{name: a}}]\n\
+                 auth: {{staticTokens: [{{secretName: s, key: k, subject: ci-bot}}]}}\n\
+                 roles: {roles}\n"
+            ))
+            .unwrap();
+            validate_policy(&compile_policy(
+                &server,
+                &tools,
+                &SandboxProfileSpec::default(),
+                &Approved::default(),
+                &crate::config::BuildConfig::default(),
+            ))
+        };
+        let err = compiled("[{role: user, subjects: [ci-bot]}]").unwrap_err();
+        assert_eq!(err.reason(), "InvalidToolProfile");
+        assert!(err.to_string().contains("name the issuer"), "{err}");
+        assert_eq!(
+            compiled("[{role: user, issuer: static, subjects: [ci-bot]}, {role: viewer, serviceAccounts: [t/a]}]"),
+            Ok(())
+        );
+        assert!(compiled("[{role: user, issuer: 'https://nobody', subjects: [x]}]").is_err());
     }
 
     #[test]

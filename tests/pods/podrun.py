@@ -20,7 +20,8 @@ What is the pod's, as `mcp-warden-operator render` wrote it:
   completion first.
 - volumes: an emptyDir, a PersistentVolumeClaim and the projected Secret and
   ConfigMap volumes are directories under one temp dir, shared by the containers
-  that mount them (as in a pod). ConfigMaps hold the rendered ConfigMap's data;
+  that mount them (as in a pod). ConfigMaps hold the data of the rendered (or
+  the example's own) ConfigMap, Secrets with `items` the example's values;
   the JWKS ConfigMap (which the operator publishes from the API server) holds
   the test's key set; the peer-key and admin-token Secrets hold fresh random bytes.
 
@@ -246,13 +247,25 @@ class Pod:
             if "configMap" in v:
                 cm = self._object("ConfigMap", v["configMap"]["name"])
                 if cm is not None:
-                    for key, text in cm.get("data", {}).items():
-                        (d / key).write_text(text)
+                    data = cm.get("data", {})
+                    # `items` picks keys and names their files, as the kubelet does.
+                    items = v["configMap"].get("items") or [{"key": k, "path": k} for k in data]
+                    for item in items:
+                        if item["key"] in data:
+                            (d / item["path"]).write_text(data[item["key"]])
                 elif v["configMap"]["name"].endswith("-jwks"):
                     # Published by the operator from the API server's issuer; here the test's keys.
                     (d / "jwks.json").write_text(self.jwks)
             elif "secret" in v:
                 secret = v["secret"]["secretName"]
+                if v["secret"].get("items"):
+                    # A user's Secret (the profile's static tokens): the values
+                    # the example's Secret holds; a missing one stays missing.
+                    for item in v["secret"]["items"]:
+                        value = self.secrets_data.get((secret, item["key"]))
+                        if value is not None:
+                            (d / item["path"]).write_text(value)
+                    continue
                 key = "peer.key" if secret.endswith("-peer-key") else "token"
                 (d / key).write_text(secrets.token_hex(32))
             elif "projected" in v:

@@ -8,7 +8,7 @@
 //! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
 //! volumes: tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
 //!          the package runners' caches), policy + jwks (ConfigMaps, facade), peer-key
-//!          (Secret, facade), run-mcp + bridge-bin (stdio), workspace (read-only unless approved)
+//!          (Secret, facade), tokens-<n> + issuer-<i> (the profile's auth, facade), run-mcp + bridge-bin (stdio), workspace (read-only unless approved)
 //! ```
 //!
 //! Real servers start with `npx -y` or `uvx`, which download the server into
@@ -52,7 +52,7 @@ use k8s_openapi::{
 };
 use mcp_warden_crds::mcpserver::Transport;
 
-use super::{pod_template, BuildInput};
+use super::{facade_auth, pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
     HOME_DIR, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
@@ -331,6 +331,7 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         mount("peer-key", PEER_KEY_DIR, true),
         mount("admin-token", ADMIN_TOKEN_DIR, true),
     ];
+    mounts.extend(facade_auth::mounts(input));
     let env_value = |name: &str, value: String| EnvVar {
         name: name.into(),
         value: Some(value),
@@ -521,6 +522,7 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             ..Volume::default()
         },
     ];
+    volumes.extend(facade_auth::volumes(input));
     if spec.transport == Transport::Stdio {
         volumes.push(empty_dir("bridge-bin", "64Mi"));
         volumes.push(empty_dir("run-mcp", "1Mi"));

@@ -6,7 +6,8 @@
 //! ```text
 //! MCPServer ─┬─ ServiceAccount  (service_account.rs)  no token automount
 //!            ├─ ConfigMap       (config_map.rs)       the compiled FacadePolicy
-//!            ├─ Deployment      (deployment.rs)       server + facade (+ bridge init)
+//!            ├─ Deployment      (deployment.rs)       server + facade (+ bridge init);
+//!            │                  (facade_auth.rs)      the profile's token Secrets and JWKS, facade only
 //!            ├─ Service         (service.rs)          8080 /mcp, 9090 metrics
 //!            ├─ Service <n>-peers (service.rs)        headless, replicas > 1
 //!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
@@ -17,6 +18,7 @@
 
 pub mod config_map;
 pub mod deployment;
+pub mod facade_auth;
 pub mod named_egress;
 pub mod network_policy;
 pub mod pod_disruption_budget;
@@ -32,7 +34,7 @@ use k8s_openapi::api::{
     policy::v1::PodDisruptionBudget,
 };
 use kube::api::DynamicObject;
-use mcp_warden_crds::{MCPServer, SandboxProfileSpec};
+use mcp_warden_crds::{toolprofile::ProfileAuth, MCPServer, SandboxProfileSpec};
 
 use crate::{
     compile::Approved,
@@ -48,6 +50,9 @@ pub struct BuildInput<'a> {
     pub sandbox: &'a SandboxProfileSpec,
     /// The compiled policy, as YAML.
     pub policy_yaml: &'a str,
+    /// The ToolProfile's authentication (its Secrets and ConfigMaps are
+    /// mounted into the facade).
+    pub auth: &'a ProfileAuth,
     /// The cluster's service-account issuer JWKS, if the operator read it.
     pub jwks: Option<&'a str>,
     /// The capabilities in force (approved); everything else is baseline.

@@ -137,6 +137,7 @@ mod tests {
             server: &server,
             sandbox: &sandbox,
             policy_yaml: "",
+            auth: &Default::default(),
             jwks: None,
             approved: &approved,
             config: &config,
