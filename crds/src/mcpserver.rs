@@ -132,6 +132,27 @@ pub struct Expose {
     ))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub hosts: Vec<String>,
+    /// Serve the facade's port 8080 over TLS with the certificate of a
+    /// `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`; e.g. a
+    /// cert-manager Certificate's). The facade picks up a renewed
+    /// certificate without a restart; until the Secret exists the pod
+    /// waits. Clients then use `https://` (in the cluster too: give the
+    /// certificate the Service's names), and whatever proxies to the pod
+    /// must speak TLS to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ExposeTls>,
+}
+
+/// The facade listener's certificate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeTls {
+    /// A `kubernetes.io/tls` Secret in the MCPServer's namespace.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub secret_name: String,
 }
 
 /// The keys `podTemplate.spec` may set; the rest of the pod is the operator's.
@@ -331,7 +352,8 @@ pub struct MCPServerStatus {
     pub observed_generation: Option<i64>,
     /// The URL agents connect to: `https://<first expose.hosts>/mcp` when
     /// the server is exposed, else the in-cluster one, e.g.
-    /// `http://git.team-a.svc.cluster.local:8080/mcp`.
+    /// `http://git.team-a.svc.cluster.local:8080/mcp` (`https://` with
+    /// `expose.tls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Every capability above the baseline the server asks for, by stable

@@ -58,6 +58,9 @@ pub fn issuer_jwks_file(index: usize) -> String {
     format!("{ISSUERS_DIR}/{index}/{JWKS_KEY}")
 }
 
+/// Where the listener's TLS Secret (`spec.expose.tls`) is mounted in the facade.
+pub const TLS_DIR: &str = "/etc/mcp-warden/tls";
+
 /// Where the peer-key Secret is mounted in the facade.
 pub const PEER_KEY_DIR: &str = "/etc/mcp-warden/peer";
 /// The peer key's key in its Secret.
@@ -194,10 +197,26 @@ pub fn exposed_hosts(server: &MCPServer) -> &[String] {
         .unwrap_or_default()
 }
 
-/// The in-cluster URL: the Service's full name on the facade's port.
+/// The Secret of the facade listener's certificate (`spec.expose.tls`).
+pub fn tls_secret(server: &MCPServer) -> Option<&str> {
+    server
+        .spec
+        .expose
+        .as_ref()
+        .and_then(|e| e.tls.as_ref())
+        .map(|t| t.secret_name.as_str())
+}
+
+/// The in-cluster URL: the Service's full name on the facade's port
+/// (`https` when the facade serves TLS).
 pub fn cluster_endpoint(server: &MCPServer, cfg: &BuildConfig) -> String {
+    let scheme = if tls_secret(server).is_some() {
+        "https"
+    } else {
+        "http"
+    };
     format!(
-        "http://{}.{}.svc.{}:{FACADE_PORT}/mcp",
+        "{scheme}://{}.{}.svc.{}:{FACADE_PORT}/mcp",
         object_name(server),
         namespace(server),
         cfg.cluster_domain
@@ -246,6 +265,12 @@ mod tests {
         assert_eq!(
             cluster_endpoint(&outside, &cfg),
             "http://git.team-a.svc.cluster.local:8080/mcp"
+        );
+        let tls = server(", expose: {tls: {secretName: git-tls}}");
+        assert_eq!(tls_secret(&tls), Some("git-tls"));
+        assert_eq!(
+            endpoint(&tls, &cfg),
+            "https://git.team-a.svc.cluster.local:8080/mcp"
         );
     }
 }

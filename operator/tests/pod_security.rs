@@ -43,6 +43,7 @@ fn every_buildable_pod_is_restricted() {
         ", env: [{name: A, value: b}], secretEnv: [{name: T, secretName: s, key: k}]",
         ", replicas: 0",
         ", replicas: 3",
+        ", expose: {hosts: [git.mcp.example.com], tls: {secretName: git-tls}}",
         ", podTemplate: {metadata: {labels: {team: a}, annotations: {sidecar.istio.io/inject: 'false'}}, \
          spec: {nodeSelector: {pool: mcp}, imagePullSecrets: [{name: regcred}], \
          tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}], priorityClassName: low, \
@@ -107,7 +108,7 @@ fn every_buildable_pod_is_restricted() {
             }
         }
     }
-    assert_eq!(checked, 2 * 2 * 3 * 5 * 6);
+    assert_eq!(checked, 2 * 2 * 3 * 6 * 6);
 }
 
 #[test]

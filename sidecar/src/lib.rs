@@ -38,4 +38,5 @@ pub mod server;
 pub mod session;
 pub mod sse;
 pub mod strict_json;
+pub mod tls;
 pub mod upstream;

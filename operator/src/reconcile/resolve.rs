@@ -63,6 +63,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
         .iter()
         .map(|e| e.secret_name.clone())
         .collect();
+    wanted.extend(names::tls_secret(server).map(str::to_string));
     if let Some(profile) = &tool_profile {
         wanted.extend(crate::build::facade_auth::secret_names(&profile.spec.auth));
     }
