@@ -117,6 +117,7 @@ pub struct MCPServerSpec {
 /// Exposure beyond the in-cluster Service.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("(!has(self.ingress) && !has(self.httpRoute)) || (has(self.hosts) && size(self.hosts) > 0)").message("an Ingress or HTTPRoute needs expose.hosts: the names it routes"))]
 pub struct Expose {
     /// Host names agents use through an Ingress, a Gateway or a load
     /// balancer (`git.mcp.example.com`). The facade refuses every other
@@ -141,6 +142,67 @@ pub struct Expose {
     /// must speak TLS to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<ExposeTls>,
+    /// Generate an Ingress (`<name>`) routing `hosts`, path `/mcp`, to the
+    /// Service's port 8080.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<ExposeIngress>,
+    /// Generate a Gateway API HTTPRoute (`<name>`) routing `hosts`, path
+    /// `/mcp`, to the Service's port 8080, attached to these Gateways.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_route: Option<ExposeHttpRoute>,
+}
+
+/// The generated Ingress.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeIngress {
+    /// The IngressClass (default: the cluster's default class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub class_name: Option<String>,
+    /// Annotations of the Ingress, e.g. cert-manager's
+    /// `cert-manager.io/cluster-issuer`, or the controller's backend
+    /// protocol (`nginx.ingress.kubernetes.io/backend-protocol: HTTPS`)
+    /// when the facade serves TLS.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// The `kubernetes.io/tls` Secret the Ingress controller terminates TLS
+    /// with for `hosts` (cert-manager's ingress-shim fills it from the
+    /// annotation above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub tls_secret_name: Option<String>,
+}
+
+/// The generated HTTPRoute.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeHttpRoute {
+    /// The Gateways (listeners) the route attaches to.
+    #[schemars(length(min = 1, max = 8))]
+    pub parent_refs: Vec<GatewayRef>,
+}
+
+/// A Gateway, as an HTTPRoute's `parentRefs` name it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayRef {
+    /// The Gateway's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its namespace (default: the MCPServer's); the Gateway's listener
+    /// must allow routes from this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+    /// The listener (`sectionName`), e.g. the HTTPS one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub section_name: Option<String>,
 }
 
 /// The facade listener's certificate.

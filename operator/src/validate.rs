@@ -23,6 +23,9 @@ pub enum ValidateError {
         "transport streamable-http needs spec.port (1-65535, not {FACADE_PORT} or {ADMIN_PORT})"
     )]
     HttpPort,
+    /// `expose.ingress` or `expose.httpRoute` without `expose.hosts`.
+    #[error("an Ingress or HTTPRoute needs expose.hosts: the names it routes")]
+    ExposeWithoutHosts,
     /// Replicas outside 0..=10.
     #[error("spec.replicas {0} is out of range (0 to {MAX_REPLICAS})")]
     Replicas(i32),
@@ -68,6 +71,7 @@ impl ValidateError {
         match self {
             ValidateError::StdioWithoutCommand
             | ValidateError::HttpPort
+            | ValidateError::ExposeWithoutHosts
             | ValidateError::Replicas(_) => "InvalidServerSpec",
             ValidateError::Alias { .. }
             | ValidateError::DuplicateExposedName(_)
@@ -180,6 +184,11 @@ fn validate_server(server: &MCPServer) -> Result<(), ValidateError> {
     }
     if !(0..=MAX_REPLICAS).contains(&spec.replicas) {
         return Err(ValidateError::Replicas(spec.replicas));
+    }
+    if let Some(expose) = &spec.expose {
+        if (expose.ingress.is_some() || expose.http_route.is_some()) && expose.hosts.is_empty() {
+            return Err(ValidateError::ExposeWithoutHosts);
+        }
     }
     Ok(())
 }
@@ -300,6 +309,13 @@ mod tests {
         assert_eq!(validate(&clash, &none), Err(ValidateError::HttpPort));
         let many = server("{image: i, command: [x], replicas: 11, toolProfileRef: {name: p}}");
         assert_eq!(validate(&many, &none), Err(ValidateError::Replicas(11)));
+        let routed = server(
+            "{image: i, command: [x], toolProfileRef: {name: p}, expose: {httpRoute: {parentRefs: [{name: g}]}}}",
+        );
+        assert_eq!(
+            validate(&routed, &none),
+            Err(ValidateError::ExposeWithoutHosts)
+        );
         let three = server("{image: i, command: [x], replicas: 3, toolProfileRef: {name: p}}");
         assert_eq!(validate(&three, &none), Ok(()));
         let ok = server("{image: i, command: [x], toolProfileRef: {name: p}}");

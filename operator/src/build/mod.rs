@@ -13,11 +13,13 @@
 //!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
 //!            ├─ <n>-egress      (named_egress.rs)     Cilium/Calico policy for approved host names
 //!            ├─ PDB             (pod_disruption_budget.rs)  maxUnavailable 1, replicas > 1
+//!            ├─ Ingress/HTTPRoute <n> (exposure.rs)   expose.hosts → the Service, when asked
 //!            └─ Secret <n>-peer-key (secret.rs)       shaped here, its random bytes made in apply
 //! ```
 
 pub mod config_map;
 pub mod deployment;
+pub mod exposure;
 pub mod facade_auth;
 pub mod named_egress;
 pub mod network_policy;
@@ -30,7 +32,7 @@ pub mod service_account;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
-    networking::v1::NetworkPolicy,
+    networking::v1::{Ingress, NetworkPolicy},
     policy::v1::PodDisruptionBudget,
 };
 use kube::api::DynamicObject;
@@ -85,6 +87,10 @@ pub struct DesiredObjects {
     pub named_egress: Option<DynamicObject>,
     /// At most one replica down at a time (replicas > 1).
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
+    /// The Ingress of `expose.ingress` (apply removes a stale one).
+    pub ingress: Option<Ingress>,
+    /// The HTTPRoute of `expose.httpRoute` (apply removes a stale one).
+    pub http_route: Option<DynamicObject>,
 }
 
 /// Build every object.
@@ -100,6 +106,8 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         named_egress_engine: input.config.named_egress,
         named_egress: named_egress::desired_named_egress_policy(input),
         pod_disruption_budget: pod_disruption_budget::desired_pod_disruption_budget(input),
+        ingress: exposure::desired_ingress(input),
+        http_route: exposure::desired_http_route(input),
     }
 }
 
@@ -120,6 +128,12 @@ impl DesiredObjects {
                 .map(|o| serde_json::to_value(o).expect("Kubernetes objects serialize")),
         );
         values.extend(self.pod_disruption_budget.as_ref().map(typed_value));
+        values.extend(self.ingress.as_ref().map(typed_value));
+        values.extend(
+            self.http_route
+                .as_ref()
+                .map(|o| serde_json::to_value(o).expect("Kubernetes objects serialize")),
+        );
         values
     }
 }

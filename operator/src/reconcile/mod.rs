@@ -200,6 +200,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
         not_owned: &applied.not_owned,
+        route_unavailable: applied.route_unavailable,
     };
     let desired = status::desired_status(server, outcome, &now);
     status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;
