@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from k8s_cluster import wait_for
-from k8s_fixtures import EXAMPLE_NAMESPACE, EXAMPLES
+from k8s_fixtures import EXAMPLE_NAMESPACE, EXAMPLES, operator_binary
 
 NS = EXAMPLE_NAMESPACE
 
@@ -263,3 +263,27 @@ def test_expose_routes_follow_the_spec(cluster, controller, examples_applied):
     cluster.apply(server)
     wait_for("the Ingress removed", lambda: cluster.get("ingress", "web", ns) is None, timeout=30)
     wait_for("Degraded cleared", lambda: degraded() is None, timeout=30)
+
+
+def test_client_config_prints_what_an_agent_needs(cluster, reconciled_examples):
+    """`mcp-warden-operator client-config` against the cluster (an admin's
+    kubeconfig): the URL from the server's status, every kind of token the
+    profile accepts with the command that gets it, and an mcp.json snippet
+    that holds no token."""
+    import subprocess
+    out = subprocess.run([str(operator_binary()), "client-config", "time", "-n", NS], capture_output=True, text=True,
+                         timeout=60, env={"KUBECONFIG": str(cluster.kubeconfig()), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    live = cluster.get("mcpserver", "time", NS)
+    snippet = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    entry = snippet["mcpServers"]["time"]
+    assert entry["url"] == live["status"]["endpoint"] == "https://time.mcp.example.com/mcp"
+    assert entry["headers"] == {"Authorization": "Bearer ${MCP_WARDEN_TOKEN}"}
+    assert f"kubectl -n {NS} create token <service-account> --audience mcpwarden.dev/{NS}/time" in text
+    assert f"kubectl -n {NS} get secret time-agent-tokens -o jsonpath='{{.data.ci-bot}}' | base64 -d" in text
+    assert "https://login.example.com/realms/team-a with audience mcp-time" in text
+    secret = cluster.get("secret", "time-agent-tokens", NS)
+    assert secret is not None
+    import base64
+    assert base64.b64decode(secret["data"]["ci-bot"]).decode() not in text
