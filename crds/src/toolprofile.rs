@@ -196,8 +196,14 @@ pub struct OidcIssuer {
     /// Accepted `aud` values; a token must carry at least one.
     #[schemars(length(min = 1, max = 16), inner(length(min = 1, max = 256)))]
     pub audiences: Vec<String>,
-    /// Where the issuer's signing keys (a JWKS document) come from.
-    pub jwks: JwksSource,
+    /// Where the issuer's signing keys (a JWKS document) come from: a
+    /// ConfigMap, or, when left out, the issuer itself: the operator reads
+    /// its discovery document (`<issuer>/.well-known/openid-configuration`)
+    /// and the `jwks_uri` it names, over HTTPS, and publishes the keys into
+    /// the ConfigMap `<server>-issuers` (looked at again every ten
+    /// minutes). The operator then needs egress to the issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks: Option<JwksSource>,
     /// The claim that names the caller (default `sub`; e.g. `email` or
     /// `preferred_username`), or a JSON pointer into the claims when it
     /// starts with `/`. A token without it is refused.

@@ -366,6 +366,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         tools: Arc::new(reconcile::observe::HttpTools),
         jwks: Default::default(),
         engine: reconcile::observe::EngineCache::new(discover_engine),
+        issuer_keys: Default::default(),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({

@@ -98,6 +98,12 @@ pub fn jwks_config_map(server: &MCPServer) -> String {
     format!("{}-jwks", server.name_any())
 }
 
+/// Name of the ConfigMap holding the JWKS the operator fetched for the
+/// ToolProfile's JWT issuers that name no ConfigMap (key `<position>.json`).
+pub fn issuers_config_map(server: &MCPServer) -> String {
+    format!("{}-issuers", server.name_any())
+}
+
 /// Name of the Secret holding the replicas' shared peer key (session-id HMAC).
 pub fn peer_key_secret(server: &MCPServer) -> String {
     format!("{}-peer-key", server.name_any())

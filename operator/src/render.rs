@@ -102,6 +102,7 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
                 .map(|p| &p.spec),
             // No cluster, no issuer keys: the JWKS ConfigMap is not rendered.
             jwks: None,
+            issuer_jwks: None,
         };
         let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
             namespace: ns.clone(),

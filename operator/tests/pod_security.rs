@@ -65,6 +65,7 @@ fn every_buildable_pod_is_restricted() {
                         tool_profile: Some(&tools),
                         sandbox_profile: Some(&sandbox),
                         jwks: None,
+                        issuer_jwks: None,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
@@ -122,6 +123,7 @@ fn the_matrix_would_catch_a_broken_builder() {
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
         jwks: None,
+        issuer_jwks: None,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
@@ -152,6 +154,7 @@ fn the_pod_template_lands_under_the_hardening() {
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
         jwks: None,
+        issuer_jwks: None,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;

@@ -603,6 +603,7 @@ mod tests {
             tool_profile: Some(&tools),
             sandbox_profile: None,
             jwks: None,
+            issuer_jwks: None,
         };
         let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
         let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();

@@ -9,6 +9,7 @@
 //! ```text
 //! auth.staticTokens[] {secretName, key} ─▶ volume tokens-<n> (Secret, optional) ─▶ /etc/mcp-warden/tokens/<secretName>/<key>
 //! auth.jwt[i].jwks.configMap {name, key} ─▶ volume issuer-<i> (ConfigMap, optional) ─▶ /etc/mcp-warden/issuers/<i>/jwks.json
+//! auth.jwt[i] without jwks ─▶ the same, from `<name>-issuers` key `<i>.json` (fetched by the operator)
 //! ```
 //!
 //! The volumes are optional: a missing Secret or ConfigMap must not keep the
@@ -58,12 +59,19 @@ pub fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
         })
         .collect();
     volumes.extend(input.auth.jwt.iter().enumerate().map(|(i, issuer)| {
-        let cm = &issuer.jwks.config_map;
+        // The profile's ConfigMap, or the keys the operator fetched.
+        let (name, source_key) = match &issuer.jwks {
+            Some(source) => (
+                source.config_map.name.clone(),
+                source.config_map.key.clone(),
+            ),
+            None => (names::issuers_config_map(input.server), format!("{i}.json")),
+        };
         Volume {
             name: format!("issuer-{i}"),
             config_map: Some(ConfigMapVolumeSource {
-                name: cm.name.clone(),
-                items: Some(vec![key(&cm.key, JWKS_KEY)]),
+                name,
+                items: Some(vec![key(&source_key, JWKS_KEY)]),
                 optional: Some(true),
                 ..ConfigMapVolumeSource::default()
             }),
@@ -104,4 +112,78 @@ pub fn secret_names(auth: &mcp_warden_crds::toolprofile::ProfileAuth) -> BTreeSe
         .iter()
         .map(|t| t.secret_name.clone())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use mcp_warden_crds::{MCPServer, ToolProfileSpec};
+
+    use crate::{config::BuildConfig, plan};
+
+    #[test]
+    fn discovered_keys_are_published_and_mounted_like_a_configmaps() {
+        let server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: team-a}\n\
+             spec: {image: i, command: [x], toolProfileRef: {name: p}}\n",
+        )
+        .unwrap();
+        let tools: ToolProfileSpec = serde_yaml_ng::from_str(
+            "tools: [{name: a}]\n\
+             auth: {jwt: [{issuer: 'https://a.example.com', audiences: [m], jwks: {configMap: {name: a-keys, key: k}}},\n\
+                          {issuer: 'https://b.example.com', audiences: [m]}]}\n",
+        )
+        .unwrap();
+        let keys = BTreeMap::from([(
+            "https://b.example.com".to_string(),
+            r#"{"keys":[]}"#.to_string(),
+        )]);
+        let build = |fetched: Option<&BTreeMap<String, String>>| {
+            plan::plan(
+                &plan::Inputs {
+                    server: &server,
+                    tool_profile: Some(&tools),
+                    sandbox_profile: None,
+                    jwks: None,
+                    issuer_jwks: fetched,
+                },
+                &BuildConfig::default(),
+            )
+            .unwrap()
+        };
+        let plan = build(Some(&keys));
+        let cm = plan.objects.issuers_config_map.expect("the fetched keys");
+        assert_eq!(cm.metadata.name.as_deref(), Some("git-issuers"));
+        assert_eq!(
+            cm.data.unwrap(),
+            BTreeMap::from([("1.json".to_string(), r#"{"keys":[]}"#.to_string())])
+        );
+        let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
+        let volume = |name: &str| {
+            let v = pod
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == name)
+                .unwrap();
+            let cm = v.config_map.clone().unwrap();
+            let item = cm.items.unwrap()[0].clone();
+            (cm.name, item.key, item.path)
+        };
+        assert_eq!(
+            volume("issuer-0"),
+            ("a-keys".into(), "k".into(), "jwks.json".into())
+        );
+        assert_eq!(
+            volume("issuer-1"),
+            ("git-issuers".into(), "1.json".into(), "jwks.json".into())
+        );
+        assert_eq!(
+            plan.policy.auth.jwt[1].jwks_file,
+            "/etc/mcp-warden/issuers/1/jwks.json"
+        );
+        // Not fetched (render, or the issuer unreachable): no ConfigMap, the mount waits.
+        assert!(build(None).objects.issuers_config_map.is_none());
+    }
 }

@@ -57,6 +57,9 @@ pub struct BuildInput<'a> {
     pub auth: &'a ProfileAuth,
     /// The cluster's service-account issuer JWKS, if the operator read it.
     pub jwks: Option<&'a str>,
+    /// The JWKS the operator fetched for the profile's JWT issuers that have
+    /// no ConfigMap, by issuer URL.
+    pub issuer_jwks: &'a std::collections::BTreeMap<String, String>,
     /// The capabilities in force (approved); everything else is baseline.
     pub approved: &'a Approved,
     /// Operator settings.
@@ -72,6 +75,8 @@ pub struct DesiredObjects {
     pub config_map: ConfigMap,
     /// The issuer's JWKS (only when it was read).
     pub jwks_config_map: Option<ConfigMap>,
+    /// The JWKS fetched for the profile's JWT issuers (only when any was).
+    pub issuers_config_map: Option<ConfigMap>,
     /// The pod.
     pub deployment: Deployment,
     /// The in-cluster endpoint.
@@ -99,6 +104,7 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         service_account: service_account::desired_service_account(input),
         config_map: config_map::desired_config_map(input),
         jwks_config_map: config_map::desired_jwks_config_map(input),
+        issuers_config_map: config_map::desired_issuers_config_map(input),
         deployment: deployment::desired_deployment(input),
         service: service::desired_service(input),
         peers_service: service::desired_peers_service(input),
@@ -119,6 +125,7 @@ impl DesiredObjects {
             typed_value(&self.config_map),
         ];
         values.extend(self.jwks_config_map.as_ref().map(typed_value));
+        values.extend(self.issuers_config_map.as_ref().map(typed_value));
         values.extend([typed_value(&self.deployment), typed_value(&self.service)]);
         values.extend(self.peers_service.as_ref().map(typed_value));
         values.push(typed_value(&self.network_policy));

@@ -139,6 +139,7 @@ mod tests {
             policy_yaml: "",
             auth: &Default::default(),
             jwks: None,
+            issuer_jwks: &Default::default(),
             approved: &approved,
             config: &config,
         })

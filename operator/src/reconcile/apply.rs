@@ -110,6 +110,7 @@ pub async fn apply_all(
     let sa = read(client, ns, &objects.service_account).await?;
     let cm = read(client, ns, &objects.config_map).await?;
     let jwks = read_opt(client, ns, objects.jwks_config_map.as_ref()).await?;
+    let issuers = read_opt(client, ns, objects.issuers_config_map.as_ref()).await?;
     let deployment = read(client, ns, &objects.deployment).await?;
     let service = read(client, ns, &objects.service).await?;
     let peers = read_opt(client, ns, objects.peers_service.as_ref()).await?;
@@ -149,6 +150,7 @@ pub async fn apply_all(
         sa.foreign(server),
         cm.foreign(server),
         jwks.as_ref().and_then(|r| r.foreign(server)),
+        issuers.as_ref().and_then(|r| r.foreign(server)),
         deployment.foreign(server),
         service.foreign(server),
         peers.as_ref().and_then(|r| r.foreign(server)),
@@ -184,6 +186,9 @@ pub async fn apply_all(
     write(client, ns, cm, written).await?;
     if let Some(jwks) = jwks {
         write(client, ns, jwks, written).await?;
+    }
+    if let Some(issuers) = issuers {
+        write(client, ns, issuers, written).await?;
     }
     let peer_key = || desired_peer_key_secret(server, random_key());
     let usable = |s: &Secret| has_usable_peer_key(s);
