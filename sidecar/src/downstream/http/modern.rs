@@ -106,7 +106,7 @@ pub(super) async fn serve(
     }
     let id = msg.id.clone().expect("requests have ids");
     let quota_key = caller.quota_key(peer);
-    let channel = match app.modern_channel(&quota_key).await {
+    let channel = match app.modern_channel(&quota_key, &caller).await {
         Ok(channel) => channel,
         Err(e @ ChannelError::NotReady) => {
             return reject(
