@@ -453,6 +453,7 @@ fn http_target(url: &hyper::Uri, args: &RunArgs) -> anyhow::Result<HttpTarget> {
         resolv_conf: args.resolv_conf.clone(),
         connect_timeout: Duration::from_secs(args.upstream_connect_timeout_secs.max(1)),
         http2: !args.upstream_http1,
+        proxy: None,
     };
     let client = crate::net::Client::new(&config).map_err(anyhow::Error::msg)?;
     Ok(HttpTarget {

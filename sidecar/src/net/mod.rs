@@ -46,6 +46,8 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Offer HTTP/2 (ALPN) to TLS servers.
     pub http2: bool,
+    /// The proxy settings; `None`: from the environment (`HTTPS_PROXY`).
+    pub proxy: Option<Proxy>,
 }
 
 impl Default for ClientConfig {
@@ -56,6 +58,7 @@ impl Default for ClientConfig {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             connect_timeout: Duration::from_secs(10),
             http2: true,
+            proxy: None,
         }
     }
 }
@@ -113,7 +116,10 @@ impl Client {
             tls_error,
             resolver: Resolver::new(config.resolv_conf.clone()),
             guard: Guard::new(config.allow.clone()),
-            proxy: Proxy::from_env()?,
+            proxy: match &config.proxy {
+                Some(p) => p.clone(),
+                None => Proxy::from_env()?,
+            },
             connect_timeout: config.connect_timeout,
             observer: OnceLock::new(),
         }))
@@ -269,9 +275,11 @@ impl Endpoint {
         let tls = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
-            Some(other) => return Err(format!(
+            Some(other) => {
+                return Err(format!(
                 "the URL scheme `{other}` is not supported; use https:// (or http:// on loopback)"
-            )),
+            ))
+            }
             None => return Err(format!("`{uri}` is not an absolute http(s) URL")),
         };
         let authority = uri.authority().ok_or("the URL has no host")?;
