@@ -6,7 +6,7 @@
 //!   is a YAML/JSON file). The shared building blocks (tool rules, argument
 //!   rules, limits, roles) are defined once here and reused by the CRDs.
 //! - the CRD types (feature `kube`), generated into `crds/*.yaml`:
-//!   [`mcpserver`], [`toolprofile`], [`sandboxprofile`]; [`schema`] holds the
+//!   [`mcpserver`] (with [`remote`]), [`toolprofile`], [`sandboxprofile`]; [`schema`] holds the
 //!   schema helpers they share.
 #![forbid(unsafe_code)]
 
@@ -16,6 +16,8 @@ pub use policy::*;
 
 #[cfg(feature = "kube")]
 pub mod mcpserver;
+#[cfg(feature = "kube")]
+pub mod remote;
 #[cfg(feature = "kube")]
 pub mod sandboxprofile;
 #[cfg(feature = "kube")]

@@ -155,7 +155,7 @@ pub enum DefaultAction {
     Allow,
 }
 
-/// Roles, from least to most privileged (seed 004: VIEWER/USER/ADMIN).
+/// Roles, from least to most privileged: viewer, user, admin.
 #[derive(
     Serialize,
     Deserialize,

@@ -12,7 +12,8 @@
 //!
 //! | name | from |
 //! |---|---|
-//! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port |
+//! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port; a remote given by address; each `remote.privateCidrs` block × the remote's ports |
+//! | `network.egress.host:<name>:<port>` | `spec.remote`: its host, and each token endpoint's |
 //! | `network.dns` | SandboxProfile `network.egress.dns: true` |
 //! | `workspace.write` | SandboxProfile `workspaceAccess: readWrite` |
 //! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
@@ -52,6 +53,16 @@ pub enum Capability {
         /// The port.
         port: i32,
     },
+    /// Outbound TCP to a host name and port (a remote server, a token
+    /// endpoint). A plain NetworkPolicy cannot name a host: it opens the
+    /// port to public addresses, and the facade — the pod's only
+    /// container — connects to the named host alone.
+    EgressHost {
+        /// The host name.
+        host: String,
+        /// The port.
+        port: i32,
+    },
     /// DNS lookups to the cluster DNS.
     Dns,
     /// A writable workspace.
@@ -66,6 +77,9 @@ impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Capability::Egress { cidr, port } => write!(f, "network.egress:{cidr}:{port}"),
+            Capability::EgressHost { host, port } => {
+                write!(f, "network.egress.host:{host}:{port}")
+            }
             Capability::Dns => f.write_str("network.dns"),
             Capability::WorkspaceWrite => f.write_str("workspace.write"),
             Capability::ServiceAccountToken => f.write_str("serviceaccount.token"),
@@ -85,6 +99,16 @@ impl Capability {
         }
         if let Some(tool) = name.strip_prefix("tool:") {
             return (!tool.is_empty()).then(|| Capability::Tool(tool.into()));
+        }
+        if let Some(rest) = name.strip_prefix("network.egress.host:") {
+            let (host, port) = rest.rsplit_once(':')?;
+            if host.is_empty() {
+                return None;
+            }
+            return Some(Capability::EgressHost {
+                host: host.into(),
+                port: port.parse().ok()?,
+            });
         }
         let rest = name.strip_prefix("network.egress:")?;
         let (cidr, port) = rest.rsplit_once(':')?;
@@ -118,6 +142,38 @@ pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTree
     for tool in &tools.tools {
         if tool.risk.is_some_and(|r| r > RiskLevel::Medium) {
             set.insert(Capability::Tool(tool.name.clone()));
+        }
+    }
+    set.iter().map(Capability::to_string).collect()
+}
+
+/// What a remote server asks for: egress to its host and each token
+/// endpoint's (by name, or by address when the URL gives one), DNS when
+/// any of them is a name, and each private block on those ports.
+pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    let Some(remote) = &server.spec.remote else {
+        return BTreeSet::new();
+    };
+    let mut ports = BTreeSet::new();
+    let urls = std::iter::once(remote.url.clone()).chain(remote.token_urls());
+    for (host, port) in urls.filter_map(|u| mcp_warden_crds::remote::host_port(&u)) {
+        let port = i32::from(port);
+        ports.insert(port);
+        match mcp_warden_crds::remote::address_block(&host) {
+            Some(cidr) => set.insert(Capability::Egress { cidr, port }),
+            None => {
+                set.insert(Capability::Dns);
+                set.insert(Capability::EgressHost { host, port })
+            }
+        };
+    }
+    for cidr in &remote.private_cidrs {
+        for port in &ports {
+            set.insert(Capability::Egress {
+                cidr: cidr.clone(),
+                port: *port,
+            });
         }
     }
     set.iter().map(Capability::to_string).collect()
@@ -363,6 +419,7 @@ mod tests {
     fn names_parse_back() {
         for name in [
             "network.egress:2001:db8::/32:443",
+            "network.egress.host:mcp.example.com:443",
             "network.dns",
             "workspace.write",
             "serviceaccount.token",
@@ -372,6 +429,39 @@ mod tests {
         }
         assert_eq!(Capability::parse("network.egress:x:notaport"), None);
         assert_eq!(Capability::parse("root.shell"), None);
+        assert_eq!(Capability::parse("network.egress.host::443"), None);
+    }
+
+    #[test]
+    fn a_remote_asks_for_its_hosts_and_blocks() {
+        let server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\n\
+             spec: {toolProfileRef: {name: p}, remote: {url: 'https://mcp.example.com/mcp', privateCidrs: [10.0.0.0/8], \
+             auth: {facade: {clientCredentials: {tokenUrl: 'https://idp.example.com:8443/token', clientId: c, \
+             clientSecretRef: {name: s, key: k}}}, rules: [{useFacade: true}]}}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            requested_remote(&server).into_iter().collect::<Vec<_>>(),
+            [
+                "network.dns",
+                "network.egress.host:idp.example.com:8443",
+                "network.egress.host:mcp.example.com:443",
+                "network.egress:10.0.0.0/8:443",
+                "network.egress:10.0.0.0/8:8443",
+            ]
+        );
+        let by_address: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s}\n\
+             spec: {toolProfileRef: {name: p}, remote: {url: 'https://203.0.113.7:8443/mcp'}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            requested_remote(&by_address)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["network.egress:203.0.113.7/32:8443"]
+        );
     }
 
     #[test]

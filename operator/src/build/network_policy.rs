@@ -7,8 +7,15 @@
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
 //!          cluster DNS (UDP+TCP 53)                         `network.dns` approved
 //!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
+//!          public addresses → ports                         `network.egress.host:<name>:<port>` approved
 //!          nothing else
 //! ```
+//!
+//! A NetworkPolicy cannot name a host: an approved host's port is opened
+//! to public addresses (every private, loopback and link-local block
+//! excepted). Host egress is only ever asked for by a remote server, whose
+//! pod holds the facade alone, and the facade connects to the URL's host
+//! (and the token endpoints') only, re-checking every address it resolves.
 
 use k8s_openapi::{
     api::networking::v1::{
@@ -20,6 +27,21 @@ use k8s_openapi::{
 
 use super::BuildInput;
 use crate::names::{self, ADMIN_PORT, FACADE_PORT};
+
+/// IPv4 blocks that are not public (the facade's SSRF guard refuses them too).
+const NOT_PUBLIC_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+/// IPv6 blocks that are not public.
+const NOT_PUBLIC_V6: &[&str] = &["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"];
 
 fn tcp(port: i32) -> NetworkPolicyPort {
     NetworkPolicyPort {
@@ -117,6 +139,28 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
                 }),
                 ..NetworkPolicyPeer::default()
             }]),
+        });
+    }
+    let host_ports: std::collections::BTreeSet<i32> = input
+        .approved
+        .egress_hosts
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+    if !host_ports.is_empty() {
+        let block = |cidr: &str, except: &[&str]| NetworkPolicyPeer {
+            ip_block: Some(IPBlock {
+                cidr: cidr.into(),
+                except: Some(except.iter().map(|e| e.to_string()).collect()),
+            }),
+            ..NetworkPolicyPeer::default()
+        };
+        egress.push(NetworkPolicyEgressRule {
+            ports: Some(host_ports.into_iter().map(tcp).collect()),
+            to: Some(vec![
+                block("0.0.0.0/0", NOT_PUBLIC_V4),
+                block("::/0", NOT_PUBLIC_V6),
+            ]),
         });
     }
     NetworkPolicy {
