@@ -65,6 +65,14 @@ pub struct MCPServerSpec {
     /// listens on `port` on loopback).
     #[serde(default)]
     pub transport: Transport,
+    /// Which revision of MCP the server speaks: `auto` (default) asks it
+    /// with `server/discover` when the facade starts (a server that does not
+    /// answer is legacy); `modern` (2026-07-28) serves every caller from one
+    /// server process or upstream connection; `legacy` (2025-11-25 and
+    /// earlier) gives each client session its own. Clients of either
+    /// revision are served either way.
+    #[serde(default, skip_serializing_if = "ProtocolEra::is_auto")]
+    pub protocol_era: ProtocolEra,
     /// The loopback port the server listens on; required for
     /// `streamable-http`. 8080 and 9090 belong to the facade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,6 +221,36 @@ pub enum Transport {
     /// The server speaks MCP Streamable HTTP on `port` (loopback).
     #[serde(rename = "streamable-http")]
     StreamableHttp,
+}
+
+/// Which revision of MCP an MCPServer's server speaks.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolEra {
+    /// Found with `server/discover` when the facade starts.
+    #[default]
+    Auto,
+    /// 2025-11-25 and earlier: `initialize`, a server session per client.
+    Legacy,
+    /// 2026-07-28: stateless, one server for every caller.
+    Modern,
+}
+
+impl ProtocolEra {
+    pub fn is_auto(&self) -> bool {
+        *self == ProtocolEra::Auto
+    }
+
+    /// The facade's `--upstream-era` value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProtocolEra::Auto => "auto",
+            ProtocolEra::Legacy => "legacy",
+            ProtocolEra::Modern => "modern",
+        }
+    }
 }
 
 /// A reference to an object in the MCPServer's namespace.

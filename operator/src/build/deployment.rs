@@ -362,6 +362,9 @@ fn facade_container(input: BuildInput<'_>) -> Container {
             format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ),
     ];
+    if !spec.protocol_era.is_auto() {
+        args.extend(["--upstream-era".into(), spec.protocol_era.as_str().into()]);
+    }
     match spec.transport {
         Transport::Stdio => {
             args.extend(["--upstream-socket".into(), SOCKET_PATH.into()]);
