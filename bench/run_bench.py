@@ -14,6 +14,9 @@ echo server in bench/ (`mcp-bench-echo`) and `@modelcontextprotocol/server-every
                     defaultAction deny, a tool rule with an argument rule, schema validation,
                     redaction, output cap, budgets (limits high enough not to trip), audit to a file
   facade-stdio      mcp-warden-sidecar -- <stdio server>: one server process per session (+1 spare)
+                    (--upstream-era legacy: the legacy path)
+  facade-stdio-modern  a modern (2026-07-28) client, the same stdio server speaking modern: one process
+                    serves every caller (mcp-bench-echo only; server-everything is legacy)
   facade-stdio-policy  the same with the realistic policy
   mcp-proxy         PyPI mcp-proxy -- <stdio server>: ONE server process shared by all sessions
   supergateway      npm supergateway --stateful --outputTransport streamableHttp: one server
@@ -189,6 +192,7 @@ class Target:
     headers: list[str] = field(default_factory=list)
     note: str = ""
     policy: bool = False
+    modern: bool = False    # the load speaks 2026-07-28 (no sessions)
 
 
 def realistic_policy(path: Path, audit_tool: str = "echo") -> None:
@@ -248,8 +252,9 @@ class Upstream:
     """How to run one upstream server over stdio and over Streamable HTTP."""
 
     def __init__(self, name: str, stdio: list[str], http: callable, expect: str | None, sessions_cap: int,
-                 rounds: int, duration: float):
+                 rounds: int, duration: float, modern: bool = False):
         self.name = name
+        self.modern = modern        # the stdio server also speaks 2026-07-28
         self.rounds = rounds
         self.duration = duration
         self.stdio = stdio
@@ -334,12 +339,19 @@ class Bench:
         p, url, _ = self.facade(f"{up.name}-policy", upstream_url=direct_url, policy=True)
         ts.append(Target("facade-policy", "facade", "http", url, p.pid, [f"Authorization: Bearer {TOKEN}"],
                          note="--upstream-url, realistic policy, audit to a file", policy=True))
-        # stdio: the facade and the peers wrap the same stdio server
-        p, url, _ = self.facade(f"{up.name}-stdio", upstream=up.stdio, extra=["--max-sessions", "256"])
+        # stdio: the facade and the peers wrap the same stdio server. The
+        # legacy path (a server process per session) is forced where the
+        # facade can tell eras apart: mcp-bench-echo also speaks modern.
+        legacy = ["--upstream-era", "legacy"] if "--upstream-era" in self.sidecar_help() else []
+        p, url, _ = self.facade(f"{up.name}-stdio", upstream=up.stdio, extra=["--max-sessions", "256", *legacy])
         ts.append(Target("facade-stdio", "facade", "stdio", url, p.pid,
                          note="-- CMD: one server process per session (+1 spare), allow-all (budgets lifted), audit off"))
+        if up.modern and legacy:
+            p, url, _ = self.facade(f"{up.name}-stdio-modern", upstream=up.stdio)
+            ts.append(Target("facade-stdio-modern", "facade", "stdio", url, p.pid, modern=True,
+                             note="-- CMD, modern client and server: ONE server process serves every caller"))
         p, url, _ = self.facade(f"{up.name}-stdio-policy", upstream=up.stdio, policy=True,
-                                extra=["--max-sessions", "256"])
+                                extra=["--max-sessions", "256", *legacy])
         ts.append(Target("facade-stdio-policy", "facade", "stdio", url, p.pid, [f"Authorization: Bearer {TOKEN}"],
                          note="-- CMD: one server process per session, realistic policy", policy=True))
         if "peers" in self.a.skip:  # a facade-only comparison (e.g. two facade builds)
@@ -369,6 +381,8 @@ class Bench:
                "--watch", f"proxy={t.watch_pid}"]
         if sessions:
             cmd += ["--sessions", str(sessions)]
+        if t.modern:
+            cmd += ["--modern"]
         if expect is not None:
             cmd += ["--expect-text", expect]
         for h in t.headers:
@@ -793,7 +807,7 @@ def main() -> int:
     upstreams = [
         Upstream("echo", [a.echo, "stdio"],
                  lambda port: ([a.echo, "http", "--listen", f"127.0.0.1:{port}"], None), MESSAGE, 16,
-                 a.rounds, a.duration),
+                 a.rounds, a.duration, modern=True),
         Upstream("everything", [node, str(EVERYTHING_JS), "stdio"],
                  lambda port: ([node, str(EVERYTHING_JS), "streamableHttp"], {"PORT": str(port)}),
                  f"Echo: {MESSAGE}", a.everything_sessions, a.everything_rounds, a.everything_duration),

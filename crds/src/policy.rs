@@ -62,8 +62,11 @@ pub struct FacadePolicy {
     /// Quarantine a tool whose definition changes while the facade runs.
     #[serde(default = "default_true")]
     pub quarantine_on_drift: bool,
-    /// Rewrite exposed tool schemas into the portable subset common clients
-    /// accept (drop `$schema`, inline local `$ref`s, …).
+    /// Clean exposed tool schemas: drop `$comment` (free text no validator
+    /// reads, a place to hide instructions to the model) and give the root a
+    /// `type: object`. Every other JSON Schema 2020-12 keyword is kept as the
+    /// server wrote it (`$schema`, `$defs`, `$anchor`, `$ref` unresolved),
+    /// as MCP 2026-07-28 requires of clients.
     #[serde(default = "default_true")]
     pub clean_schemas: bool,
     /// What the poisoning scan of tool descriptions and schemas does on a finding.

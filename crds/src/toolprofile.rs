@@ -27,6 +27,9 @@ const UNIQUE_EXPOSED: &str =
 
 /// A reusable tool policy: the tools an MCPServer exposes, their roles, risks,
 /// argument rules and budgets. Referenced by `MCPServer.spec.toolProfileRef`.
+// Several printer columns are strings: clippy reads the repeated
+// `type_ = "string"` of separate `printcolumn(…)` entries as one attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[kube(
     group = "mcpwarden.dev",
@@ -39,11 +42,24 @@ const UNIQUE_EXPOSED: &str =
     derive = "PartialEq",
     derive = "Default",
     doc = "ToolProfile: which upstream tools an MCPServer exposes, to which roles, with which argument rules and budgets.",
+    status = "crate::profile_status::ProfileStatus",
     printcolumn(
         name = "Default",
         type_ = "string",
         description = "What happens to tools no rule names",
         json_path = ".spec.defaultAction"
+    ),
+    printcolumn(
+        name = "Valid",
+        type_ = "string",
+        description = "The Valid condition",
+        json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
+    printcolumn(
+        name = "Used-By",
+        type_ = "string",
+        description = "MCPServers referencing it",
+        json_path = ".status.usedBy"
     ),
     printcolumn(
         name = "Age",

@@ -13,8 +13,8 @@
 //! | name | from |
 //! |---|---|
 //! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port; a remote given by address; each `remote.privateCidrs` block × the remote's ports |
-//! | `network.egress.host:<name>:<port>` | `spec.remote`: its host, and each token endpoint's |
-//! | `network.dns` | SandboxProfile `network.egress.dns: true` |
+//! | `network.egress.host:<name>:<port>` | each SandboxProfile egress host (and preset host) × port; `spec.remote`: its host, and each token endpoint's |
+//! | `network.dns` | SandboxProfile `network.egress.dns: true` (applied only with some egress); `spec.remote` named by host |
 //! | `workspace.write` | SandboxProfile `workspaceAccess: readWrite` |
 //! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
 //! | `tool:<upstream name>` | a ToolProfile tool with risk `high` or `critical` |
@@ -53,10 +53,10 @@ pub enum Capability {
         /// The port.
         port: i32,
     },
-    /// Outbound TCP to a host name and port (a remote server, a token
-    /// endpoint). A plain NetworkPolicy cannot name a host: it opens the
-    /// port to public addresses, and the facade — the pod's only
-    /// container — connects to the named host alone.
+    /// Outbound TCP to a host name and port (enforced by Cilium or Calico;
+    /// a plain NetworkPolicy cannot, so there it opens nothing — except for
+    /// a remote server, whose pod holds the facade alone: see
+    /// `build::network_policy`).
     EgressHost {
         /// The host name.
         host: String,
@@ -129,6 +129,9 @@ pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTree
                 port: *port,
             });
         }
+    }
+    for (host, port) in sandbox.network.egress.named() {
+        set.insert(Capability::EgressHost { host, port });
     }
     if sandbox.network.egress.dns {
         set.insert(Capability::Dns);
@@ -396,7 +399,8 @@ mod tests {
         let got = requested(
             &tools("{tools: [{name: rm, risk: critical}, {name: ls, risk: low}, {name: w, risk: high}, {name: x}]}"),
             &sandbox(
-                "{network: {egress: {dns: true, rules: [{cidr: 203.0.113.0/24, ports: [443, 80]}]}}, \
+                "{network: {egress: {dns: true, rules: [{cidr: 203.0.113.0/24, ports: [443, 80]}], \
+                 presets: [npm], hosts: [{name: api.example.com, ports: [8443]}]}}, \
                  workspaceAccess: readWrite, automountServiceAccountToken: true}",
             ),
         );
@@ -404,6 +408,8 @@ mod tests {
             got.into_iter().collect::<Vec<_>>(),
             [
                 "network.dns",
+                "network.egress.host:api.example.com:8443",
+                "network.egress.host:registry.npmjs.org:443",
                 "network.egress:203.0.113.0/24:443",
                 "network.egress:203.0.113.0/24:80",
                 "serviceaccount.token",
@@ -419,7 +425,7 @@ mod tests {
     fn names_parse_back() {
         for name in [
             "network.egress:2001:db8::/32:443",
-            "network.egress.host:mcp.example.com:443",
+            "network.egress.host:registry.npmjs.org:443",
             "network.dns",
             "workspace.write",
             "serviceaccount.token",
@@ -428,8 +434,8 @@ mod tests {
             assert_eq!(Capability::parse(name).unwrap().to_string(), name);
         }
         assert_eq!(Capability::parse("network.egress:x:notaport"), None);
-        assert_eq!(Capability::parse("root.shell"), None);
         assert_eq!(Capability::parse("network.egress.host::443"), None);
+        assert_eq!(Capability::parse("root.shell"), None);
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub struct Approved {
     /// Outbound TCP (CIDR, port) pairs (`network.egress:…`).
     pub egress: BTreeSet<(String, i32)>,
     /// Outbound TCP (host name, port) pairs (`network.egress.host:…`).
-    pub egress_hosts: BTreeSet<(String, i32)>,
+    pub hosts: BTreeSet<(String, i32)>,
     /// DNS lookups to the cluster DNS (`network.dns`).
     pub dns: bool,
     /// A service-account token in the server container (`serviceaccount.token`).
@@ -46,7 +46,7 @@ impl Approved {
                     approved.egress.insert((cidr, port));
                 }
                 Capability::EgressHost { host, port } => {
-                    approved.egress_hosts.insert((host, port));
+                    approved.hosts.insert((host, port));
                 }
                 Capability::Dns => approved.dns = true,
                 Capability::WorkspaceWrite => approved.workspace_write = true,
@@ -234,6 +234,7 @@ mod tests {
     fn approved_names_map_to_grants() {
         let names: Vec<String> = [
             "network.egress:10.0.0.0/8:443",
+            "network.egress.host:pypi.org:443",
             "network.dns",
             "tool:git_push",
             "workspace.write",
@@ -244,6 +245,7 @@ mod tests {
         .to_vec();
         let a = Approved::from_names(&names);
         assert_eq!(a.egress, BTreeSet::from([("10.0.0.0/8".to_string(), 443)]));
+        assert_eq!(a.hosts, BTreeSet::from([("pypi.org".to_string(), 443)]));
         assert!(a.dns && a.workspace_write && a.service_account_token);
         assert_eq!(a.tools, BTreeSet::from(["git_push".to_string()]));
         let p = compile_policy(

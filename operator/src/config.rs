@@ -21,6 +21,52 @@ pub struct BuildConfig {
     pub operator_namespace: String,
     /// Labels of the operator's pods (NetworkPolicy peer for `:9090`).
     pub operator_pod_labels: BTreeMap<String, String>,
+    /// The policy engine that can allow egress by host name, if the
+    /// cluster has one (found by API discovery in `run`).
+    pub named_egress: NamedEgress,
+}
+
+/// Which kind of policy, besides the NetworkPolicy, can allow egress to
+/// host names (`network.egress.host:…`). A NetworkPolicy matches only IP
+/// blocks and pods, so without one of these named egress opens nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum NamedEgress {
+    /// No engine: named egress is not applied (the safe choice).
+    #[default]
+    None,
+    /// Cilium: a `CiliumNetworkPolicy` (`cilium.io/v2`) with `toFQDNs`.
+    Cilium,
+    /// Calico: a `NetworkPolicy` (`projectcalico.org/v3`) with `domains`
+    /// (enforced by Calico Enterprise and Calico Cloud).
+    Calico,
+}
+
+impl NamedEgress {
+    /// The kind the operator writes, as an API resource, if any.
+    pub fn api_resource(self) -> Option<kube::discovery::ApiResource> {
+        let (group, version, kind, plural) = match self {
+            NamedEgress::None => return None,
+            NamedEgress::Cilium => (
+                "cilium.io",
+                "v2",
+                "CiliumNetworkPolicy",
+                "ciliumnetworkpolicies",
+            ),
+            NamedEgress::Calico => (
+                "projectcalico.org",
+                "v3",
+                "NetworkPolicy",
+                "networkpolicies",
+            ),
+        };
+        Some(kube::discovery::ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.into(),
+            plural: plural.into(),
+        })
+    }
 }
 
 impl Default for BuildConfig {
@@ -38,6 +84,7 @@ impl Default for BuildConfig {
                 "app.kubernetes.io/name".to_string(),
                 "mcp-warden-operator".to_string(),
             )]),
+            named_egress: NamedEgress::None,
         }
     }
 }

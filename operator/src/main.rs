@@ -82,6 +82,24 @@ struct BuildArgs {
         default_value = "app.kubernetes.io/name=mcp-warden-operator"
     )]
     operator_pod_labels: String,
+    /// The engine that allows egress by host name (`network.egress.host:…`):
+    /// `auto` asks the API server which of Cilium and Calico it serves
+    /// (`render` has no API server: there `auto` is `none`).
+    #[arg(long, env = "MCP_WARDEN_NAMED_EGRESS", value_enum, default_value_t = EngineArg::Auto)]
+    named_egress: EngineArg,
+}
+
+/// `--named-egress`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EngineArg {
+    /// Discover it (run), none (render).
+    Auto,
+    /// No engine: named egress opens nothing.
+    None,
+    /// CiliumNetworkPolicy with toFQDNs.
+    Cilium,
+    /// Calico NetworkPolicy with domains.
+    Calico,
 }
 
 /// What `run` serves.
@@ -157,7 +175,17 @@ impl BuildArgs {
             cluster_domain: self.cluster_domain.clone(),
             operator_namespace: self.operator_namespace.clone(),
             operator_pod_labels: config::parse_labels(&self.operator_pod_labels)?,
+            named_egress: match self.named_egress {
+                EngineArg::Auto | EngineArg::None => config::NamedEgress::None,
+                EngineArg::Cilium => config::NamedEgress::Cilium,
+                EngineArg::Calico => config::NamedEgress::Calico,
+            },
         })
+    }
+
+    /// Whether `run` asks the API server for the named-egress engine.
+    fn discover_named_egress(&self) -> bool {
+        self.named_egress == EngineArg::Auto
     }
 }
 
@@ -194,6 +222,7 @@ fn main() -> ExitCode {
 async fn run(args: RunArgs) -> Result<(), String> {
     logging::init();
     let config = args.build.config()?;
+    let discover_engine = args.build.discover_named_egress();
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect to the API server: {e}"))?;
@@ -238,6 +267,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         failures: Default::default(),
         tools: Arc::new(reconcile::observe::HttpTools),
         jwks: Default::default(),
+        engine: reconcile::observe::EngineCache::new(discover_engine),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({

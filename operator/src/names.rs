@@ -19,6 +19,9 @@ pub const ADMIN_PORT: i32 = 9090;
 pub const POLICY_DIR: &str = "/etc/mcp-warden/policy";
 /// The policy file's key in the ConfigMap.
 pub const POLICY_KEY: &str = "policy.yaml";
+/// The server's writable home (an emptyDir): `HOME` and the package
+/// runners' caches point into it.
+pub const HOME_DIR: &str = "/home/mcp";
 /// The unix socket the stdio bridge serves.
 pub const SOCKET_DIR: &str = "/run/mcp";
 /// The bridge's socket path.
@@ -130,6 +133,11 @@ pub fn peer_key_secret(server: &MCPServer) -> String {
 /// (the operator reads it back to fetch `status.tools`).
 pub fn admin_token_secret(server: &MCPServer) -> String {
     format!("{}-admin-token", server.name_any())
+}
+
+/// Name of the Cilium or Calico policy allowing egress by host name.
+pub fn egress_policy(server: &MCPServer) -> String {
+    format!("{}-egress", server.name_any())
 }
 
 /// Name of the headless Service the replicas find each other by.

@@ -74,7 +74,7 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         (Some(_), Some(found)) => found.clone(),
         (Some(r), None) => return Err(PlanError::SandboxProfileNotFound(r.name.clone())),
     };
-    validate(inputs.server, tools)?;
+    validate(inputs.server, tools, &sandbox)?;
     let mut requested = capabilities::requested(tools, &sandbox);
     requested.extend(capabilities::requested_remote(inputs.server));
     let decision = capabilities::decide(

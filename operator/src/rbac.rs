@@ -36,6 +36,8 @@ pub const API_CALLS: &[Rule] = &[
         "sandboxprofiles",
         &["get", "list", "watch"],
     ),
+    rule("mcpwarden.dev", "toolprofiles/status", &["get", "patch"]),
+    rule("mcpwarden.dev", "sandboxprofiles/status", &["get", "patch"]),
     rule("", "serviceaccounts", WATCHED_OWNED),
     rule("", "configmaps", WATCHED_OWNED),
     rule(
@@ -47,6 +49,16 @@ pub const API_CALLS: &[Rule] = &[
     rule("", "pods", &["list"]),
     rule("apps", "deployments", WATCHED_OWNED),
     rule("networking.k8s.io", "networkpolicies", WATCHED_OWNED),
+    rule(
+        "cilium.io",
+        "ciliumnetworkpolicies",
+        &["get", "create", "patch", "delete"],
+    ),
+    rule(
+        "projectcalico.org",
+        "networkpolicies",
+        &["get", "create", "patch", "delete"],
+    ),
     rule(
         "policy",
         "poddisruptionbudgets",
@@ -72,7 +84,12 @@ pub const API_CALLS: &[Rule] = &[
 ];
 
 /// Non-resource URLs read with `get`.
-pub const NON_RESOURCE_URLS: &[&str] = &["/.well-known/openid-configuration", "/openid/v1/jwks"];
+pub const NON_RESOURCE_URLS: &[&str] = &[
+    "/.well-known/openid-configuration",
+    "/openid/v1/jwks",
+    "/apis/cilium.io/v2",
+    "/apis/projectcalico.org/v3",
+];
 
 /// What users need to approve capabilities (the chart's approver role):
 /// `approve` is what the webhook's SubjectAccessReview asks for, `get` and

@@ -6,7 +6,10 @@
 use std::collections::BTreeSet;
 
 use mcp_warden_crds::remote::{host_port, RemoteServer};
-use mcp_warden_crds::{mcpserver::Transport, MCPServer, ToolProfileSpec};
+use mcp_warden_crds::{
+    mcpserver::{Transport, POD_TEMPLATE_SPEC_KEYS},
+    MCPServer, SandboxProfileSpec, ToolProfileSpec,
+};
 
 use crate::names::{ADMIN_PORT, FACADE_PORT, MAX_REPLICAS};
 
@@ -45,6 +48,24 @@ pub enum ValidateError {
     /// auth rule that is not exactly one credential.
     #[error("spec.remote: {0}")]
     Remote(String),
+    /// `spec.podTemplate.spec` sets a field the hardening owns.
+    #[error("spec.podTemplate.spec.{key}: {why}")]
+    PodTemplateField {
+        /// The refused key.
+        key: String,
+        /// Why, and where to say it instead.
+        why: &'static str,
+    },
+    /// An allowed `spec.podTemplate.spec` field that does not read as a
+    /// PodSpec field.
+    #[error("spec.podTemplate.spec: {0}")]
+    PodTemplateValue(String),
+    /// A pod label or annotation the operator sets itself.
+    #[error("spec.podTemplate.metadata: {0:?} is the operator's")]
+    ReservedMetadata(String),
+    /// An egress host that is not a plain lowercase host name.
+    #[error("network.egress.hosts: {0:?} is not a lowercase host name with a dot (no wildcards, no trailing dot)")]
+    EgressHost(String),
 }
 
 impl ValidateError {
@@ -60,12 +81,101 @@ impl ValidateError {
             ValidateError::Alias { .. } | ValidateError::DuplicateExposedName(_) => {
                 "InvalidToolProfile"
             }
+            ValidateError::PodTemplateField { .. }
+            | ValidateError::PodTemplateValue(_)
+            | ValidateError::ReservedMetadata(_) => "InvalidPodTemplate",
+            ValidateError::EgressHost(_) => "InvalidSandboxProfile",
         }
     }
 }
 
-/// Check an MCPServer and its ToolProfile; the first problem wins.
-pub fn validate(server: &MCPServer, tools: &ToolProfileSpec) -> Result<(), ValidateError> {
+/// Check an MCPServer and its profiles; the first problem wins.
+pub fn validate(
+    server: &MCPServer,
+    tools: &ToolProfileSpec,
+    sandbox: &SandboxProfileSpec,
+) -> Result<(), ValidateError> {
+    validate_server(server)?;
+    validate_tools(tools)?;
+    validate_sandbox(sandbox)?;
+    validate_pod_template(server)
+}
+
+/// Why a `podTemplate.spec` key is refused.
+fn refusal(key: &str) -> &'static str {
+    match key {
+        "hostNetwork" | "hostPID" | "hostIPC" => {
+            "the pod never shares the host's network, PID or IPC namespace (Pod Security restricted)"
+        }
+        "securityContext" => {
+            "the pod's security context is the operator's (non-root, seccomp RuntimeDefault); the user is the SandboxProfile's runAsUser"
+        }
+        "containers" | "initContainers" | "ephemeralContainers" => {
+            "the containers are the operator's (no privileged or extra containers); the server's image and command are spec.image and spec.command, its resources the SandboxProfile's"
+        }
+        "volumes" => "the volumes are the operator's; the server's own volume is spec.workspace",
+        "runtimeClassName" => "set runtimeClassName in the SandboxProfile (isolation is the sandbox's)",
+        "serviceAccountName" | "automountServiceAccountToken" => {
+            "the pod's identity is the operator's; a token for the server is the serviceaccount.token capability"
+        }
+        _ => {
+            "not a field a podTemplate may set (affinity, imagePullSecrets, nodeSelector, priorityClassName, schedulerName, tolerations, topologySpreadConstraints)"
+        }
+    }
+}
+
+/// `spec.podTemplate`: only the allowed keys, in a shape a PodSpec reads,
+/// and no label or annotation the operator sets itself.
+pub fn validate_pod_template(server: &MCPServer) -> Result<(), ValidateError> {
+    let Some(template) = &server.spec.pod_template else {
+        return Ok(());
+    };
+    for key in template.spec.iter().flat_map(|s| s.keys()) {
+        if !POD_TEMPLATE_SPEC_KEYS.contains(&key.as_str()) {
+            return Err(ValidateError::PodTemplateField {
+                key: key.clone(),
+                why: refusal(key),
+            });
+        }
+    }
+    crate::build::pod_template::overrides(template).map_err(ValidateError::PodTemplateValue)?;
+    if let Some(meta) = &template.metadata {
+        let reserved =
+            |k: &String| k.starts_with("app.kubernetes.io/") || k.starts_with("mcpwarden.dev/");
+        if let Some(k) = meta.labels.keys().find(|k| reserved(k)) {
+            return Err(ValidateError::ReservedMetadata(k.clone()));
+        }
+        let default_container = "kubectl.kubernetes.io/default-container";
+        if meta.annotations.contains_key(default_container) {
+            return Err(ValidateError::ReservedMetadata(default_container.into()));
+        }
+    }
+    Ok(())
+}
+
+/// The SandboxProfile's host names are plain lowercase DNS names.
+fn validate_sandbox(sandbox: &SandboxProfileSpec) -> Result<(), ValidateError> {
+    for host in &sandbox.network.egress.hosts {
+        if !is_host_name(&host.name) {
+            return Err(ValidateError::EgressHost(host.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+fn is_host_name(name: &str) -> bool {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    name.len() <= 253 && name.contains('.') && name.split('.').all(label)
+}
+
+fn validate_server(server: &MCPServer) -> Result<(), ValidateError> {
     let spec = &server.spec;
     if let Some(remote) = &spec.remote {
         validate_remote(server, remote)?;
@@ -86,6 +196,11 @@ pub fn validate(server: &MCPServer, tools: &ToolProfileSpec) -> Result<(), Valid
     if !(0..=MAX_REPLICAS).contains(&spec.replicas) {
         return Err(ValidateError::Replicas(spec.replicas));
     }
+    Ok(())
+}
+
+/// The ToolProfile alone (also what the profile's own `Valid` condition says).
+pub fn validate_tools(tools: &ToolProfileSpec) -> Result<(), ValidateError> {
     let mut exposed = BTreeSet::new();
     for tool in &tools.tools {
         if let Some(alias) = &tool.alias {
@@ -171,6 +286,11 @@ fn validate_remote(server: &MCPServer, remote: &RemoteServer) -> Result<(), Vali
     Ok(())
 }
 
+/// The SandboxProfile alone (its `Valid` condition).
+pub fn validate_sandbox_profile(sandbox: &SandboxProfileSpec) -> Result<(), ValidateError> {
+    validate_sandbox(sandbox)
+}
+
 fn is_snake_case(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some('a'..='z'))
@@ -211,17 +331,23 @@ mod tests {
         assert_eq!(
             validate(
                 &server("{image: i, command: [x], toolProfileRef: {name: p}}"),
-                &ok
+                &ok,
+                &SandboxProfileSpec::default()
             ),
             Ok(())
         );
         let http = "{image: i, transport: streamable-http, port: 3000, toolProfileRef: {name: p}}";
-        assert_eq!(validate(&server(http), &ok), Ok(()));
+        assert_eq!(
+            validate(&server(http), &ok, &SandboxProfileSpec::default()),
+            Ok(())
+        );
     }
 
     #[test]
     fn rejects_each_rule() {
         let none = ToolProfileSpec::default();
+        let validate =
+            |s: &MCPServer, t: &ToolProfileSpec| validate(s, t, &SandboxProfileSpec::default());
         let stdio = server("{image: i, toolProfileRef: {name: p}}");
         assert_eq!(
             validate(&stdio, &none),
@@ -250,28 +376,32 @@ mod tests {
     #[test]
     fn remote_servers_have_no_container_and_https_urls() {
         let none = ToolProfileSpec::default();
+        let sb = SandboxProfileSpec::default();
         let remote = |extra: &str| {
             server(&format!(
                 "{{remote: {{url: 'https://mcp.example.com/mcp'{extra}}}, toolProfileRef: {{name: p}}}}"
             ))
         };
-        assert_eq!(validate(&remote(""), &none), Ok(()));
+        assert_eq!(validate(&remote(""), &none, &sb), Ok(()));
         let mut both = remote("");
         both.spec.image = "img".into();
-        assert_eq!(validate(&both, &none), Err(ValidateError::ImageOrRemote));
         assert_eq!(
-            validate(&server("{toolProfileRef: {name: p}}"), &none),
+            validate(&both, &none, &sb),
+            Err(ValidateError::ImageOrRemote)
+        );
+        assert_eq!(
+            validate(&server("{toolProfileRef: {name: p}}"), &none, &sb),
             Err(ValidateError::ImageOrRemote)
         );
         let mut with_cmd = remote("");
         with_cmd.spec.command = vec!["x".into()];
         assert_eq!(
-            validate(&with_cmd, &none),
+            validate(&with_cmd, &none, &sb),
             Err(ValidateError::RemoteWithContainer)
         );
         let plain = server("{remote: {url: 'http://mcp.example.com/'}, toolProfileRef: {name: p}}");
         assert!(matches!(
-            validate(&plain, &none),
+            validate(&plain, &none, &sb),
             Err(ValidateError::Remote(_))
         ));
         for bad in [
@@ -281,9 +411,82 @@ mod tests {
             ", auth: {rules: [{clientCredentials: {tokenUrl: 'http://idp/t', clientId: c, clientSecretRef: {name: s, key: k}}}]}",
             ", privateCidrs: ['10.0.0.1']",
         ] {
-            assert!(matches!(validate(&remote(bad), &none), Err(ValidateError::Remote(_))), "{bad}");
+            assert!(matches!(validate(&remote(bad), &none, &sb), Err(ValidateError::Remote(_))), "{bad}");
         }
         let good = ", auth: {facade: {tokenSecretRef: {name: s, key: k}}, rules: [{roles: [admin], useFacade: true}, {none: true}]}, privateCidrs: [10.0.0.0/8]";
-        assert_eq!(validate(&remote(good), &none), Ok(()));
+        assert_eq!(validate(&remote(good), &none, &sb), Ok(()));
+    }
+
+    #[test]
+    fn pod_templates_cannot_weaken_the_pod() {
+        let none = ToolProfileSpec::default();
+        let sandbox = SandboxProfileSpec::default();
+        let with = |template: &str| {
+            validate(
+                &server(&format!(
+                    "{{image: i, command: [x], toolProfileRef: {{name: p}}, podTemplate: {template}}}"
+                )),
+                &none,
+                &sandbox,
+            )
+        };
+        let ok = "{metadata: {labels: {team: a}, annotations: {prometheus.io/scrape: 'true'}}, \
+                  spec: {nodeSelector: {pool: mcp}, imagePullSecrets: [{name: regcred}], \
+                  tolerations: [{key: mcp, operator: Exists}], priorityClassName: low}}";
+        assert_eq!(with(ok), Ok(()));
+        for (template, key) in [
+            (
+                "{spec: {securityContext: {runAsUser: 0}}}",
+                "securityContext",
+            ),
+            ("{spec: {hostNetwork: true}}", "hostNetwork"),
+            (
+                "{spec: {containers: [{name: x, securityContext: {privileged: true}}]}}",
+                "containers",
+            ),
+            ("{spec: {runtimeClassName: runc}}", "runtimeClassName"),
+            ("{spec: {dnsPolicy: None}}", "dnsPolicy"),
+        ] {
+            let err = with(template).unwrap_err();
+            assert!(
+                matches!(&err, ValidateError::PodTemplateField { key: k, .. } if k == key),
+                "{template}: {err}"
+            );
+            assert_eq!(err.reason(), "InvalidPodTemplate");
+        }
+        assert!(with("{spec: {securityContext: {runAsUser: 0}}}")
+            .unwrap_err()
+            .to_string()
+            .contains("SandboxProfile's runAsUser"));
+        assert!(matches!(
+            with("{spec: {tolerations: all}}"),
+            Err(ValidateError::PodTemplateValue(_))
+        ));
+        assert_eq!(
+            with("{metadata: {labels: {mcpwarden.dev/server: other}}}"),
+            Err(ValidateError::ReservedMetadata(
+                "mcpwarden.dev/server".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn egress_hosts_are_plain_names() {
+        let ok = server("{image: i, command: [x], toolProfileRef: {name: p}}");
+        let none = ToolProfileSpec::default();
+        for (host, valid) in [
+            ("registry.npmjs.org", true),
+            ("localhost", false),
+            ("*.npmjs.org", false),
+            ("Registry.npmjs.org", false),
+            ("registry.npmjs.org.", false),
+            ("-a.example.com", false),
+        ] {
+            let sandbox: SandboxProfileSpec = serde_yaml_ng::from_str(&format!(
+                "{{network: {{egress: {{hosts: [{{name: '{host}', ports: [443]}}]}}}}}}"
+            ))
+            .unwrap();
+            assert_eq!(validate(&ok, &none, &sandbox).is_ok(), valid, "{host}");
+        }
     }
 }

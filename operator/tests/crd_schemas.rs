@@ -54,7 +54,8 @@ fn errors(schemas: &BTreeMap<String, Value>, object: &Value) -> Vec<String> {
 /// A schema error as kube-apiserver reports it (its OpenAPI validation,
 /// k8s.io/kube-openapi): `spec.replicas in body should be less than or equal
 /// to 10`, `spec.transport: Unsupported value: "sse": supported values: …`,
-/// `spec.image: Required value`. Other kinds keep jsonschema's message.
+/// `spec.image: Required value`, `… in body should match '<pattern>'`.
+/// Other kinds keep jsonschema's message.
 fn api_server_words(e: &jsonschema::ValidationError<'_>) -> String {
     use jsonschema::error::ValidationErrorKind as K;
     let path = field_path(e.instance_path().as_str());
@@ -90,6 +91,9 @@ fn api_server_words(e: &jsonschema::ValidationError<'_>) -> String {
                 "{path}: Unsupported value: {value}: supported values: {}",
                 supported.join(", ")
             )
+        }
+        K::Pattern { pattern } => {
+            format!("{path}: Invalid value: {value}: {path} in body should match '{pattern}'")
         }
         K::Required { property } => {
             format!(

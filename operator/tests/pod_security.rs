@@ -1,6 +1,7 @@
 //! Every pod template the builders can produce passes Pod Security
 //! "restricted": a matrix over transport, workspace, sandbox user, root
-//! filesystem, resources, egress, env and secrets.
+//! filesystem, resources, egress (CIDRs and named hosts), env and secrets,
+//! runtime class, and a pod template with every field it may set.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use mcp_warden_crds::{MCPServer, SandboxProfileSpec, ToolProfileSpec};
@@ -31,6 +32,7 @@ fn sandboxes() -> Vec<SandboxProfileSpec> {
         parse("{workspaceAccess: readWrite, automountServiceAccountToken: true}"),
         parse("{network: {egress: {dns: true, rules: [{cidr: 10.0.0.0/8, ports: [443, 80]}]}}}"),
         parse("{resources: {requests: {cpu: 10m}, limits: {memory: 2Gi, ephemeral-storage: 1Gi}}}"),
+        parse("{runtimeClassName: gvisor, homeSizeLimit: 2Gi, network: {egress: {presets: [npm, pypi], hosts: [{name: api.example.com, ports: [443]}]}}}"),
     ]
 }
 
@@ -41,6 +43,13 @@ fn every_buildable_pod_is_restricted() {
         ", env: [{name: A, value: b}], secretEnv: [{name: T, secretName: s, key: k}]",
         ", replicas: 0",
         ", replicas: 3",
+        ", podTemplate: {metadata: {labels: {team: a}, annotations: {sidecar.istio.io/inject: 'false'}}, \
+         spec: {nodeSelector: {pool: mcp}, imagePullSecrets: [{name: regcred}], \
+         tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}], priorityClassName: low, \
+         schedulerName: default-scheduler, affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+         {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [mcp]}]}]}}}, \
+         topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]}}, \
+         serviceAccount: {annotations: {iam.gke.io/gcp-service-account: a@b.iam.gserviceaccount.com}}",
     ];
     let tools = ToolProfileSpec::default();
     let config = BuildConfig::default();
@@ -98,7 +107,7 @@ fn every_buildable_pod_is_restricted() {
             }
         }
     }
-    assert_eq!(checked, 2 * 2 * 3 * 4 * 5);
+    assert_eq!(checked, 2 * 2 * 3 * 5 * 6);
 }
 
 #[test]
@@ -177,5 +186,52 @@ fn remote_server_pods_are_restricted() {
             }
         }
     }
-    assert_eq!(checked, 2 * 5 * 2);
+    assert_eq!(checked, 2 * sandboxes().len() * 2);
+}
+
+#[test]
+fn the_pod_template_lands_under_the_hardening() {
+    let server = server(
+        "stdio",
+        "none",
+        ", podTemplate: {metadata: {labels: {team: a}}, spec: {nodeSelector: {pool: mcp}, \
+         tolerations: [{key: mcp, operator: Exists}]}}",
+    );
+    let tools = ToolProfileSpec::default();
+    let sandbox: SandboxProfileSpec =
+        serde_yaml_ng::from_str("{runtimeClassName: gvisor}").unwrap();
+    let inputs = plan::Inputs {
+        server: &server,
+        tool_profile: Some(&tools),
+        sandbox_profile: Some(&sandbox),
+        jwks: None,
+    };
+    let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
+    let template = plan.objects.deployment.spec.unwrap().template;
+    let labels = template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels["team"], "a");
+    assert_eq!(labels["mcpwarden.dev/server"], "s");
+    let pod = template.spec.unwrap();
+    assert_eq!(pod.node_selector.unwrap()["pool"], "mcp");
+    assert_eq!(pod.tolerations.unwrap()[0].key.as_deref(), Some("mcp"));
+    assert_eq!(pod.runtime_class_name.as_deref(), Some("gvisor"));
+    assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
+    let server_container = &pod.containers[0];
+    let env: Vec<_> = server_container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert!(
+        env.contains(&"HOME") && env.contains(&"npm_config_cache"),
+        "{env:?}"
+    );
+    let home = server_container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == "/home/mcp")
+        .expect("the writable home is mounted");
+    assert_ne!(home.read_only, Some(true));
 }

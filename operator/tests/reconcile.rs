@@ -207,6 +207,7 @@ impl Fixture {
             failures: Default::default(),
             tools: Arc::new(self.facades.clone()),
             jwks: Default::default(),
+            engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
         });
         let action = reconcile::reconcile(Arc::new(self.server()), ctx)
             .await
@@ -357,6 +358,9 @@ async fn create_applies_every_object_with_owner_references() {
     let expected = [
         format!("GET {TP_PATH}"),
         "GET /.well-known/openid-configuration".into(),
+        // no Cilium, no Calico here: named egress has no engine (and no object is read for it)
+        "GET /apis/cilium.io/v2".into(),
+        "GET /apis/projectcalico.org/v3".into(),
         // every object is read (and its owner checked) before anything is written
         "GET /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
@@ -388,7 +392,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[19].body;
+    let event = &calls[21].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -490,11 +494,13 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         [
             format!("GET {TP_PATH}"),
             "GET /.well-known/openid-configuration".into(),
+            "GET /apis/cilium.io/v2".into(),
+            "GET /apis/projectcalico.org/v3".into(),
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[2].body;
+    let event = &calls[4].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();
@@ -784,6 +790,83 @@ async fn approval_lifecycle_egress_is_applied_only_for_the_approved_digest() {
         .any(|(r, n)| r == "CapabilitiesRevoked" && n.contains(&digest)));
 }
 
+const CNP_PATH: &str = "/apis/cilium.io/v2/namespaces/team-a/ciliumnetworkpolicies/git-egress";
+
+/// Named egress: without an engine an approved host opens nothing and
+/// `Degraded` says why; with Cilium (discovered) the approval writes a
+/// CiliumNetworkPolicy with exactly the host, and revoking deletes it.
+#[tokio::test]
+async fn named_egress_needs_an_engine_and_follows_the_approval() {
+    let egress = json!({"hosts": [{"name": "registry.npmjs.org", "ports": [443]}]});
+    let (_, _, pending) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .with_sandbox_egress(egress)
+        .reconcile()
+        .await;
+    let status = pending.server().status.unwrap();
+    assert_eq!(
+        status.requested_capabilities,
+        ["network.egress.host:registry.npmjs.org:443"]
+    );
+    let digest = status.capability_digest.unwrap();
+    // Approved, no engine: the NetworkPolicy stays closed (no DNS, no port).
+    let (_, calls, no_engine) = pending
+        .with_annotation("mcpwarden.dev/approve", Some(&digest))
+        .reconcile()
+        .await;
+    assert_eq!(np_writes(&calls), 0);
+    assert_eq!(no_engine.objects[NP_PATH]["spec"].get("egress"), None);
+    let degraded = condition(&no_engine.server(), "Degraded").clone();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "NamedEgressNotEnforced")
+    );
+    assert!(degraded
+        .message
+        .contains("network.egress.host:registry.npmjs.org:443"));
+    // The cluster serves Cilium: the policy is written, the NetworkPolicy unchanged.
+    let mut cilium = no_engine;
+    cilium.objects.insert(
+        "/apis/cilium.io/v2".into(),
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "cilium.io/v2",
+               "resources": [{"name": "ciliumnetworkpolicies", "singularName": "ciliumnetworkpolicy",
+                              "namespaced": true, "kind": "CiliumNetworkPolicy",
+                              "verbs": ["get", "create", "patch", "delete"]}]}),
+    );
+    let (_, calls, enforced) = cilium.reconcile().await;
+    assert_eq!(np_writes(&calls), 0);
+    let cnp = &enforced.objects[CNP_PATH];
+    assert_eq!(cnp["metadata"]["ownerReferences"][0]["uid"], "uid-git");
+    assert_eq!(
+        cnp["spec"]["egress"][1],
+        json!({"toFQDNs": [{"matchName": "registry.npmjs.org"}],
+               "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]})
+    );
+    assert_eq!(
+        condition(&enforced.server(), "Degraded").reason,
+        "AsExpected"
+    );
+    // Steady: nothing written again.
+    let (_, calls, steady) = enforced.reconcile().await;
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.path == CNP_PATH && c.method != "GET"),
+        "{:?}",
+        calls.iter().map(Call::short).collect::<Vec<_>>()
+    );
+    // Revoked: the policy is deleted.
+    let (_, calls, revoked) = steady
+        .with_annotation("mcpwarden.dev/approve", None)
+        .reconcile()
+        .await;
+    assert!(calls
+        .iter()
+        .any(|c| c.method == "DELETE" && c.path == CNP_PATH));
+    assert!(!revoked.objects.contains_key(CNP_PATH));
+}
+
 #[tokio::test]
 async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() {
     let mut fixture = Fixture::new().with_server().with_tool_profile(tools_v1());
@@ -948,10 +1031,10 @@ async fn a_remote_server_runs_the_facade_alone_and_gets_egress_once_approved() {
         condition(&approved.server(), "CapabilitiesApproved").status,
         "True"
     );
-    assert_ne!(
-        condition(&approved.server(), "Degraded").reason,
-        "SecretNotFound"
-    );
+    // Nothing missing, and the hosts count as enforced: the facade is the
+    // pod's only container.
+    let degraded = condition(&approved.server(), "Degraded").clone();
+    assert_eq!(degraded.status, "False", "{}", degraded.message);
     let egress = approved.objects[NP_PATH]["spec"]["egress"]
         .as_array()
         .unwrap()

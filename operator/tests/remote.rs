@@ -285,3 +285,52 @@ fn a_remote_without_auth_carries_no_credentials() {
         .iter()
         .any(|v| v["name"].as_str().unwrap().starts_with("upstream")));
 }
+
+#[test]
+fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses() {
+    let server = server(FULL);
+    let tools = ToolProfileSpec::default();
+    let sandbox = SandboxProfileSpec::default();
+    let config = BuildConfig {
+        named_egress: mcp_warden_operator::config::NamedEgress::Cilium,
+        ..BuildConfig::default()
+    };
+    let mut approved = server.clone();
+    let inputs = plan::Inputs {
+        server: &server,
+        tool_profile: Some(&tools),
+        sandbox_profile: Some(&sandbox),
+        jwks: None,
+    };
+    let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
+    approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());
+    let plan = plan::plan(
+        &plan::Inputs {
+            server: &approved,
+            ..inputs
+        },
+        &config,
+    )
+    .unwrap();
+    // The NetworkPolicy: the private block only (DNS goes with the names).
+    let egress = egress(&plan.objects.network_policy);
+    assert!(
+        !egress.to_string().contains("0.0.0.0/0"),
+        "no public-address rule: {egress:#}"
+    );
+    let cilium = serde_json::to_value(plan.objects.named_egress.as_ref().unwrap()).unwrap();
+    assert_eq!(cilium["kind"], "CiliumNetworkPolicy");
+    let fqdns: Vec<Value> = cilium["spec"]["egress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.get("toFQDNs").cloned())
+        .collect();
+    assert_eq!(
+        fqdns,
+        [
+            json!([{"matchName": "mcp.tracker.example.com"}]),
+            json!([{"matchName": "idp.example.com"}])
+        ]
+    );
+}

@@ -100,8 +100,10 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     let out = render(&[root().join("examples/with-egress.yaml")]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("#     - network.dns  (pending)"), "{text}");
-    assert!(text.contains("#     - network.egress:203.0.113.0/24:443  (pending)"));
+    assert!(
+        text.contains("#     - network.egress.host:modelcontextprotocol.io:443  (pending)"),
+        "{text}"
+    );
     let digest = text
         .lines()
         .find_map(|l| l.strip_prefix("#   capabilityDigest: "))
@@ -109,8 +111,8 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     assert!(text.contains(&format!(
         "kubectl annotate mcpserver fetch -n team-a mcpwarden.dev/approve={digest}"
     )));
-    // What is printed is what is in force: no egress rule yet.
-    assert!(!text.contains("ipBlock"), "egress opened before approval");
+    // What is printed is what is in force: no egress policy yet.
+    assert!(!text.contains("toFQDNs"), "egress opened before approval");
 
     // The same file with that digest approved renders the egress rule.
     let source = std::fs::read_to_string(root().join("examples/with-egress.yaml")).unwrap();
@@ -126,13 +128,29 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("approved.yaml");
     std::fs::write(&file, approved).unwrap();
-    let out = render(&[file]);
+    // Without a policy engine (render's default) the approved host opens
+    // nothing; with Cilium it is a CiliumNetworkPolicy naming exactly it.
+    let out = render(std::slice::from_ref(&file));
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("cidr: 203.0.113.0/24"), "{text}");
     assert!(text.contains("CapabilitiesApproved: True"));
+    assert!(
+        !text.contains("toFQDNs") && !text.contains("ipBlock"),
+        "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .args(["render", "--named-egress", "cilium", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("kind: CiliumNetworkPolicy"), "{text}");
+    assert!(
+        text.contains("matchName: modelcontextprotocol.io"),
+        "{text}"
+    );
 }

@@ -57,6 +57,8 @@ pub struct Limits {
     /// Which revision of MCP the server speaks: found with `server/discover`
     /// (`auto`), or set.
     pub upstream_era: EraChoice,
+    /// How long a modern client's `requestState` stays good.
+    pub request_state_ttl: Duration,
     /// How long a call waits for an out-of-band approval.
     pub approval_timeout: Duration,
     /// Calls that may wait for an out-of-band approval at once (0: none can,
@@ -97,6 +99,7 @@ impl Default for Limits {
             spares: 1,
             max_upstream_message_bytes: 16 * 1024 * 1024,
             upstream_era: EraChoice::Auto,
+            request_state_ttl: crate::request_state::LIFETIME,
             approval_timeout: Duration::from_secs(300),
             max_pending_approvals: 64,
         }
@@ -383,6 +386,7 @@ impl App {
         session_ids: SessionIds,
         admin: AdminAccess,
     ) -> Arc<App> {
+        let state_ttl = limits.request_state_ttl;
         let link_limits = LinkLimits {
             queue_depth: limits.stream_queue_depth,
             max_message_bytes: limits.max_upstream_message_bytes,
@@ -408,7 +412,7 @@ impl App {
             hub: OnceLock::new(),
             bridges: Mutex::new(HashMap::new()),
             budgets: Mutex::new(HashMap::new()),
-            state_seal: session_ids.state_seal(),
+            state_seal: session_ids.state_seal().with_lifetime(state_ttl),
             session_ids,
             parked: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),

@@ -185,6 +185,11 @@ struct RunArgs {
     /// session a server process (or upstream session) of its own.
     #[arg(long, value_enum, env = "MCP_WARDEN_UPSTREAM_ERA", default_value_t = crate::app::EraChoice::Auto)]
     upstream_era: crate::app::EraChoice,
+    /// How long a modern client has to retry a request the facade answered
+    /// with `input_required` (an approval, a server's question) before the
+    /// signed `requestState` expires.
+    #[arg(long, default_value_t = crate::request_state::LIFETIME.as_secs())]
+    request_state_ttl_secs: u64,
     /// File holding the key shared by all replicas (at least 32 bytes): makes
     /// session ids routable between replicas and unforgeable.
     #[arg(long, env = "MCP_WARDEN_PEER_KEY_FILE", requires = "advertise_addr")]
@@ -312,6 +317,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         spares: if args.stdio { 0 } else { args.spares },
         max_upstream_message_bytes: args.max_upstream_message_bytes,
         upstream_era: args.upstream_era,
+        request_state_ttl: Duration::from_secs(args.request_state_ttl_secs.max(1)),
         approval_timeout: Duration::from_secs(args.approval_timeout_secs),
         // Without an admin listener (stdio) nobody can decide.
         max_pending_approvals: if args.stdio {

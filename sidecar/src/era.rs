@@ -155,6 +155,16 @@ pub fn decorate_result(bytes: &[u8], method: &str) -> Option<bytes::Bytes> {
     let result = top.get("result")?;
     let mut members = Members::parse(result.get().as_bytes()).ok()?;
     let raw = |v: &str| RawValue::from_string(v.to_string()).expect("literal JSON");
+    // A task handle would be polled with `tasks/get`, which the facade does
+    // not serve (it tells servers the client has no tasks extension).
+    if members.get("resultType").map(|t| t.get()) == Some("\"task\"") {
+        let id = top.get("id").map_or("null", |i| i.get()).to_string();
+        let error = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{},"message":"the MCP server answered with a task handle; the facade does not serve the tasks extension","data":{{"reason":"upstream_failed"}}}}}}"#,
+            crate::jsonrpc::codes::INTERNAL_ERROR
+        );
+        return Some(bytes::Bytes::from(error));
+    }
     let complete = match members.get("resultType").map(|t| t.get()) {
         None => {
             members.set("resultType", raw("\"complete\""));

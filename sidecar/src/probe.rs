@@ -209,13 +209,35 @@ async fn discover(
     events: &mut tokio::sync::mpsc::Receiver<LinkEvent>,
 ) -> Result<UpstreamInfo, String> {
     let id = RequestId::number(DISCOVER_ID);
-    let answer = tokio::time::timeout(
-        ANSWER_WAIT,
-        exchange(link, events, discover_request()?, &id),
-    )
-    .await
-    .map_err(|_| "no answer to server/discover".to_string())??;
-    modern_info(&answer)
+    // A recognized modern error names a modern server: when it says the
+    // version the facade asked for is served after all, ask again (the
+    // spec's retry), rather than falling back to legacy.
+    for _ in 0..3 {
+        let answer = tokio::time::timeout(
+            ANSWER_WAIT,
+            exchange(link, events, discover_request()?, &id),
+        )
+        .await
+        .map_err(|_| "no answer to server/discover".to_string())??;
+        if !retry_with_supported(&answer) {
+            return modern_info(&answer);
+        }
+    }
+    Err("server/discover kept refusing a version it lists as supported".into())
+}
+
+/// Whether `answer` is an UnsupportedProtocolVersion error whose supported
+/// list holds a version the facade speaks.
+fn retry_with_supported(answer: &Message) -> bool {
+    let value = answer.to_value();
+    let Some(error) = value.get("error") else {
+        return false;
+    };
+    error.get("code").and_then(Value::as_i64) == Some(era::codes::UNSUPPORTED_VERSION)
+        && error
+            .pointer("/data/supported")
+            .and_then(Value::as_array)
+            .is_some_and(|v| v.iter().any(|v| v.as_str().is_some_and(era::is_modern)))
 }
 
 /// The legacy handshake's first half: the server's answer says what it is.

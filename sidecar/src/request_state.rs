@@ -30,7 +30,7 @@ use crate::pipeline::identity::Identity;
 type HmacSha256 = Hmac<Sha256>;
 
 const PREFIX: &str = "mw1.";
-/// How long a client has to answer before the state expires.
+/// How long a client has to answer before a state expires, by default.
 pub const LIFETIME: Duration = Duration::from_secs(600);
 
 /// What a state stands for.
@@ -105,18 +105,34 @@ impl StateError {
 #[derive(Clone)]
 pub struct StateSeal {
     key: Vec<u8>,
+    /// How long a state issued now stays good.
+    pub lifetime: Duration,
 }
 
 impl StateSeal {
     pub fn new(key: Vec<u8>) -> StateSeal {
-        StateSeal { key }
+        StateSeal {
+            key,
+            lifetime: LIFETIME,
+        }
     }
 
     /// A key of this process's own (a single replica).
     pub fn random() -> StateSeal {
         let mut key = vec![0u8; 32];
         getrandom::fill(&mut key).expect("the OS random source is available");
-        StateSeal { key }
+        StateSeal::new(key)
+    }
+
+    /// The same key, states good for `lifetime`.
+    pub fn with_lifetime(mut self, lifetime: Duration) -> StateSeal {
+        self.lifetime = lifetime;
+        self
+    }
+
+    /// The expiry of a state issued now.
+    pub fn expiry(&self) -> u64 {
+        now() + self.lifetime.as_secs()
     }
 
     pub fn seal(&self, claims: &Claims) -> String {
@@ -129,6 +145,22 @@ impl StateSeal {
     /// to open: a client made it up, and it is refused as tampered).
     pub fn is_ours(state: &str) -> bool {
         state.starts_with(PREFIX)
+    }
+
+    /// The claims of an unaltered state, not checked against a caller or a
+    /// request (to route a retry to the replica its state names; that
+    /// replica checks the rest).
+    pub fn peek(&self, state: &str) -> Option<Claims> {
+        let rest = state.strip_prefix(PREFIX)?;
+        let (body, mac) = rest.split_once('.')?;
+        let mac = URL_SAFE_NO_PAD.decode(mac).ok()?;
+        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes any key length");
+        m.update(body.as_bytes());
+        m.verify_slice(&mac).ok()?;
+        URL_SAFE_NO_PAD
+            .decode(body)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
     }
 
     /// The claims of an unaltered, unexpired state issued to `caller` for
@@ -174,11 +206,6 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// The expiry of a state issued now.
-pub fn expiry() -> u64 {
-    now() + LIFETIME.as_secs()
-}
-
 /// Hash of a caller, as states carry it.
 pub fn caller_hash(caller: &Identity) -> String {
     let mut h = Sha256::new();
@@ -216,7 +243,7 @@ mod tests {
             kind: StateKind::Approval,
             caller: "alice".into(),
             request: request.into(),
-            exp: expiry(),
+            exp: now() + LIFETIME.as_secs(),
             approved: false,
             upstream: None,
             park: None,

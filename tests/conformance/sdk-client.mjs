@@ -146,7 +146,14 @@ const scenarios = {
   // first request with -32022 and expects a retry at 2026-07-28.
   async 'request-metadata'() {
     await listTools();
-    await callTool('conformance_probe');
+    // Only the requests matter here (the mock records their metadata). The
+    // mock lists no tools, so an intermediary that polices tool calls (the
+    // mcp-warden facade) refuses this one: the refusal is not a failure.
+    try {
+      await callTool('conformance_probe');
+    } catch (e) {
+      log(`tools/call conformance_probe refused: ${e?.message ?? e}`);
+    }
   },
 
   // SEP-2322 (MRTR): requestState echoed byte-exact on a fresh id, no

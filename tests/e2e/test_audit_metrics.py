@@ -183,6 +183,9 @@ def scenario(module_facade, tmp_path_factory):
         async with sdk_client(fx.url) as c:
             await fx_rec.record("drift_before", ok(c.call_tool("mutable", {})))
             assert text_of_result(await c.call_tool("drift", {})) == "drifted"
+            # Its audit line may land just after the answer; let it, so that
+            # the next record sees only its own line.
+            fx_audit.wait(lambda line: line.get("tool") == "drift", what="the drift call's audit line")
             import anyio
             with anyio.fail_after(10):  # the facade re-reads the list after list_changed
                 while "mutable" in {t.name for t in (await c.list_tools()).tools}:

@@ -82,3 +82,28 @@ def test_facade_http_upstream(direct_results, fixture_http, facade):
 def test_facade_stdio_upstream(direct_results, facade):
     fa = facade(upstream=[system_node(), FIXTURE, "--stdio"])
     _compare(direct_results, conformance.run_suite(fa.url))
+
+
+# Every policy feature that has an "on" turned on: redaction (base64 too),
+# schema cleaning, drift quarantine, the poisoning scan quarantining, risk
+# prefixes on descriptions. A client must not be able to tell.
+EVERY_DEFAULT_ON = """
+apiVersion: mcpwarden.dev/v1alpha1
+kind: FacadePolicy
+auth: {anonymous: {role: admin}}
+defaultAction: allow
+riskPrefix: true
+cleanSchemas: true
+quarantineOnDrift: true
+poisoningScan: quarantine
+redaction: {enabled: true, decodeBase64: true}
+riskCeiling: high
+sandbox: {writeAllowed: true}
+resources: {defaultAction: allow}
+prompts: {defaultAction: allow}
+"""
+
+
+def test_facade_with_every_default_on(direct_results, fixture_http, facade):
+    fa = facade(upstream_url=fixture_http, policy=EVERY_DEFAULT_ON)
+    _compare(direct_results, conformance.run_suite(fa.url))

@@ -143,3 +143,29 @@ def test_stopping_a_replica_mid_call_loses_nothing(cluster):
     assert not cluster["replicas"][1]["proc"].alive()
     out = run_async(one_session, cluster["url"], 3, timeout=60)
     assert out == ["Echo: m0", "Echo: m1", "Echo: m2"]
+
+
+def test_a_modern_retry_landing_on_another_replica_completes(cluster):
+    """A modern client's call that a legacy server paused with a question is
+    parked on the replica that sent it; the client's retry, carrying the
+    signed requestState, lands on another replica, which relays it to the
+    owner (the state names it under the shared key), and the call completes."""
+    from era_helpers import ModernMcp
+
+    first, second = cluster["replicas"][0], cluster["replicas"][1]
+    asker = ModernMcp(f"http://127.0.0.1:{first['port']}/mcp")
+    caps = {"elicitation": {}}
+    status, answer = asker.request("tools/call", {"name": "trigger-elicitation-request", "arguments": {}},
+                                   capabilities=caps)
+    assert status == 200 and answer["result"]["resultType"] == "input_required", answer
+    (key, _), = answer["result"]["inputRequests"].items()
+    before = metric(second["admin"], "mcpwarden_forwarded_requests_total")
+    other = ModernMcp(f"http://127.0.0.1:{second['port']}/mcp")
+    status, done = other.request("tools/call", {
+        "name": "trigger-elicitation-request", "arguments": {},
+        "requestState": answer["result"]["requestState"],
+        "inputResponses": {key: {"action": "accept", "content": {"name": "octocat", "check": True}}},
+    }, capabilities=caps)
+    text = " ".join(c.get("text", "") for c in done["result"]["content"])
+    assert status == 200 and "octocat" in text, done
+    assert metric(second["admin"], "mcpwarden_forwarded_requests_total") == before + 1

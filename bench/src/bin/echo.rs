@@ -60,6 +60,13 @@ fn handle(msg: &Value) -> Option<Value> {
                 "serverInfo": {"name": "mcp-bench-echo", "version": "0.1.0"}
             })
         }
+        // Dual-era: a modern (2026-07-28) client asks this instead of
+        // initializing, and every request of its stands alone.
+        "server/discover" => json!({
+            "supportedVersions": ["2026-07-28", "2025-11-25", "2025-06-18"],
+            "capabilities": {"tools": {"listChanged": false}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-bench-echo", "version": "0.1.0"}}
+        }),
         "ping" => json!({}),
         "tools/list" => tool_list(),
         "tools/call" => {
@@ -84,7 +91,19 @@ fn handle(msg: &Value) -> Option<Value> {
                 "error": {"code": -32601, "message": format!("method not found: {method}")}}))
         }
     };
+    let mut result = result;
+    if modern(msg) {
+        result["resultType"] = json!("complete");
+    }
     Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// Whether a request is a modern client's (its version in `_meta`).
+fn modern(msg: &Value) -> bool {
+    msg.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str)
+        == Some("2026-07-28")
+        || msg.get("method").and_then(Value::as_str) == Some("server/discover")
 }
 
 fn stdio() {

@@ -11,9 +11,9 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [mcpwarden.dev]
   resources: [mcpservers, toolprofiles, sandboxprofiles]
   verbs: [get, list, watch]
-# Status, written with server-side apply.
+# Status, written with server-side apply (the profiles': Valid, usedBy).
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers/status]
+  resources: [mcpservers/status, toolprofiles/status, sandboxprofiles/status]
   verbs: [get, patch]
 # Owned objects (server-side apply).
 - apiGroups: [""]
@@ -37,6 +37,14 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch, create, patch]
+# Owned `<name>-egress`: egress to approved host names, where Cilium or Calico serves a policy
+# that can name hosts (a plain NetworkPolicy cannot); deleted when the approval goes.
+- apiGroups: [cilium.io]
+  resources: [ciliumnetworkpolicies]
+  verbs: [get, create, patch, delete]
+- apiGroups: [projectcalico.org]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
 # Owned `<name>` when replicas > 1 (deleted when scaled back).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
@@ -58,6 +66,9 @@ call is one new row here and one in RBAC.md.
 {{- end }}
 # The service-account issuer's discovery document and JWKS (published for the facades).
 - nonResourceURLs: [/.well-known/openid-configuration, /openid/v1/jwks]
+  verbs: [get]
+# Discovery: which of Cilium and Calico the cluster serves (also granted by system:discovery).
+- nonResourceURLs: [/apis/cilium.io/v2, /apis/projectcalico.org/v3]
   verbs: [get]
 {{- end -}}
 
@@ -93,6 +104,6 @@ call is one new row here and one in RBAC.md.
 
 {{- define "mcp-warden.viewRules" -}}
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers, mcpservers/status, toolprofiles, sandboxprofiles]
+  resources: [mcpservers, mcpservers/status, toolprofiles, toolprofiles/status, sandboxprofiles, sandboxprofiles/status]
   verbs: [get, list, watch]
 {{- end -}}

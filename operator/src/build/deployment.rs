@@ -6,9 +6,19 @@
 //! ├─ server               the MCP server; for stdio wrapped by the bridge on /run/mcp/server.sock,
 //! │                        for streamable-http listening on 127.0.0.1:<port>
 //! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
-//! volumes: tmp (server /tmp, size-limited), policy + jwks (ConfigMaps, facade), peer-key
+//! volumes: tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
+//!          the package runners' caches), policy + jwks (ConfigMaps, facade), peer-key
 //!          (Secret, facade), run-mcp + bridge-bin (stdio), workspace (read-only unless approved)
 //! ```
+//!
+//! Real servers start with `npx -y` or `uvx`, which download the server into
+//! a cache under `HOME` before it runs: on a read-only root with no `HOME`
+//! they fail before the first byte of MCP. The server container therefore
+//! gets a writable home on its own emptyDir, and the cache variables the
+//! common runners read point into it (a variable the MCPServer's `env` sets
+//! wins). `spec.podTemplate` (pod_template.rs) adds what the cluster needs
+//! under all of this; the SandboxProfile's `runtimeClassName` picks the
+//! runtime (gVisor, Kata) for servers that need a stronger box.
 //!
 //! A remote server (`spec.remote`) has no server container: the pod holds
 //! the facade alone, which reaches the remote over HTTPS with the Secrets
@@ -48,12 +58,26 @@ use k8s_openapi::{
 use mcp_warden_crds::mcpserver::Transport;
 use mcp_warden_crds::remote::{address_block, host_port};
 
-use super::BuildInput;
+use super::{pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
-    JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS, SIDECAR_BIN,
-    SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, UPSTREAM_CA_DIR, UPSTREAM_SECRETS_DIR,
+    HOME_DIR, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
+    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, UPSTREAM_CA_DIR,
+    UPSTREAM_SECRETS_DIR,
 };
+
+/// The server container's writable places, as the variables common runners
+/// read (`npx`/`npm`, `uv`/`uvx`, `pip`, XDG-following tools), all on the
+/// `home` emptyDir except `TMPDIR`.
+const HOME_ENV: [(&str, &str); 7] = [
+    ("HOME", HOME_DIR),
+    ("XDG_CACHE_HOME", "/home/mcp/.cache"),
+    ("XDG_DATA_HOME", "/home/mcp/.local/share"),
+    ("npm_config_cache", "/home/mcp/.npm"),
+    ("UV_CACHE_DIR", "/home/mcp/.cache/uv"),
+    ("PIP_CACHE_DIR", "/home/mcp/.cache/pip"),
+    ("TMPDIR", "/tmp"),
+];
 
 /// The Deployment running the server and the facade.
 pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
@@ -62,6 +86,33 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
     let stdio = !remote && server.spec.transport == Transport::Stdio;
     let mut template_labels = names::labels(server);
     template_labels.extend(names::selector(server));
+    let template = server.spec.pod_template.as_ref();
+    let template_meta = template.and_then(|t| t.metadata.as_ref());
+    let labels = pod_template::merge_map(template_meta.map(|m| &m.labels), template_labels);
+    let annotations = pod_template::merge_map(
+        template_meta.map(|m| &m.annotations),
+        BTreeMap::from([(
+            "kubectl.kubernetes.io/default-container".to_string(),
+            "facade".to_string(),
+        )]),
+    );
+    let mut pod = PodSpec {
+        service_account_name: Some(names::object_name(server)),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
+        runtime_class_name: input.sandbox.runtime_class_name.clone(),
+        security_context: Some(pod_security_context(input)),
+        init_containers: stdio.then(|| vec![install_bridge_container(input)]),
+        containers: if remote {
+            vec![facade_container(input)]
+        } else {
+            vec![server_container(input), facade_container(input)]
+        },
+        volumes: Some(volumes(input)),
+        ..PodSpec::default()
+    };
+    pod_template::merge_spec(&mut pod, template);
     Deployment {
         metadata: names::metadata(server, names::object_name(server)),
         spec: Some(DeploymentSpec {
@@ -79,28 +130,11 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(template_labels),
-                    annotations: Some(BTreeMap::from([(
-                        "kubectl.kubernetes.io/default-container".to_string(),
-                        "facade".to_string(),
-                    )])),
+                    labels: Some(labels),
+                    annotations: Some(annotations),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(names::object_name(server)),
-                    automount_service_account_token: Some(false),
-                    enable_service_links: Some(false),
-                    termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
-                    security_context: Some(pod_security_context(input)),
-                    init_containers: stdio.then(|| vec![install_bridge_container(input)]),
-                    containers: if remote {
-                        vec![facade_container(input)]
-                    } else {
-                        vec![server_container(input), facade_container(input)]
-                    },
-                    volumes: Some(volumes(input)),
-                    ..PodSpec::default()
-                }),
+                spec: Some(pod),
             },
             ..DeploymentSpec::default()
         }),
@@ -220,15 +254,22 @@ fn server_container(input: BuildInput<'_>) -> Container {
             (!spec.args.is_empty()).then(|| spec.args.clone()),
         ),
     };
-    let mut env: Vec<EnvVar> = spec
-        .env
+    // The writable places first; a variable the spec sets itself wins.
+    let mut env: Vec<EnvVar> = HOME_ENV
         .iter()
-        .map(|e| EnvVar {
-            name: e.name.clone(),
-            value: Some(e.value.clone()),
+        .filter(|(name, _)| !spec.env.iter().any(|e| e.name == *name))
+        .filter(|(name, _)| !spec.secret_env.iter().any(|e| e.name == *name))
+        .map(|(name, value)| EnvVar {
+            name: name.to_string(),
+            value: Some(value.to_string()),
             value_from: None,
         })
         .collect();
+    env.extend(spec.env.iter().map(|e| EnvVar {
+        name: e.name.clone(),
+        value: Some(e.value.clone()),
+        value_from: None,
+    }));
     env.extend(spec.secret_env.iter().map(|e| EnvVar {
         name: e.name.clone(),
         value: None,
@@ -241,7 +282,7 @@ fn server_container(input: BuildInput<'_>) -> Container {
             ..EnvVarSource::default()
         }),
     }));
-    let mut mounts = vec![mount("tmp", "/tmp", false)];
+    let mut mounts = vec![mount("tmp", "/tmp", false), mount("home", HOME_DIR, false)];
     if spec.transport == Transport::Stdio {
         mounts.push(mount("bridge-bin", BRIDGE_DIR, true));
         mounts.push(mount("run-mcp", SOCKET_DIR, false));
@@ -333,6 +374,9 @@ fn facade_container(input: BuildInput<'_>) -> Container {
             format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ),
     ];
+    if !spec.protocol_era.is_auto() {
+        args.extend(["--upstream-era".into(), spec.protocol_era.as_str().into()]);
+    }
     match spec.transport {
         _ if spec.remote.is_some() => remote_upstream(input, &mut args, &mut mounts),
         Transport::Stdio => {
@@ -492,7 +536,9 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
     let spec = &input.server.spec;
     let mut volumes = Vec::new();
     if spec.remote.is_none() {
+        // The server container's writable places.
         volumes.push(empty_dir("tmp", &input.sandbox.tmp_size_limit.0));
+        volumes.push(empty_dir("home", &input.sandbox.home_size_limit.0));
     }
     volumes.extend([
         Volume {

@@ -10,14 +10,17 @@
 //!            ├─ Service         (service.rs)          8080 /mcp, 9090 metrics
 //!            ├─ Service <n>-peers (service.rs)        headless, replicas > 1
 //!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
+//!            ├─ <n>-egress      (named_egress.rs)     Cilium/Calico policy for approved host names
 //!            ├─ PDB             (pod_disruption_budget.rs)  maxUnavailable 1, replicas > 1
 //!            └─ Secret <n>-peer-key (secret.rs)       shaped here, its random bytes made in apply
 //! ```
 
 pub mod config_map;
 pub mod deployment;
+pub mod named_egress;
 pub mod network_policy;
 pub mod pod_disruption_budget;
+pub mod pod_template;
 pub mod secret;
 pub mod service;
 pub mod service_account;
@@ -28,9 +31,13 @@ use k8s_openapi::api::{
     networking::v1::NetworkPolicy,
     policy::v1::PodDisruptionBudget,
 };
+use kube::api::DynamicObject;
 use mcp_warden_crds::{MCPServer, SandboxProfileSpec};
 
-use crate::{compile::Approved, config::BuildConfig};
+use crate::{
+    compile::Approved,
+    config::{BuildConfig, NamedEgress},
+};
 
 /// Everything a builder may look at.
 #[derive(Clone, Copy, Debug)]
@@ -66,6 +73,11 @@ pub struct DesiredObjects {
     pub peers_service: Option<Service>,
     /// The pod's firewall.
     pub network_policy: NetworkPolicy,
+    /// The cluster's policy engine for egress by host name, if it has one
+    /// (apply removes a stale `<name>-egress` of that kind).
+    pub named_egress_engine: NamedEgress,
+    /// Egress to approved host names, where the engine exists.
+    pub named_egress: Option<DynamicObject>,
     /// At most one replica down at a time (replicas > 1).
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
 }
@@ -80,6 +92,8 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         service: service::desired_service(input),
         peers_service: service::desired_peers_service(input),
         network_policy: network_policy::desired_network_policy(input),
+        named_egress_engine: input.config.named_egress,
+        named_egress: named_egress::desired_named_egress_policy(input),
         pod_disruption_budget: pod_disruption_budget::desired_pod_disruption_budget(input),
     }
 }
@@ -95,6 +109,11 @@ impl DesiredObjects {
         values.extend([typed_value(&self.deployment), typed_value(&self.service)]);
         values.extend(self.peers_service.as_ref().map(typed_value));
         values.push(typed_value(&self.network_policy));
+        values.extend(
+            self.named_egress
+                .as_ref()
+                .map(|o| serde_json::to_value(o).expect("Kubernetes objects serialize")),
+        );
         values.extend(self.pod_disruption_budget.as_ref().map(typed_value));
         values
     }

@@ -5,17 +5,26 @@
 //!          :9090 from the monitoring namespace + the operator's pods (/metrics, /tools)
 //!          :8080 from the same MCPServer's pods (relay)     replicas > 1
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
-//!          cluster DNS (UDP+TCP 53)                         `network.dns` approved
+//!          cluster DNS (UDP+TCP 53)                         `network.dns` approved with some CIDR egress
 //!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
-//!          public addresses → ports                         `network.egress.host:<name>:<port>` approved
+//!          public addresses → ports                         `network.egress.host:<name>:<port>` approved,
+//!                                                           remote server, no named-egress engine
 //!          nothing else
 //! ```
 //!
-//! A NetworkPolicy cannot name a host: an approved host's port is opened
-//! to public addresses (every private, loopback and link-local block
-//! excepted). Host egress is only ever asked for by a remote server, whose
-//! pod holds the facade alone, and the facade connects to the URL's host
-//! (and the token endpoints') only, re-checking every address it resolves.
+//! Host names (`network.egress.host:…`) are not here: a NetworkPolicy
+//! matches IP blocks and pods only, so it could allow "DNS and the port to
+//! anywhere" or nothing. It allows nothing; the Cilium or Calico policy of
+//! `named_egress.rs` adds the hosts (and their DNS lookups) where the
+//! cluster has one. DNS alone is never opened: it is a way out (tunnelling
+//! through lookups), and without any egress there is nothing to look up.
+//!
+//! One exception: a remote server (`spec.remote`) on a cluster without such
+//! an engine. Its pod holds the facade alone, which connects to the URL's
+//! host and the token endpoints' only and refuses private, loopback and
+//! link-local addresses whatever a name resolves to; so its approved hosts'
+//! ports are opened to public addresses (those ranges excepted), with DNS.
+//! A server container, which could connect anywhere, never gets this.
 
 use k8s_openapi::{
     api::networking::v1::{
@@ -26,7 +35,10 @@ use k8s_openapi::{
 };
 
 use super::BuildInput;
-use crate::names::{self, ADMIN_PORT, FACADE_PORT};
+use crate::{
+    config::NamedEgress,
+    names::{self, ADMIN_PORT, FACADE_PORT},
+};
 
 /// IPv4 blocks that are not public (the facade's SSRF guard refuses them too).
 const NOT_PUBLIC_V4: &[&str] = &[
@@ -103,7 +115,11 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
             to: Some(vec![same_server]),
         });
     }
-    if input.approved.dns {
+    // A remote server's hosts, where no engine can name them (see above).
+    let remote_hosts_by_address = input.server.spec.remote.is_some()
+        && input.config.named_egress == NamedEgress::None
+        && !input.approved.hosts.is_empty();
+    if input.approved.dns && (!input.approved.egress.is_empty() || remote_hosts_by_address) {
         let port = |protocol: &str| NetworkPolicyPort {
             port: Some(IntOrString::Int(53)),
             protocol: Some(protocol.into()),
@@ -141,13 +157,9 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
             }]),
         });
     }
-    let host_ports: std::collections::BTreeSet<i32> = input
-        .approved
-        .egress_hosts
-        .iter()
-        .map(|(_, p)| *p)
-        .collect();
-    if !host_ports.is_empty() {
+    if remote_hosts_by_address {
+        let host_ports: std::collections::BTreeSet<i32> =
+            input.approved.hosts.iter().map(|(_, p)| *p).collect();
         let block = |cidr: &str, except: &[&str]| NetworkPolicyPeer {
             ip_block: Some(IPBlock {
                 cidr: cidr.into(),

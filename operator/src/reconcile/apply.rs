@@ -16,7 +16,7 @@ use k8s_openapi::{
     NamespaceResourceScope,
 };
 use kube::{
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
     Api, Client, Resource, ResourceExt,
 };
 use mcp_warden_crds::MCPServer;
@@ -116,6 +116,13 @@ pub async fn apply_all(
     let key = read_secret(client, ns, &key_name).await?;
     let token_name = names::admin_token_secret(server);
     let token = read_secret(client, ns, &token_name).await?;
+    // The egress-by-name policy's kind exists only where the engine does.
+    let engine = objects.named_egress_engine.api_resource();
+    let egress_name = names::egress_policy(server);
+    let egress = match &engine {
+        Some(api) => read_dynamic(client, ns, api, &egress_name).await?,
+        None => None,
+    };
     let not_owned: Vec<String> = [
         sa.foreign(server),
         cm.foreign(server),
@@ -132,6 +139,12 @@ pub async fn apply_all(
             .as_ref()
             .filter(|t| !controlled_by(*t, server))
             .map(|_| format!("Secret/{token_name}")),
+        engine.as_ref().and_then(|api| {
+            egress
+                .as_ref()
+                .filter(|e| !controlled_by(*e, server))
+                .map(|_| format!("{}/{egress_name}", api.kind))
+        }),
     ]
     .into_iter()
     .flatten()
@@ -177,6 +190,10 @@ pub async fn apply_all(
         }
     }
     write(client, ns, np, written).await?;
+    if let Some(api) = &engine {
+        let desired = objects.named_egress.as_ref();
+        write_dynamic(client, ns, api, &egress_name, desired, egress, written).await?;
+    }
     match pdb {
         Some(pdb) => drop(write(client, ns, pdb, written).await?),
         None => {
@@ -352,6 +369,73 @@ where
         })?;
     written.push(format!("{}/{name}", <K as k8s_openapi::Resource>::KIND));
     Ok(live)
+}
+
+/// Read a dynamically typed object (the Cilium or Calico policy).
+async fn read_dynamic(
+    client: &Client,
+    ns: &str,
+    api: &ApiResource,
+    name: &str,
+) -> Result<Option<DynamicObject>, ApplyError> {
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, api);
+    objects.get_opt(name).await.map_err(|source| ApplyError {
+        kind: kind_name(api),
+        name: name.to_string(),
+        source,
+    })
+}
+
+/// Apply `desired` unless `live` contains it; with nothing desired, delete
+/// `live` (it was checked to be ours): the approval that asked for it is gone.
+async fn write_dynamic(
+    client: &Client,
+    ns: &str,
+    api: &ApiResource,
+    name: &str,
+    desired: Option<&DynamicObject>,
+    live: Option<DynamicObject>,
+    written: &mut Vec<String>,
+) -> Result<(), ApplyError> {
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, api);
+    let err = |source| ApplyError {
+        kind: kind_name(api),
+        name: name.to_string(),
+        source,
+    };
+    match (desired, live) {
+        (Some(want), live) => {
+            let want = serde_json::to_value(want).unwrap_or_default();
+            let current = live.map(|l| serde_json::to_value(l).unwrap_or_default());
+            if current.is_some_and(|l| contains(&l, &want)) {
+                return Ok(());
+            }
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            objects
+                .patch(name, &params, &Patch::Apply(&want))
+                .await
+                .map_err(err)?;
+            written.push(format!("{}/{name}", api.kind));
+        }
+        (None, Some(_)) => {
+            objects
+                .delete(name, &DeleteParams::default())
+                .await
+                .map_err(err)?;
+            written.push(format!("-{}/{name}", api.kind));
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// The `kind` label of an [`ApplyError`] for a dynamic kind (a static str).
+fn kind_name(api: &ApiResource) -> &'static str {
+    if api.group == "cilium.io" {
+        "CiliumNetworkPolicy"
+    } else {
+        "NetworkPolicy (projectcalico.org)"
+    }
 }
 
 /// Whether `live` holds every field of `want`: objects key by key, lists

@@ -4,11 +4,12 @@
 //! MCPServer ───────────────────────────────▶ reconcile(server)
 //! owned Deployment/ConfigMap/Service/SA/NetworkPolicy/PDB ─(owner ref)─▶ reconcile(owner)
 //! ToolProfile / SandboxProfile ─(servers_referencing)─▶ reconcile(each referencing server)
+//! ToolProfile / SandboxProfile, MCPServer ─(its refs)─▶ profiles::reconcile_profile (profile status)
 //! ```
 
 use std::{future::Future, sync::Arc};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
@@ -22,7 +23,11 @@ use kube::{
 use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
 use tracing::{debug, warn};
 
-use super::{error_policy, reconcile, Context};
+use super::{
+    error_policy,
+    profiles::{profile_error_policy, reconcile_profile, Profile, ProfileContext},
+    reconcile, Context,
+};
 
 /// Which profile reference to follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,8 +60,66 @@ pub fn servers_referencing<'a>(
         .collect()
 }
 
-/// Run the controller until `shutdown` resolves.
+/// The profile-status controller of one kind: its profiles, and every
+/// MCPServer mapped to the profile it references.
+async fn run_profiles<K: Profile>(
+    client: Client,
+    ctx: Arc<ProfileContext>,
+    refs: fn(&MCPServer) -> Option<String>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default())
+        .watches(
+            Api::<MCPServer>::all(client),
+            watcher::Config::default(),
+            move |s| {
+                let ns = s.namespace().unwrap_or_default();
+                refs(&s).map(|name| ObjectRef::new(&name).within(&ns))
+            },
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_profile::<K>, profile_error_policy::<K>, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                debug!(error = %e, "profile reconcile error");
+            }
+        })
+        .await;
+}
+
+/// Run the controllers (servers, and the two profile kinds' status) until
+/// `shutdown` resolves.
 pub async fn run(
+    client: Client,
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = shutdown.shared();
+    let profile_ctx = Arc::new(ProfileContext {
+        client: client.clone(),
+        recorder: ctx.recorder.clone(),
+    });
+    let tool_status = run_profiles::<ToolProfile>(
+        client.clone(),
+        profile_ctx.clone(),
+        |s| Some(s.spec.tool_profile_ref.name.clone()),
+        shutdown.clone(),
+    );
+    let sandbox_status = run_profiles::<SandboxProfile>(
+        client.clone(),
+        profile_ctx,
+        |s| s.spec.sandbox_profile_ref.as_ref().map(|r| r.name.clone()),
+        shutdown.clone(),
+    );
+    futures::join!(
+        run_servers(client, ctx, shutdown),
+        tool_status,
+        sandbox_status
+    );
+}
+
+/// The MCPServer controller.
+async fn run_servers(
     client: Client,
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,

@@ -8,11 +8,13 @@
 //!        (observe.rs) → status (status.rs) → requeue later
 //! ```
 //! Transient API errors back off per object ([`error_policy`]); invalid specs
-//! do not retry. Watches and wiring live in [`controller`].
+//! do not retry. Watches and wiring live in [`controller`]; the profiles'
+//! own status (valid? used by whom?) is the small pipeline of [`profiles`].
 
 pub mod apply;
 pub mod controller;
 pub mod observe;
+pub mod profiles;
 pub mod resolve;
 pub mod status;
 
@@ -48,6 +50,8 @@ pub struct Context {
     pub tools: Arc<dyn observe::ToolsSource>,
     /// The cluster's service-account issuer keys.
     pub jwks: observe::JwksCache,
+    /// The cluster's policy engine for egress by host name.
+    pub engine: observe::EngineCache,
 }
 
 impl Context {
@@ -66,6 +70,7 @@ impl Context {
             failures: Default::default(),
             tools: Arc::new(observe::HttpTools),
             jwks: Default::default(),
+            engine: observe::EngineCache::new(true),
         }
     }
 }
@@ -148,6 +153,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     if let Some(keys) = &issuer_keys {
         config.service_account_issuer = keys.issuer.clone();
     }
+    config.named_egress = ctx.engine.get(&ctx.client, config.named_egress).await;
     let inputs = plan::Inputs {
         server,
         tool_profile: resolved.tool_profile.as_ref().map(|p| &p.spec),
@@ -174,8 +180,24 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server, token).await;
     // 7. status + Events
     let endpoint = names::endpoint(server, &ctx.config);
+    // Approved host names that nothing enforces (no Cilium, no Calico). A
+    // remote server's are enforced by its facade, the pod's only container,
+    // and reachable through the NetworkPolicy (build::network_policy).
+    let unenforced: Vec<String> = if config.named_egress == crate::config::NamedEgress::None
+        && server.spec.remote.is_none()
+    {
+        plan.capabilities
+            .in_force
+            .iter()
+            .filter(|c| c.starts_with("network.egress.host:"))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     let outcome = status::Outcome::Applied {
         deployment: applied.deployment.as_ref(),
+        unenforced_hosts: &unenforced,
         missing_secrets: &resolved.missing_secrets,
         capabilities: &plan.capabilities,
         tools: tools.as_deref(),

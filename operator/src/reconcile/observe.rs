@@ -7,6 +7,8 @@
 //!      (`/tools` shows hidden tools: the facade wants the server's admin token)
 //! API server GET /.well-known/openid-configuration (issuer) + /openid/v1/jwks
 //!   └─ JwksCache (5 min; a failure keeps the last good copy) ─▶ ConfigMap <name>-jwks + policy issuer
+//! API server GET /apis/cilium.io/v2, /apis/projectcalico.org/v3 (discovery)
+//!   └─ EngineCache (10 s; a failure keeps the last answer) ─▶ which policy allows egress by host name
 //! ```
 //! The HTTP fetch sits behind [`ToolsSource`] so reconcile tests can mock it.
 
@@ -26,7 +28,10 @@ use mcp_warden_crds::mcpserver::ObservedTool;
 use serde::Deserialize;
 use tracing::{debug, warn};
 
-use crate::names::{self, ADMIN_PORT};
+use crate::{
+    config::NamedEgress,
+    names::{self, ADMIN_PORT},
+};
 
 /// Reads one facade's `/tools`.
 pub trait ToolsSource: Send + Sync {
@@ -226,6 +231,69 @@ async fn fetch_issuer_keys(client: &Client) -> Result<IssuerKeys, String> {
         return Err("/openid/v1/jwks is not a JWK set".into());
     }
     Ok(IssuerKeys { issuer, jwks })
+}
+
+/// Which engine for egress by host name the cluster serves (Cilium first,
+/// then Calico), asked by API discovery and kept [`ENGINE_REFRESH`]: a
+/// cluster that installs Cilium later is noticed without a restart, and a
+/// cluster without either costs two small GETs every few seconds, never an
+/// error.
+pub struct EngineCache {
+    discover: bool,
+    state: Mutex<Option<(Instant, NamedEgress)>>,
+}
+
+/// How long a discovery answer is kept.
+pub const ENGINE_REFRESH: Duration = Duration::from_secs(10);
+
+impl EngineCache {
+    /// `discover: false` means "none" without asking (`--named-egress none`
+    /// or a fixed engine set in the build config).
+    pub fn new(discover: bool) -> EngineCache {
+        EngineCache {
+            discover,
+            state: Mutex::new(None),
+        }
+    }
+
+    /// The engine, or `fixed` when discovery is off.
+    pub async fn get(&self, client: &Client, fixed: NamedEgress) -> NamedEgress {
+        if !self.discover {
+            return fixed;
+        }
+        let cached = *self.state.lock().expect("engine lock");
+        if let Some((at, engine)) = cached {
+            if at.elapsed() < ENGINE_REFRESH {
+                return engine;
+            }
+        }
+        let engine = match discover_engine(client).await {
+            Ok(engine) => engine,
+            Err(e) => {
+                warn!(error = %e, "cannot ask the API server for Cilium or Calico; keeping the last answer");
+                cached.map(|(_, e)| e).unwrap_or_default()
+            }
+        };
+        if cached.map(|(_, e)| e) != Some(engine) {
+            tracing::info!(engine = ?engine, "policy engine for egress by host name");
+        }
+        *self.state.lock().expect("engine lock") = Some((Instant::now(), engine));
+        engine
+    }
+}
+
+/// Ask for each engine's API group version; a 404 means "not here".
+async fn discover_engine(client: &Client) -> Result<NamedEgress, String> {
+    for engine in [NamedEgress::Cilium, NamedEgress::Calico] {
+        let api = engine.api_resource().expect("an engine has a kind");
+        match client.list_api_group_resources(&api.api_version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == api.plural) => return Ok(engine),
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(format!("{}: {e}", api.api_version)),
+        }
+    }
+    Ok(NamedEgress::None)
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub enum Outcome<'a> {
     Applied {
         /// The live Deployment (before this apply), if any.
         deployment: Option<&'a Deployment>,
+        /// Approved `network.egress.host:…` capabilities no engine enforces.
+        unenforced_hosts: &'a [String],
         /// `secretEnv` Secrets that do not exist.
         missing_secrets: &'a [String],
         /// The capabilities asked for and in force.
@@ -102,6 +104,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         ),
         Outcome::Applied {
             deployment,
+            unenforced_hosts,
             missing_secrets,
             capabilities,
             tools,
@@ -140,6 +143,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                         capabilities,
                         peer_key_unusable,
                     )
+                    .or_unenforced(unenforced_hosts)
                 }),
                 Some(endpoint.to_string()),
             )
@@ -215,6 +219,28 @@ fn ready_condition(
             "False",
             "Progressing",
             format!("{available}/{want} replicas available"),
+        )
+    }
+}
+
+/// `Degraded` for approved host names nothing enforces, unless something
+/// worse is already reported.
+trait OrUnenforced {
+    fn or_unenforced(self, hosts: &[String]) -> Self;
+}
+
+impl OrUnenforced for (&'static str, &'static str, String) {
+    fn or_unenforced(self, hosts: &[String]) -> Self {
+        if self.0 == "True" || hosts.is_empty() {
+            return self;
+        }
+        (
+            "True",
+            "NamedEgressNotEnforced",
+            format!(
+                "approved but not applied: {}. This cluster serves neither CiliumNetworkPolicy nor Calico's NetworkPolicy, and a NetworkPolicy cannot allow a host name (only DNS and the port to every address, which is not what was approved), so these hosts stay unreachable",
+                hosts.join(", ")
+            ),
         )
     }
 }

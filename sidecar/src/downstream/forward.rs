@@ -4,7 +4,9 @@
 //! session owned by another replica is relayed to it over the pod network,
 //! streams (GET, SSE answers) included, byte for byte. A relayed request is
 //! marked so it is never relayed twice. If the owner is gone the client gets
-//! 404, as the transport spec says, and re-initializes.
+//! 404, as the transport spec says, and re-initializes. A modern client's
+//! retry whose signed `requestState` names a call parked on another replica
+//! is relayed the same way ([`relay`]).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -52,7 +54,7 @@ pub async fn to_peer(app: &App, peer: &str, req: Request<Incoming>) -> Response<
     if req.headers().contains_key(FORWARDED_HEADER) {
         return gone(app); // relayed once already: the owner does not have it
     }
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let body = match Limited::new(body, app.limits.max_body_bytes)
         .collect()
         .await
@@ -66,6 +68,20 @@ pub async fn to_peer(app: &App, peer: &str, req: Request<Incoming>) -> Response<
             )
         }
     };
+    relay(app, peer, parts, body).await
+}
+
+/// Relay a request already read (its `parts` and `body`) to the replica at
+/// `peer`: a modern client's retry of a call that replica holds.
+pub async fn relay(
+    app: &App,
+    peer: &str,
+    mut parts: hyper::http::request::Parts,
+    body: Bytes,
+) -> Response<ResponseBody> {
+    if parts.headers.contains_key(FORWARDED_HEADER) {
+        return gone(app);
+    }
     let path = parts
         .uri
         .path_and_query()

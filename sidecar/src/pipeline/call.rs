@@ -127,6 +127,14 @@ impl Session {
                             approver: None,
                         })
                     }
+                    // A client that cannot show a form cannot ask anyone.
+                    None if !round.can_answer("elicitation/create") => {
+                        return Err(Refusal::Policy(Denial::ApprovalRequired {
+                            tool: grant.exposed_name.to_string(),
+                            rule: approval.rule.to_string(),
+                            reason: approval.reason,
+                        }))
+                    }
                     None => {
                         validate_input(&app, &tool, grant.exposed_name, arguments)?;
                         let question =

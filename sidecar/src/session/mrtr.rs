@@ -88,7 +88,7 @@ impl Round {
     }
 
     /// Whether the client declared it can answer a request `method`.
-    fn can_answer(&self, method: &str) -> bool {
+    pub(crate) fn can_answer(&self, method: &str) -> bool {
         capability_for(method).is_some_and(|key| self.capabilities.get(key).is_some())
     }
 }
@@ -331,7 +331,7 @@ pub(crate) fn seal_answer(app: &App, round: &Round, bytes: Bytes) -> Bytes {
         kind: StateKind::Upstream,
         caller: round.caller.clone(),
         request: round.request.clone(),
-        exp: request_state::expiry(),
+        exp: app.state_seal.expiry(),
         approved: round.approval() == Some(true),
         upstream: result
             .get("requestState")
@@ -350,7 +350,7 @@ pub(crate) fn approval_request(app: &App, round: &Round, id: &RequestId, questio
         kind: StateKind::Approval,
         caller: round.caller.clone(),
         request: round.request.clone(),
-        exp: request_state::expiry(),
+        exp: app.state_seal.expiry(),
         approved: false,
         upstream: None,
         park: None,
@@ -470,7 +470,7 @@ impl Session {
             kind: StateKind::Parked,
             caller: round.caller.clone(),
             request: round.request.clone(),
-            exp: request_state::expiry(),
+            exp: self.app.state_seal.expiry(),
             approved: round.approval() == Some(true),
             upstream: None,
             park: Some(park.clone()),
@@ -505,7 +505,7 @@ impl Session {
                 server_id,
                 upstream,
                 handover,
-                expires: Instant::now() + request_state::LIFETIME,
+                expires: Instant::now() + self.app.state_seal.lifetime,
             },
         );
         true

@@ -222,6 +222,10 @@ pub(super) struct Adjust {
     request_state: Option<Option<String>>,
     /// Drop the answer to the facade's own question from `inputResponses`.
     drop_approval: bool,
+    /// Take the tasks extension out of the client's capabilities: a task
+    /// handle would be polled with `tasks/get`, which the facade does not
+    /// serve, so the server must answer the call itself.
+    strip_tasks: bool,
 }
 
 impl Adjust {
@@ -230,8 +234,12 @@ impl Adjust {
             && !self.to_legacy
             && self.request_state.is_none()
             && !self.drop_approval
+            && !self.strip_tasks
     }
 }
+
+/// The tasks extension's identifier.
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The `_meta` keys of the modern revision a legacy server must not be sent.
 const MODERN_META: &[&str] = &[
@@ -255,8 +263,12 @@ impl Session {
                 ..Adjust::default()
             },
             (Era::Modern, Era::Modern) => {
+                let strip_tasks = msg.mentions(TASKS_EXTENSION.as_bytes());
                 if !msg.mentions(b"requestState") && !msg.mentions(b"inputResponses") {
-                    return Adjust::default();
+                    return Adjust {
+                        strip_tasks,
+                        ..Adjust::default()
+                    };
                 }
                 let round = self.round(client_id);
                 Adjust {
@@ -266,6 +278,7 @@ impl Session {
                             .and_then(|r| r.upstream_state().map(str::to_string)),
                     ),
                     drop_approval: true,
+                    strip_tasks,
                     ..Adjust::default()
                 }
             }
@@ -316,6 +329,9 @@ fn outgoing(
                 }
             }
         }
+        if adjust.strip_tasks {
+            strip_tasks_extension(params);
+        }
         let touch_meta = progress || adjust.add_meta.is_some() || adjust.to_legacy;
         if !touch_meta {
             return;
@@ -360,6 +376,24 @@ fn outgoing(
     }
 }
 
+/// Remove the tasks extension from `_meta`'s client capabilities.
+fn strip_tasks_extension(params: &mut Members<'_>) {
+    let Some(meta) = params.get("_meta") else {
+        return;
+    };
+    let Ok(mut meta) = serde_json::from_str::<serde_json::Value>(meta.get()) else {
+        return;
+    };
+    let removed = meta
+        .pointer_mut("/io.modelcontextprotocol~1clientCapabilities/extensions")
+        .and_then(serde_json::Value::as_object_mut)
+        .and_then(|e| e.remove(TASKS_EXTENSION));
+    if removed.is_some() {
+        let raw = serde_json::value::to_raw_value(&meta).expect("values serialize");
+        params.set("_meta", raw);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,6 +421,24 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":42,"traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#
         );
         assert!(!text.contains("client-token"));
+    }
+
+    #[test]
+    fn a_modern_server_never_hears_the_client_supports_tasks() {
+        let msg = parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{}}},"traceparent":"00-a-b-01"}}}"#,
+        );
+        let adjust = Adjust {
+            strip_tasks: true,
+            ..Adjust::default()
+        };
+        let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(!text.contains("io.modelcontextprotocol/tasks"), "{text}");
+        assert!(
+            text.contains("x/y") && text.contains("traceparent"),
+            "{text}"
+        );
     }
 
     #[test]

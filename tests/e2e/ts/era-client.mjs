@@ -52,6 +52,7 @@ function acceptElicitation(params) {
 
 const headers = args.token ? { Authorization: `Bearer ${args.token}` } : {};
 let client;
+let transportV1;
 if (args.sdk === "v2") {
   client = new v2.Client(
     { name: "mcp-warden-era-client", version: "1.0.0" },
@@ -171,6 +172,8 @@ if (profile.denied) {
   });
 }
 
-console.log(JSON.stringify({ steps, version: client.getNegotiatedProtocolVersion?.() ?? null }));
+// The version the client ended up speaking (v1 keeps it on its transport).
+const version = client.getNegotiatedProtocolVersion?.() ?? client.transport?.protocolVersion ?? client.transport?._protocolVersion ?? null;
+console.log(JSON.stringify({ steps, version }));
 await client.close().catch(() => {});
 process.exit(0);

@@ -105,6 +105,20 @@ pub(super) async fn serve(
         }
     }
     let id = msg.id.clone().expect("requests have ids");
+    // A retry of a call another replica holds goes to that replica.
+    if let Some(owner) = parked_elsewhere(&app, &msg) {
+        let mut builder = hyper::Request::builder()
+            .method(hyper::Method::POST)
+            .uri("/mcp");
+        if let Some(h) = builder.headers_mut() {
+            *h = headers.clone();
+        }
+        let (parts, ()) = builder
+            .body(())
+            .expect("request parts are valid")
+            .into_parts();
+        return crate::downstream::forward::relay(&app, &owner, parts, msg.bytes.clone()).await;
+    }
     let quota_key = caller.quota_key(peer);
     let channel = match app.modern_channel(&quota_key, &caller).await {
         Ok(channel) => channel,
@@ -159,6 +173,20 @@ pub(super) async fn serve(
     };
     let work = Work::new(&session, msg, stream, &caller);
     respond(rx, stream, work, guard).await
+}
+
+/// The replica holding the call a retry continues, if not this one.
+fn parked_elsewhere(app: &App, msg: &Message) -> Option<String> {
+    if !era::INPUT_REQUIRED_METHODS.contains(&msg.method()) || !msg.mentions(b"requestState") {
+        return None;
+    }
+    let value = msg.to_value();
+    let state = value.pointer("/params/requestState")?.as_str()?;
+    let claims = app.state_seal.peek(state)?;
+    let owner = claims.owner?;
+    (claims.kind == crate::request_state::StateKind::Parked
+        && Some(owner.as_str()) != app.session_ids.me())
+    .then_some(owner)
 }
 
 /// Cancels the request if the client goes before its answer (the

@@ -193,6 +193,15 @@ async fn single(
             if caller.role(&app.policy.load().compiled).is_none() {
                 return no_role(&app, &msg, &caller);
             }
+            // How the session is served depends on the server's era.
+            if app.upstream_info().await.is_none() {
+                return reject(
+                    &app,
+                    "not_ready",
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the MCP server has not answered yet; retry shortly",
+                );
+            }
             match app
                 .sessions
                 .create(&app, caller.clone(), caller.quota_key(peer))
