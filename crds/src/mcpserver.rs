@@ -379,6 +379,29 @@ pub struct MCPServerStatus {
     #[schemars(length(max = 1024))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub tools: Vec<ObservedTool>,
+    /// The upstream server as the facades found it when they started: the
+    /// `serverInfo` of its `server/discover` or `initialize` answer, and the
+    /// MCP era it speaks. For a remote server, the remote's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ObservedServer>,
+}
+
+/// The upstream server's identity, as its own answer gives it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedServer {
+    /// `serverInfo.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `serverInfo.title`, if it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `serverInfo.version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `legacy` (sessions, `initialize`) or `modern` (stateless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub era: Option<String>,
 }
 
 /// One upstream tool as the facades see it.

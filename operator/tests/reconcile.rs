@@ -22,10 +22,17 @@ use kube::{
     runtime::{controller::Action, events::Recorder},
     Client,
 };
-use mcp_warden_crds::{mcpserver::ObservedTool, MCPServer};
+use mcp_warden_crds::{
+    mcpserver::{ObservedServer, ObservedTool},
+    MCPServer,
+};
 use mcp_warden_operator::{
     config::BuildConfig,
-    reconcile::{self, controller, observe::ToolsSource, Context, RESYNC},
+    reconcile::{
+        self, controller,
+        observe::{FacadeReport, ToolsSource},
+        Context, RESYNC,
+    },
     runtime::metrics::Metrics,
 };
 use serde_json::{json, Value};
@@ -63,14 +70,14 @@ struct Fixture {
 /// The facades' `/tools` answers by `ip:9090`, and the admin tokens the
 /// operator presented.
 #[derive(Clone, Default)]
-struct FakeFacades(BTreeMap<String, Vec<ObservedTool>>, Arc<Mutex<Vec<String>>>);
+struct FakeFacades(BTreeMap<String, FacadeReport>, Arc<Mutex<Vec<String>>>);
 
 impl ToolsSource for FakeFacades {
     fn fetch<'a>(
         &'a self,
         addr: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+    ) -> BoxFuture<'a, Result<FacadeReport, String>> {
         self.1.lock().unwrap().push(token.to_string());
         let answer = self
             .0
@@ -894,18 +901,29 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         reason: (state == "quarantined").then(|| "definition changed".into()),
         risk: Some("low".into()),
     };
-    fixture
-        .facades
-        .0
-        .insert("10.1.0.1:9090".into(), vec![tool("exposed", "sha256:old")]);
+    let identity = ObservedServer {
+        name: Some("mcp-server-git".into()),
+        title: None,
+        version: Some("2025.1".into()),
+        era: Some("legacy".into()),
+    };
+    let report = |tools: Vec<ObservedTool>, server: Option<&ObservedServer>| FacadeReport {
+        tools,
+        server: server.cloned(),
+    };
+    // The first pod's probe has no answer yet; the second knows the server.
+    fixture.facades.0.insert(
+        "10.1.0.1:9090".into(),
+        report(vec![tool("exposed", "sha256:old")], None),
+    );
     fixture.facades.0.insert(
         "10.1.0.2:9090".into(),
-        vec![tool("quarantined", "sha256:new")],
+        report(vec![tool("quarantined", "sha256:new")], Some(&identity)),
     );
-    fixture
-        .facades
-        .0
-        .insert("10.1.0.3:9090".into(), vec![tool("hidden", "sha256:x")]);
+    fixture.facades.0.insert(
+        "10.1.0.3:9090".into(),
+        report(vec![tool("hidden", "sha256:x")], None),
+    );
 
     let presented = fixture.facades.1.clone();
     let (_, calls, after) = fixture.reconcile().await;
@@ -914,6 +932,11 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         tools,
         [tool("quarantined", "sha256:new")],
         "the worst state of the running pods"
+    );
+    assert_eq!(
+        after.server().status.unwrap().server,
+        Some(identity),
+        "the upstream's identity, from the pod that knows it"
     );
     // `/tools` shows hidden tools: the operator asks with the server's admin token.
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(

@@ -186,6 +186,12 @@ def test_https_upstream_serves_each_caller_with_its_own_credential(facade, start
 
     run_async(body, timeout=90)
 
+    # The remote's identity as the facade's probe found it (server/discover
+    # or initialize): what the operator shows in MCPServer status.server.
+    server = httpx.get(f"{f.admin_url}/tools", timeout=5).json()["server"]
+    assert server == {"name": "mcp-warden-modern-conformance-fixture", "title": None,
+                      "version": "1.0.0", "era": era}, server
+
     calls = {c["json"]["params"]["arguments"]["region"]: bearer_of(c)
              for c in stack.remote.calls("test_custom_header_param")}
     assert calls["from-alice"] == f"Bearer {ALICE_UPSTREAM}", "(a) a token file per subject"
