@@ -19,6 +19,7 @@ pub use policy::*;
 pub mod mcpserver;
 #[cfg(feature = "kube")]
 pub mod profile_status;
+#[cfg(feature = "kube")]
 pub mod remote;
 #[cfg(feature = "kube")]
 pub mod sandboxprofile;
