@@ -10,6 +10,9 @@ echo server in bench/ (`mcp-bench-echo`) and `@modelcontextprotocol/server-every
   facade-allow      mcp-warden-sidecar --upstream-url <direct>, allow-all, audit off ("b"): the policy the
                     facade runs without --policy, with its default budgets (600 calls/min, 1,000
                     calls per session) lifted so they do not refuse the benchmark's calls
+  facade-https      the same with an HTTPS upstream: the echo server over TLS (rustls, a throwaway CA
+                    made with openssl, --upstream-ca-file); compared with facade-allow round by round
+                    (mcp-bench-echo only)
   facade-policy     the same with a realistic policy ("c"): static bearer token + role,
                     defaultAction deny, a tool rule with an argument rule, schema validation,
                     redaction, output cap, budgets (limits high enough not to trip), audit to a file
@@ -252,8 +255,9 @@ class Upstream:
     """How to run one upstream server over stdio and over Streamable HTTP."""
 
     def __init__(self, name: str, stdio: list[str], http: callable, expect: str | None, sessions_cap: int,
-                 rounds: int, duration: float, modern: bool = False):
+                 rounds: int, duration: float, modern: bool = False, https: callable | None = None):
         self.name = name
+        self.https = https          # (port, cert, key) -> (cmd, env): the same server over TLS
         self.modern = modern        # the stdio server also speaks 2026-07-28
         self.rounds = rounds
         self.duration = duration
@@ -291,6 +295,33 @@ class Bench:
         for p in reversed(self.procs):
             p.stop()
         self.procs.clear()
+
+    def pki(self) -> tuple[Path, Path, Path] | None:
+        """A throwaway CA and a certificate it signs for 127.0.0.1 (openssl): (ca, cert, key)."""
+        d = self.tmp / "pki"
+        if (d / "cert.pem").exists():
+            return d / "ca.pem", d / "cert.pem", d / "key.pem"
+        openssl = shutil.which("openssl")
+        if not openssl:
+            log("openssl not found: no HTTPS upstream target")
+            return None
+        d.mkdir(exist_ok=True)
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        (d / "leaf.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                                    "extendedKeyUsage=serverAuth\n")
+        for cmd in (
+            [openssl, "req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.pem", "-days", "1",
+             "-subj", "/CN=mcp-warden bench CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign"],
+            [openssl, "req", *ec, "-keyout", d / "key.pem", "-out", d / "leaf.csr", "-subj", "/CN=127.0.0.1"],
+            [openssl, "x509", "-req", "-in", d / "leaf.csr", "-CA", d / "ca.pem", "-CAkey", d / "ca.key",
+             "-CAcreateserial", "-out", d / "cert.pem", "-days", "1", "-extfile", d / "leaf.ext"],
+        ):
+            r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            if r.returncode != 0:
+                log(f"openssl failed: {r.stderr[-500:]}: no HTTPS upstream target")
+                return None
+        return d / "ca.pem", d / "cert.pem", d / "key.pem"
 
     def sidecar_help(self) -> str:
         if not hasattr(self, "_help"):
@@ -336,6 +367,19 @@ class Bench:
         # (b), (c) the facade in front of it
         p, url, _ = self.facade(f"{up.name}-allow", upstream_url=direct_url)
         ts.append(Target("facade-allow", "facade", "http", url, p.pid, note="--upstream-url, allow-all (budgets lifted), audit off"))
+        # (b) over TLS: the same server behind HTTPS (its own process, so
+        # `direct` stays the plain floor); the facade pools TLS connections.
+        pki = self.pki() if up.https and "--upstream-ca-file" in self.sidecar_help() else None
+        if pki:
+            ca, cert, key = pki
+            port = free_port()
+            cmd, env = up.https(port, str(cert), str(key))
+            tls = self.start(f"{up.name}-https", cmd, env)
+            wait_port(port, tls)
+            p, url, _ = self.facade(f"{up.name}-https", upstream_url=f"https://127.0.0.1:{port}/mcp",
+                                    extra=["--upstream-ca-file", str(ca), "--upstream-allow-cidr", "127.0.0.1/32"])
+            ts.append(Target("facade-https", "facade", "http", url, p.pid,
+                             note="--upstream-url https:// (rustls, pooled connections), allow-all, audit off"))
         p, url, _ = self.facade(f"{up.name}-policy", upstream_url=direct_url, policy=True)
         ts.append(Target("facade-policy", "facade", "http", url, p.pid, [f"Authorization: Bearer {TOKEN}"],
                          note="--upstream-url, realistic policy, audit to a file", policy=True))
@@ -614,6 +658,29 @@ def add_ratios(up_res: dict) -> None:
                                      "p99_ratio": v["p99_us"] / best["p99_us"], "rps_ratio": v["rps"] / best["rps"]}
 
 
+def https_vs_http(up_res: dict) -> dict:
+    """Per level: facade-https against facade-allow (the same facade and
+    server, TLS or not), paired by round like the other comparisons."""
+    out = {}
+    for c, level in up_res.get("levels", {}).items():
+        s, p = level.get("facade-https", {}), level.get("facade-allow", {})
+        if "p50_us" not in s or "p50_us" not in p:
+            continue
+        pairs = list(zip(s["per_round"], p["per_round"]))
+        out[c] = {
+            "http_p50_us": p["p50_us"], "https_p50_us": s["p50_us"],
+            "http_p99_us": p["p99_us"], "https_p99_us": s["p99_us"],
+            "http_rps": p["rps"], "https_rps": s["rps"],
+            "added_p50_us_paired": statistics.median(a["latency_us"]["p50"] - b["latency_us"]["p50"]
+                                                     for a, b in pairs),
+            "added_p99_us_paired": statistics.median(a["latency_us"]["p99"] - b["latency_us"]["p99"]
+                                                     for a, b in pairs),
+            "rps_ratio": s["rps"] / p["rps"],
+            "cpu_us_per_call": {"http": p["cpu_us_per_call"], "https": s["cpu_us_per_call"]},
+        }
+    return out
+
+
 def goals(res: dict) -> list[dict]:
     out = []
 
@@ -687,6 +754,24 @@ def print_tables(res: dict) -> None:
                                         for j, (x, w) in enumerate(zip(r, widths))) + " |")
                 if i == 0:
                     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for up, ur in res["runs"].items():
+        tls = ur.get("https_vs_http")
+        if not tls:
+            continue
+        print(f"\n### HTTPS vs HTTP upstream through the facade ({up}; the same server, TLS or not; "
+              "+ = median over rounds of (https - http) in the same round)")
+        rows = [("c", "http p50 µs", "https p50 µs", "+p50 µs", "http p99 µs", "https p99 µs", "+p99 µs",
+                 "http calls/s", "https calls/s", "rps https/http", "facade cpu µs/call http/https")]
+        for c, v in tls.items():
+            rows.append((c, fmt(v["http_p50_us"]), fmt(v["https_p50_us"]), fmt(v["added_p50_us_paired"]),
+                         fmt(v["http_p99_us"]), fmt(v["https_p99_us"]), fmt(v["added_p99_us_paired"]),
+                         fmt(v["http_rps"]), fmt(v["https_rps"]), fmt(v["rps_ratio"], 2),
+                         f"{fmt(v['cpu_us_per_call']['http'], 1)}/{fmt(v['cpu_us_per_call']['https'], 1)}"))
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+        for i, r in enumerate(rows):
+            print("| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |")
+            if i == 0:
+                print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     idle = res.get("idle_sessions")
     if idle:
         print("\n### facade RSS (HTTP upstream)")
@@ -807,7 +892,9 @@ def main() -> int:
     upstreams = [
         Upstream("echo", [a.echo, "stdio"],
                  lambda port: ([a.echo, "http", "--listen", f"127.0.0.1:{port}"], None), MESSAGE, 16,
-                 a.rounds, a.duration, modern=True),
+                 a.rounds, a.duration, modern=True,
+                 https=lambda port, cert, key: ([a.echo, "http", "--listen", f"127.0.0.1:{port}",
+                                                 "--tls-cert", cert, "--tls-key", key], None)),
         Upstream("everything", [node, str(EVERYTHING_JS), "stdio"],
                  lambda port: ([node, str(EVERYTHING_JS), "streamableHttp"], {"PORT": str(port)}),
                  f"Echo: {MESSAGE}", a.everything_sessions, a.everything_rounds, a.everything_duration),
@@ -819,6 +906,7 @@ def main() -> int:
             t0 = time.monotonic()
             b.results["runs"][up.name] = b.run_upstream(up)
             add_ratios(b.results["runs"][up.name])
+            b.results["runs"][up.name]["https_vs_http"] = https_vs_http(b.results["runs"][up.name])
             b.results["runs"][up.name]["wall_s"] = round(time.monotonic() - t0, 1)
         if "idle" not in a.skip:
             b.results["idle_sessions"] = b.idle_sessions(1000)

@@ -7,7 +7,8 @@
 //! state → zero writes; profile change → only the ConfigMap is rewritten (no
 //! pod restart) and the server is found by the profile watch's mapper;
 //! missing profile → `PolicyCompiled=False`/`ToolProfileNotFound` + a Warning
-//! Event, then waiting without retries.
+//! Event, then waiting without retries; a remote server → the facade alone,
+//! its credential Secrets looked up, egress only for the approved digest.
 
 use std::{
     collections::BTreeMap,
@@ -21,10 +22,17 @@ use kube::{
     runtime::{controller::Action, events::Recorder},
     Client,
 };
-use mcp_warden_crds::{mcpserver::ObservedTool, MCPServer};
+use mcp_warden_crds::{
+    mcpserver::{ObservedServer, ObservedTool},
+    MCPServer,
+};
 use mcp_warden_operator::{
     config::BuildConfig,
-    reconcile::{self, controller, observe::ToolsSource, Context, RESYNC},
+    reconcile::{
+        self, controller,
+        observe::{FacadeReport, ToolsSource},
+        Context, RESYNC,
+    },
     runtime::metrics::Metrics,
 };
 use serde_json::{json, Value};
@@ -62,14 +70,14 @@ struct Fixture {
 /// The facades' `/tools` answers by `ip:9090`, and the admin tokens the
 /// operator presented.
 #[derive(Clone, Default)]
-struct FakeFacades(BTreeMap<String, Vec<ObservedTool>>, Arc<Mutex<Vec<String>>>);
+struct FakeFacades(BTreeMap<String, FacadeReport>, Arc<Mutex<Vec<String>>>);
 
 impl ToolsSource for FakeFacades {
     fn fetch<'a>(
         &'a self,
         addr: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+    ) -> BoxFuture<'a, Result<FacadeReport, String>> {
         self.1.lock().unwrap().push(token.to_string());
         let answer = self
             .0
@@ -93,6 +101,35 @@ impl Fixture {
                 "spec": {"image": "img", "command": ["mcp-server-git"], "toolProfileRef": {"name": "git-readonly"}}
             }))
             .unwrap(),
+        );
+        self
+    }
+
+    /// The server as a remote one: no image, an HTTPS URL, two credential Secrets.
+    fn with_remote_server(mut self) -> Self {
+        self.server = Some(
+            serde_json::from_value(json!({
+                "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+                "metadata": {"name": "git", "namespace": NS, "uid": "uid-git", "generation": 1},
+                "spec": {"toolProfileRef": {"name": "git-readonly"}, "remote": {
+                    "url": "https://mcp.forge.example.com/mcp",
+                    "auth": {"rules": [
+                        {"roles": ["admin"], "tokenSecretRef": {"name": "forge-admin", "key": "token"}},
+                        {"clientCredentials": {"tokenUrl": "https://idp.example.com/token", "clientId": "warden",
+                            "clientSecretRef": {"name": "forge-oauth", "key": "secret"}}}]}}}
+            }))
+            .unwrap(),
+        );
+        self
+    }
+
+    /// A Secret that exists (the operator reads its metadata only).
+    fn with_secret(mut self, name: &str) -> Self {
+        self.objects.insert(
+            format!("/api/v1/namespaces/{NS}/secrets/{name}"),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")},
+                   "data": {"token": "c2VjcmV0"}}),
         );
         self
     }
@@ -864,18 +901,29 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         reason: (state == "quarantined").then(|| "definition changed".into()),
         risk: Some("low".into()),
     };
-    fixture
-        .facades
-        .0
-        .insert("10.1.0.1:9090".into(), vec![tool("exposed", "sha256:old")]);
+    let identity = ObservedServer {
+        name: Some("mcp-server-git".into()),
+        title: None,
+        version: Some("2025.1".into()),
+        era: Some("legacy".into()),
+    };
+    let report = |tools: Vec<ObservedTool>, server: Option<&ObservedServer>| FacadeReport {
+        tools,
+        server: server.cloned(),
+    };
+    // The first pod's probe has no answer yet; the second knows the server.
+    fixture.facades.0.insert(
+        "10.1.0.1:9090".into(),
+        report(vec![tool("exposed", "sha256:old")], None),
+    );
     fixture.facades.0.insert(
         "10.1.0.2:9090".into(),
-        vec![tool("quarantined", "sha256:new")],
+        report(vec![tool("quarantined", "sha256:new")], Some(&identity)),
     );
-    fixture
-        .facades
-        .0
-        .insert("10.1.0.3:9090".into(), vec![tool("hidden", "sha256:x")]);
+    fixture.facades.0.insert(
+        "10.1.0.3:9090".into(),
+        report(vec![tool("hidden", "sha256:x")], None),
+    );
 
     let presented = fixture.facades.1.clone();
     let (_, calls, after) = fixture.reconcile().await;
@@ -884,6 +932,11 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         tools,
         [tool("quarantined", "sha256:new")],
         "the worst state of the running pods"
+    );
+    assert_eq!(
+        after.server().status.unwrap().server,
+        Some(identity),
+        "the upstream's identity, from the pod that knows it"
     );
     // `/tools` shows hidden tools: the operator asks with the server's admin token.
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
@@ -912,4 +965,112 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         "{policy}"
     );
     assert!(calls.iter().any(|c| c.path == "/openid/v1/jwks"));
+}
+
+#[tokio::test]
+async fn a_remote_server_runs_the_facade_alone_and_gets_egress_once_approved() {
+    const DEPLOY_PATH: &str = "/apis/apps/v1/namespaces/team-a/deployments/git";
+    // 1. One credential Secret is missing: the objects are applied anyway
+    //    (the pod waits for the Secret), and status says which one.
+    let (_, calls, created) = Fixture::new()
+        .with_remote_server()
+        .with_tool_profile(tools_v1())
+        .with_secret("forge-admin")
+        .reconcile()
+        .await;
+    let looked_up: Vec<String> = calls
+        .iter()
+        .filter(|c| c.path.contains("/secrets/forge-"))
+        .map(Call::short)
+        .collect();
+    assert_eq!(
+        looked_up,
+        [
+            "GET /api/v1/namespaces/team-a/secrets/forge-admin",
+            "GET /api/v1/namespaces/team-a/secrets/forge-oauth"
+        ]
+    );
+    let degraded = condition(&created.server(), "Degraded").clone();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "SecretNotFound")
+    );
+    assert!(
+        degraded.message.contains("forge-oauth"),
+        "{}",
+        degraded.message
+    );
+    let pod = &created.objects[DEPLOY_PATH]["spec"]["template"]["spec"];
+    let containers: Vec<&str> = pod["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(containers, ["facade"]);
+    let args = pod["containers"][0]["args"].as_array().unwrap();
+    let at = args.iter().position(|a| a == "--upstream-url").unwrap();
+    assert_eq!(args[at + 1], "https://mcp.forge.example.com/mcp");
+    let secrets: Vec<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["secret"]["secretName"].as_str())
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            "git-peer-key",
+            "git-admin-token",
+            "forge-admin",
+            "forge-oauth"
+        ]
+    );
+    assert_eq!(
+        created.objects[NP_PATH]["spec"].get("egress"),
+        None,
+        "no egress before approval"
+    );
+    let status = created.server().status.unwrap();
+    assert_eq!(
+        status.requested_capabilities,
+        [
+            "network.dns",
+            "network.egress.host:idp.example.com:443",
+            "network.egress.host:mcp.forge.example.com:443",
+        ]
+    );
+    let digest = status.capability_digest.unwrap();
+
+    // 2. The Secret appears and the digest is approved: DNS and port 443 to
+    //    public addresses open, and nothing else.
+    let (_, calls, approved) = created
+        .with_secret("forge-oauth")
+        .with_annotation("mcpwarden.dev/approve", Some(&digest))
+        .reconcile()
+        .await;
+    assert_eq!(np_writes(&calls), 1);
+    assert_eq!(
+        condition(&approved.server(), "CapabilitiesApproved").status,
+        "True"
+    );
+    // Nothing missing, and the hosts count as enforced: the facade is the
+    // pod's only container.
+    let degraded = condition(&approved.server(), "Degraded").clone();
+    assert_eq!(degraded.status, "False", "{}", degraded.message);
+    let egress = approved.objects[NP_PATH]["spec"]["egress"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(egress.len(), 2, "{egress:#?}");
+    assert_eq!(egress[0]["ports"][0]["port"], 53);
+    assert_eq!(
+        egress[1]["ports"],
+        json!([{"port": 443, "protocol": "TCP"}])
+    );
+    assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "0.0.0.0/0");
+    assert!(egress[1]["to"][0]["ipBlock"]["except"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("169.254.0.0/16")));
 }

@@ -30,6 +30,7 @@ const EXAMPLES: &[&str] = &[
     "with-workspace",
     "with-egress",
     "replicated",
+    "remote-server",
 ];
 
 #[test]

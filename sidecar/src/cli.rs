@@ -17,7 +17,7 @@ use crate::app::{AdminAccess, App, HostPolicy, Limits};
 use crate::pipeline::audit::{Audit, AuditSink};
 use crate::pipeline::policy::LivePolicy;
 use crate::session::ids::SessionIds;
-use crate::upstream::UpstreamTarget;
+use crate::upstream::{HttpTarget, UpstreamTarget};
 use crate::{admin, bridge, downstream, policy_file, probe, server};
 
 #[derive(Parser)]
@@ -75,9 +75,34 @@ struct RunArgs {
     /// Serve one client on stdin/stdout instead of HTTP.
     #[arg(long)]
     stdio: bool,
-    /// Upstream Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+    /// Upstream Streamable HTTP endpoint: https://host/mcp for a remote
+    /// server, or http://127.0.0.1:3001/mcp for a server on loopback (in
+    /// the pod). Redirects are never followed.
     #[arg(long, conflicts_with = "upstream_socket")]
     upstream_url: Option<hyper::Uri>,
+    /// A PEM bundle of CA certificates trusted for the upstream (and its
+    /// token endpoints), besides the platform's roots.
+    #[arg(long, env = "MCP_WARDEN_UPSTREAM_CA_FILE")]
+    upstream_ca_file: Option<PathBuf>,
+    /// Address blocks the facade may connect to although they are private,
+    /// loopback or link-local (comma-separated CIDRs or addresses). Without
+    /// them such addresses are refused, whatever name leads to them.
+    #[arg(long, value_delimiter = ',', env = "MCP_WARDEN_UPSTREAM_ALLOW_CIDR")]
+    upstream_allow_cidr: Vec<String>,
+    /// Seconds a connection to the upstream (TCP and TLS) may take.
+    #[arg(long, default_value_t = 10)]
+    upstream_connect_timeout_secs: u64,
+    /// Never offer HTTP/2 to a TLS upstream (ALPN http/1.1 only).
+    #[arg(long)]
+    upstream_http1: bool,
+    /// The resolver configuration (name servers, search domains) for
+    /// upstream and token-endpoint host names.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_RESOLV_CONF",
+        default_value = "/etc/resolv.conf"
+    )]
+    resolv_conf: PathBuf,
     /// Upstream unix socket served by `mcp-warden-sidecar bridge`.
     #[arg(long)]
     upstream_socket: Option<PathBuf>,
@@ -242,16 +267,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.upstream_socket,
         args.command.split_first(),
     ) {
-        (Some(url), None, None) => {
-            // The upstream is the server in the same pod, on loopback: TLS
-            // there would protect nothing (the facade's own port is where
-            // TLS ends, in front of it).
-            anyhow::ensure!(
-                matches!(url.scheme_str(), Some("http")) && url.host().is_some(),
-                "--upstream-url must be an http:// URL with a host (got `{url}`); https upstreams are not supported"
-            );
-            UpstreamTarget::Http(url.clone())
-        }
+        (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => UpstreamTarget::Command {
             program: program.clone(),
@@ -352,6 +368,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         loopback: args.admin_listen.ip().is_loopback(),
     };
     let app = App::new(target, limits, hosts, policy, audit, session_ids, admin);
+    if let UpstreamTarget::Http(t) = &app.target {
+        // Egress refusals are audited and counted.
+        let weak = Arc::downgrade(&app);
+        t.client.set_observer(Arc::new(move |refusal| {
+            if let Some(app) = weak.upgrade() {
+                app.audit.egress_refused(refusal, &app.metrics);
+            }
+        }));
+    }
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),
@@ -405,6 +430,42 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = serving.await;
     app.audit.flush(Duration::from_secs(2));
     Ok(())
+}
+
+/// An HTTP(S) upstream: `https://` anywhere (the SSRF guard judges where it
+/// leads), `http://` only on loopback — the server in the same pod, where
+/// TLS would protect nothing and the loopback addresses are its own.
+fn http_target(url: &hyper::Uri, args: &RunArgs) -> anyhow::Result<HttpTarget> {
+    let endpoint = crate::net::Endpoint::of(url)
+        .map_err(|e| anyhow::anyhow!("--upstream-url `{url}`: {e}"))?;
+    anyhow::ensure!(
+        endpoint.tls || endpoint.is_local_plain(),
+        "--upstream-url `{url}`: http:// is only for a server on loopback (in the pod); use https:// for a remote server"
+    );
+    let mut allow = Vec::new();
+    for cidr in &args.upstream_allow_cidr {
+        allow.push(
+            crate::net::guard::parse_cidr(cidr)
+                .map_err(|e| anyhow::anyhow!("--upstream-allow-cidr: {e}"))?,
+        );
+    }
+    if endpoint.is_local_plain() {
+        allow.push("127.0.0.0/8".parse().expect("a CIDR"));
+        allow.push("::1/128".parse().expect("a CIDR"));
+    }
+    let config = crate::net::ClientConfig {
+        ca_file: args.upstream_ca_file.clone(),
+        allow,
+        resolv_conf: args.resolv_conf.clone(),
+        connect_timeout: Duration::from_secs(args.upstream_connect_timeout_secs.max(1)),
+        http2: !args.upstream_http1,
+        proxy: None,
+    };
+    let client = crate::net::Client::new(&config).map_err(anyhow::Error::msg)?;
+    Ok(HttpTarget {
+        uri: url.clone(),
+        client,
+    })
 }
 
 async fn shutdown_signal() {

@@ -73,6 +73,9 @@ pub struct Metrics {
     /// Server processes replaced because they did not let go of a call the
     /// client cancelled or that timed out.
     pub upstream_recycled: IntCounter,
+    /// `egress_refusals_total{reason}`: connections the SSRF guard refused
+    /// (`address_not_allowed`, `redirect`).
+    pub egress_refusals: IntCounterVec,
 }
 
 impl Metrics {
@@ -227,8 +230,17 @@ impl Metrics {
             "Server notifications shed because the client was not reading its stream",
         )
         .expect("valid metric");
+        let egress_refusals = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_egress_refusals_total",
+                "Upstream connections the facade refused to make (SSRF guard), by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(notifications_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(egress_refusals.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(notifications_dropped.clone()),
             Box::new(messages_dropped.clone()),
             Box::new(upstream_recycled.clone()),
             Box::new(forwarded.clone()),
@@ -281,6 +293,7 @@ impl Metrics {
             notifications_dropped,
             messages_dropped,
             upstream_recycled,
+            egress_refusals,
         }
     }
 

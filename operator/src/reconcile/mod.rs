@@ -180,8 +180,12 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server, token).await;
     // 7. status + Events
     let endpoint = names::endpoint(server, &ctx.config);
-    // Approved host names that nothing enforces (no Cilium, no Calico).
-    let unenforced: Vec<String> = if config.named_egress == crate::config::NamedEgress::None {
+    // Approved host names that nothing enforces (no Cilium, no Calico). A
+    // remote server's are enforced by its facade, the pod's only container,
+    // and reachable through the NetworkPolicy (build::network_policy).
+    let unenforced: Vec<String> = if config.named_egress == crate::config::NamedEgress::None
+        && server.spec.remote.is_none()
+    {
         plan.capabilities
             .in_force
             .iter()
@@ -196,7 +200,8 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         unenforced_hosts: &unenforced,
         missing_secrets: &resolved.missing_secrets,
         capabilities: &plan.capabilities,
-        tools: tools.as_deref(),
+        tools: tools.as_ref().map(|r| r.tools.as_slice()),
+        server: tools.as_ref().and_then(|r| r.server.as_ref()),
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
         not_owned: &applied.not_owned,

@@ -1,5 +1,6 @@
 //! Resolve (reads only): fetch what an MCPServer references — its
-//! ToolProfile, its SandboxProfile and the Secrets of `secretEnv`. A missing
+//! ToolProfile, its SandboxProfile and the Secrets of `secretEnv` and
+//! `remote.auth`. A missing
 //! object is an answer, not an error; only API failures are errors.
 
 use std::collections::BTreeSet;
@@ -57,7 +58,10 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut missing_secrets = Vec::new();
-    let wanted: BTreeSet<&String> = spec.secret_env.iter().map(|e| &e.secret_name).collect();
+    // `secretEnv`'s Secrets, and those of a remote server's credentials.
+    let remote = names::remote_secrets(server);
+    let mut wanted: BTreeSet<&String> = spec.secret_env.iter().map(|e| &e.secret_name).collect();
+    wanted.extend(remote.keys());
     for secret in wanted {
         // Metadata only: the operator never reads secret values.
         let found = secrets

@@ -210,6 +210,7 @@ impl JwtVerifier {
                     groups,
                     service_account: None,
                     method: AuthMethod::Jwt,
+                    token: None,
                 })
             }
             Kind::ServiceAccount => {
@@ -233,6 +234,7 @@ impl JwtVerifier {
                     ],
                     service_account: Some(format!("{ns}/{name}")),
                     method: AuthMethod::ServiceAccount,
+                    token: None,
                 })
             }
         }

@@ -51,6 +51,7 @@ impl StaticTokens {
             groups: groups.clone(),
             service_account: None,
             method: AuthMethod::StaticToken,
+            token: None,
         })
     }
 }

@@ -186,6 +186,48 @@ fn take(msg: ToWriter, out: &mut impl Write, flushed: &mut Vec<mpsc::Sender<()>>
     }
 }
 
+/// The audit line of a connection the facade refused to make (the SSRF
+/// guard: an address it may not connect to, a redirect). No caller: the
+/// connection is the facade's; the request it was for fails on its own line.
+#[derive(Serialize, Debug)]
+pub struct EgressRecord<'a> {
+    pub time: String,
+    pub event: &'static str,
+    pub decision: &'static str,
+    pub reason: &'static str,
+    /// The host the connection was for.
+    pub host: &'a str,
+    /// The refused address, when an address was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    pub detail: &'a str,
+}
+
+impl Audit {
+    /// Write the line of an egress refusal.
+    pub fn egress_refused(&self, refusal: &crate::net::EgressRefusal, metrics: &Metrics) {
+        metrics
+            .egress_refusals
+            .with_label_values(&[refusal.reason])
+            .inc();
+        let Some(tx) = &self.tx else { return };
+        let record = EgressRecord {
+            time: now_rfc3339(),
+            event: "egress_refused",
+            decision: "denied",
+            reason: refusal.reason,
+            host: &refusal.host,
+            address: refusal.address.map(|a| a.to_string()),
+            detail: &refusal.detail,
+        };
+        let mut line = serde_json::to_vec(&record).expect("audit records serialize");
+        line.push(b'\n');
+        if tx.try_send(ToWriter::Line(line)).is_err() {
+            metrics.audit_dropped.inc();
+        }
+    }
+}
+
 /// The audit line of a request refused before its step ran (unknown
 /// method, no role, unreadable params).
 pub fn denied(

@@ -73,6 +73,7 @@ impl Session {
                     upstream: None,
                     mrtr: None,
                     log_level: None,
+                    caller: caller.clone(),
                 },
             );
         }

@@ -125,13 +125,13 @@ impl Session {
         let n = channel.mint();
         let (tx, mut rx) = oneshot::channel();
         let (cancel_tx, mut cancel_rx) = oneshot::channel();
-        let progress = {
+        let (progress, caller) = {
             let mut st = self.state.lock().unwrap();
             let Some(p) = st.pending.get_mut(client_id) else {
                 return Forwarded::Gone;
             };
             p.upstream = Some(n);
-            p.progress_token.is_some()
+            (p.progress_token.is_some(), p.caller.clone())
         };
         channel.register(
             n,
@@ -152,9 +152,14 @@ impl Session {
             }
         };
         let out = Message::written(bytes, Kind::Request, Some(id), msg.method.clone());
-        // The limit covers sending too: over HTTP the answer may come back
-        // with the send itself.
-        let sent = tokio::time::timeout_at(deadline, channel.send(out)).await;
+        // The limit covers sending too (over HTTP the answer may come back
+        // with the send itself), and getting the request's upstream
+        // credential: chosen by its caller, now that the policy let it pass.
+        let send = async {
+            let credential = self.upstream_credential(&caller).await?;
+            channel.send_as(out, credential).await
+        };
+        let sent = tokio::time::timeout_at(deadline, send).await;
         match sent {
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
