@@ -188,6 +188,8 @@ pub struct App {
     /// Compiled input/output validators, by definition hash.
     pub schemas: SchemaCache,
     pub audit: Audit,
+    /// OpenTelemetry spans (none when tracing is off).
+    pub telemetry: crate::spans::Telemetry,
     pub global_calls: Arc<GlobalCalls>,
     pub sessions: Sessions,
     /// Mints session ids and tells which replica owns one.
@@ -329,7 +331,7 @@ impl App {
         limits: Limits,
         hosts: HostPolicy,
         policy: Arc<LivePolicy>,
-        audit: Audit,
+        (audit, telemetry): (Audit, crate::spans::Telemetry),
         session_ids: SessionIds,
         admin: AdminAccess,
     ) -> Arc<App> {
@@ -349,6 +351,7 @@ impl App {
             registry: Registry::default(),
             schemas: SchemaCache::new(),
             audit,
+            telemetry,
             global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
             metrics: Metrics::new(),

@@ -345,7 +345,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         token: admin_token,
         loopback: args.admin_listen.ip().is_loopback(),
     };
-    let app = App::new(target, limits, hosts, policy, audit, session_ids, admin);
+    // Spans, when an OTLP endpoint is configured (OTEL_* variables).
+    let tracer_provider = mcp_warden_telemetry::tracer_provider("mcp-warden-sidecar")?;
+    let telemetry = crate::spans::Telemetry::new(tracer_provider.as_ref());
+    let app = App::new(
+        target,
+        limits,
+        hosts,
+        policy,
+        (audit, telemetry),
+        session_ids,
+        admin,
+    );
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),
@@ -368,6 +379,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         };
         app.audit.flush(Duration::from_secs(2));
+        mcp_warden_telemetry::shutdown(tracer_provider).await;
         return served;
     }
 
@@ -398,6 +410,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     stop.cancel();
     let _ = serving.await;
     app.audit.flush(Duration::from_secs(2));
+    mcp_warden_telemetry::shutdown(tracer_provider).await;
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 //! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
 //! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
 //! - [`admin`], [`metrics`]: health, readiness, Prometheus metrics, `/tools`;
+//! - [`spans`]: OpenTelemetry spans of policed requests (off by default);
 //! - [`approvals`]: calls waiting for an out-of-band approval (`/approvals`);
 //! - [`policy_file`]: loading and hot-reloading the policy;
 //! - [`bridge`]: the in-pod stdio-to-socket bridge;
@@ -36,6 +37,7 @@ pub mod probe;
 pub mod request_state;
 pub mod server;
 pub mod session;
+pub mod spans;
 pub mod sse;
 pub mod strict_json;
 pub mod upstream;

@@ -90,6 +90,23 @@ pub struct Record<'a> {
     /// `kind/detail` (only then present).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finding: Option<String>,
+    /// The request's OpenTelemetry trace and span (only when tracing is on):
+    /// joins the audit trail to the traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+}
+
+impl Record<'_> {
+    /// Name the request's span (when tracing is on).
+    pub fn traced(mut self, span: &crate::spans::RequestSpan) -> Self {
+        if let Some((trace, span)) = span.ids() {
+            self.trace_id = Some(trace);
+            self.span_id = Some(span);
+        }
+        self
+    }
 }
 
 pub struct Audit {
@@ -195,6 +212,7 @@ pub fn denied(
     caller: &Identity,
     refusal: &Refusal,
     started: std::time::Instant,
+    span: &crate::spans::RequestSpan,
 ) {
     let app = &session.app;
     if !app.audit.is_on() {
@@ -215,7 +233,8 @@ pub fn denied(
         reason: Some(refusal.reason()),
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         ..Default::default()
-    };
+    }
+    .traced(span);
     app.audit.write(&record, &app.metrics);
 }
 
@@ -267,7 +286,8 @@ pub fn request(session: &Session, req: &Request, event: &'static str, ended: &En
         output_bytes: filtered.map(|f| f.output_bytes),
         redactions: filtered.map_or(0, super::output::Filtered::redaction_total),
         ..Default::default()
-    };
+    }
+    .traced(&req.span);
     app.audit.write(&record, &app.metrics);
 }
 

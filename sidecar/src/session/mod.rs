@@ -87,6 +87,9 @@ struct Pending {
     /// A modern client's `_meta` log level for this request (log messages
     /// reach it only at or above this level; none without it).
     log_level: Option<u8>,
+    /// The request's span (tracing on): exchanges with the server are its
+    /// children.
+    trace: Option<mcp_warden_telemetry::opentelemetry::Context>,
 }
 
 /// A request on the client, by the facade's id for it.
