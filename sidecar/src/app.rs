@@ -331,7 +331,7 @@ impl App {
         limits: Limits,
         hosts: HostPolicy,
         policy: Arc<LivePolicy>,
-        (audit, telemetry): (Audit, crate::spans::Telemetry),
+        (audit, telemetry, metrics): (Audit, crate::spans::Telemetry, Metrics),
         session_ids: SessionIds,
         admin: AdminAccess,
     ) -> Arc<App> {
@@ -354,7 +354,7 @@ impl App {
             telemetry,
             global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
-            metrics: Metrics::new(),
+            metrics,
             ready: AtomicBool::new(false),
             upstream: OnceLock::new(),
             upstream_known: tokio::sync::Notify::new(),

@@ -13,6 +13,7 @@
 //! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
 //! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
 //! - [`admin`], [`metrics`]: health, readiness, Prometheus metrics, `/tools`;
+//! - [`sinks`]: where audit records go (a rotated file, an HTTP store);
 //! - [`spans`]: OpenTelemetry spans of policed requests (off by default);
 //! - [`approvals`]: calls waiting for an out-of-band approval (`/approvals`);
 //! - [`policy_file`]: loading and hot-reloading the policy;
@@ -36,6 +37,7 @@ pub mod policy_file;
 pub mod probe;
 pub mod request_state;
 pub mod server;
+pub mod sinks;
 pub mod session;
 pub mod spans;
 pub mod sse;
