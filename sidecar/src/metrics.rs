@@ -53,6 +53,13 @@ pub struct Metrics {
     pub backlog_dropped: IntCounter,
     pub http_rejections: IntCounterVec,
     pub policy_reloads: IntCounterVec,
+    /// 1 while the policy file on disk is one the facade rejected (the
+    /// previous policy stays in force), 0 once a reload succeeds.
+    pub policy_reload_failing: IntGauge,
+    /// Calls waiting for an out-of-band approval, and how long the oldest
+    /// has waited (set when scraped).
+    pub approvals_pending: IntGauge,
+    pub approval_oldest_pending: prometheus::Gauge,
     /// `tool_calls_total{tool,outcome,code}`: every tools/call, allowed or not.
     pub tool_calls: IntCounterVec,
     pub tool_call_duration: HistogramVec,
@@ -145,6 +152,24 @@ impl Metrics {
                 "Policy file reloads, by result",
             ),
             &["result"],
+        )
+        .expect("valid metric");
+        for result in ["applied", "rejected"] {
+            policy_reloads.with_label_values(&[result]);
+        }
+        let policy_reload_failing = IntGauge::new(
+            "mcpwarden_policy_reload_failing",
+            "1 while the policy file is one the facade rejected (the previous policy stays in force)",
+        )
+        .expect("valid metric");
+        let approvals_pending = IntGauge::new(
+            "mcpwarden_approvals_pending",
+            "Tool calls waiting for an out-of-band approval on /approvals",
+        )
+        .expect("valid metric");
+        let approval_oldest_pending = prometheus::Gauge::new(
+            "mcpwarden_approval_oldest_pending_seconds",
+            "How long the oldest call waiting for an out-of-band approval has waited (0: none waits)",
         )
         .expect("valid metric");
         let tool_calls = IntCounterVec::new(
@@ -290,6 +315,9 @@ impl Metrics {
             Box::new(backlog_dropped.clone()),
             Box::new(http_rejections.clone()),
             Box::new(policy_reloads.clone()),
+            Box::new(policy_reload_failing.clone()),
+            Box::new(approvals_pending.clone()),
+            Box::new(approval_oldest_pending.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -308,6 +336,9 @@ impl Metrics {
             backlog_dropped,
             http_rejections,
             policy_reloads,
+            policy_reload_failing,
+            approvals_pending,
+            approval_oldest_pending,
             tool_calls,
             tool_call_duration,
             tool_output_bytes,
