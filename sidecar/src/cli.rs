@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{AdminAccess, App, HostPolicy, Limits};
 use crate::pipeline::audit::{Audit, AuditConfig, AuditSink};
-use crate::sinks::file::Rotation;
 use crate::pipeline::policy::LivePolicy;
 use crate::session::ids::SessionIds;
+use crate::sinks::file::Rotation;
 use crate::upstream::UpstreamTarget;
 use crate::{admin, bridge, downstream, policy_file, probe, server};
 

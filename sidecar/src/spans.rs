@@ -96,7 +96,12 @@ impl Telemetry {
 
     /// A CLIENT span for one exchange with the server, child of `parent`
     /// (the request's span): its context is what the server is sent.
-    pub fn upstream(&self, parent: &Context, method: &'static str, upstream_id: u64) -> RequestSpan {
+    pub fn upstream(
+        &self,
+        parent: &Context,
+        method: &'static str,
+        upstream_id: u64,
+    ) -> RequestSpan {
         let Some(tracer) = &self.tracer else {
             return RequestSpan::NONE;
         };
@@ -160,10 +165,8 @@ impl RequestSpan {
     /// A gate the request passed (`pass`), or that asked a person (`ask`).
     pub fn gate(&self, gate: &'static str, result: &'static str) {
         if let Some(cx) = &self.0 {
-            cx.span().add_event(
-                gate,
-                vec![KeyValue::new("mcpwarden.gate.result", result)],
-            );
+            cx.span()
+                .add_event(gate, vec![KeyValue::new("mcpwarden.gate.result", result)]);
         }
     }
 
@@ -283,7 +286,9 @@ mod tests {
                 .then_some("00-11111111111111111111111111111111-2222222222222222-01")
         })
         .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let (from_meta, from_header) = rt.block_on(HEADER_PARENT.scope(header, async {
             (
                 parent_of(Some(&meta)),

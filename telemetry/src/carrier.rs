@@ -67,10 +67,16 @@ mod tests {
         let cx = extract(|k| m.get(k).copied()).unwrap();
         let sc = cx.span().span_context().clone();
         assert!(sc.is_remote() && sc.is_sampled());
-        assert_eq!(sc.trace_id().to_string(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
         assert_eq!(
             inject(&cx),
-            vec![(TRACEPARENT, PARENT.to_string()), (TRACESTATE, "vendor=abc".into())]
+            vec![
+                (TRACEPARENT, PARENT.to_string()),
+                (TRACESTATE, "vendor=abc".into())
+            ]
         );
     }
 

@@ -24,8 +24,8 @@ pub mod http_client;
 use std::time::Duration;
 
 pub use opentelemetry;
-pub use opentelemetry_sdk;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+pub use opentelemetry_sdk;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 
@@ -141,10 +141,13 @@ pub fn tracer_provider(service: &'static str) -> Result<Option<SdkTracerProvider
 /// `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT` (milliseconds), default 10 s: the
 /// HTTP client enforces it (the SDK leaves that to the client).
 fn export_timeout() -> Duration {
-    ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok()?.trim().parse::<u64>().ok())
-        .map_or(Duration::from_secs(10), Duration::from_millis)
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok()?.trim().parse::<u64>().ok())
+    .map_or(Duration::from_secs(10), Duration::from_millis)
 }
 
 /// Flush and stop the provider: the last thing a binary does (blocks, so

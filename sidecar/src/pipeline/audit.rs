@@ -31,7 +31,7 @@ use super::Request;
 use crate::jsonrpc::RequestId;
 use crate::metrics::Metrics;
 use crate::session::Session;
-use crate::sinks::file::{Rotation, RotatingFile};
+use crate::sinks::file::{RotatingFile, Rotation};
 use crate::sinks::http::HttpSink;
 
 /// Where audit lines go.
@@ -562,10 +562,15 @@ mod tests {
     fn records_match_the_published_schema_and_it_names_every_field() {
         let v = validator();
         let full = serde_json::to_value(full_record()).unwrap();
-        assert!(v.is_valid(&full), "{:?}", v.iter_errors(&full).collect::<Vec<_>>());
+        assert!(
+            v.is_valid(&full),
+            "{:?}",
+            v.iter_errors(&full).collect::<Vec<_>>()
+        );
         // The schema describes exactly the fields a record can have.
         let schema: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
-        let mut described: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        let mut described: Vec<&String> =
+            schema["properties"].as_object().unwrap().keys().collect();
         let mut written: Vec<&String> = full.as_object().unwrap().keys().collect();
         described.sort();
         written.sort();
@@ -581,7 +586,11 @@ mod tests {
             ..Default::default()
         };
         let auth = serde_json::to_value(auth).unwrap();
-        assert!(v.is_valid(&auth), "{:?}", v.iter_errors(&auth).collect::<Vec<_>>());
+        assert!(
+            v.is_valid(&auth),
+            "{:?}",
+            v.iter_errors(&auth).collect::<Vec<_>>()
+        );
         assert_eq!(auth["v"], RECORD_VERSION);
     }
 
@@ -591,7 +600,10 @@ mod tests {
         let good = serde_json::to_value(full_record()).unwrap();
         let mut content = good.clone();
         content["arguments"] = serde_json::json!({"path": "/etc/shadow"});
-        assert!(!v.is_valid(&content), "an unknown field (content) is refused");
+        assert!(
+            !v.is_valid(&content),
+            "an unknown field (content) is refused"
+        );
         let mut version = good.clone();
         version["v"] = 2.into();
         assert!(!v.is_valid(&version));

@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use mcp_warden_telemetry::opentelemetry::KeyValue;
 use mcp_warden_policy::{clean_schema, Decision};
+use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::{json, Value};
 
 use super::output;

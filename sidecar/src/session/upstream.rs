@@ -157,7 +157,14 @@ impl Session {
             adjust.trace = mcp_warden_telemetry::carrier::inject(cx);
         }
         let forwarded = self
-            .exchange(n, &id, msg, (progress, edit, &adjust), (rx, cancel_rx), deadline)
+            .exchange(
+                n,
+                &id,
+                msg,
+                (progress, edit, &adjust),
+                (rx, cancel_rx),
+                deadline,
+            )
             .await;
         span.outcome(match &forwarded {
             Forwarded::Answer(a) if a.is_error => "error",
@@ -355,10 +362,8 @@ fn outgoing(
                 }
             }
         }
-        let touch_meta = progress
-            || adjust.add_meta.is_some()
-            || adjust.to_legacy
-            || !adjust.trace.is_empty();
+        let touch_meta =
+            progress || adjust.add_meta.is_some() || adjust.to_legacy || !adjust.trace.is_empty();
         if !touch_meta {
             return;
         }

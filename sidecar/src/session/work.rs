@@ -29,7 +29,9 @@ impl Work {
         // the work, wherever it ends up running (tracing on only).
         if crate::spans::enabled() {
             if let Ok(parent) = crate::spans::HEADER_PARENT.try_with(Clone::clone) {
-                return Work(Some(Box::pin(crate::spans::HEADER_PARENT.scope(parent, work))));
+                return Work(Some(Box::pin(
+                    crate::spans::HEADER_PARENT.scope(parent, work),
+                )));
             }
         }
         Work(Some(Box::pin(work)))

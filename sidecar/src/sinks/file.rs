@@ -170,7 +170,10 @@ mod tests {
         .unwrap();
         f.write_lines(b"ab\nthis-is-long\ncd\n").unwrap();
         assert_eq!(std::fs::read_to_string(d.join("a.2")).unwrap(), "ab\n");
-        assert_eq!(std::fs::read_to_string(d.join("a.1")).unwrap(), "this-is-long\n");
+        assert_eq!(
+            std::fs::read_to_string(d.join("a.1")).unwrap(),
+            "this-is-long\n"
+        );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "cd\n");
     }
 
@@ -186,7 +189,10 @@ mod tests {
             .unwrap()
             .write_lines(&b"x\n".repeat(1000))
             .unwrap();
-        RotatingFile::open(&path, r).unwrap().write_lines(b"y\n").unwrap();
+        RotatingFile::open(&path, r)
+            .unwrap()
+            .write_lines(b"y\n")
+            .unwrap();
         assert_eq!(std::fs::read(&path).unwrap().len(), 2002);
         assert!(!d.join("a.1").exists());
     }
