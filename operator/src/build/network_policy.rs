@@ -7,6 +7,7 @@
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
 //!          cluster DNS (UDP+TCP 53)                         `network.dns` approved
 //!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
+//!          CIDR → ports, DNS for host names                 the platform's collector / audit store
 //!          nothing else
 //! ```
 
@@ -34,6 +35,29 @@ fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelecto
         match_labels: Some(l.clone()),
         ..LabelSelector::default()
     })
+}
+
+/// Lookups to the cluster DNS (UDP and TCP 53).
+fn dns_rule() -> NetworkPolicyEgressRule {
+    let port = |protocol: &str| NetworkPolicyPort {
+        port: Some(IntOrString::Int(53)),
+        protocol: Some(protocol.into()),
+        ..NetworkPolicyPort::default()
+    };
+    NetworkPolicyEgressRule {
+        ports: Some(vec![port("UDP"), port("TCP")]),
+        to: Some(vec![NetworkPolicyPeer {
+            namespace_selector: labels(
+                &[(
+                    "kubernetes.io/metadata.name".to_string(),
+                    "kube-system".to_string(),
+                )]
+                .into(),
+            ),
+            pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
+            ..NetworkPolicyPeer::default()
+        }]),
+    }
 }
 
 /// The NetworkPolicy around the server's pods.
@@ -82,30 +106,21 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
         });
     }
     if input.approved.dns {
-        let port = |protocol: &str| NetworkPolicyPort {
-            port: Some(IntOrString::Int(53)),
-            protocol: Some(protocol.into()),
-            ..NetworkPolicyPort::default()
-        };
-        egress.push(NetworkPolicyEgressRule {
-            ports: Some(vec![port("UDP"), port("TCP")]),
-            to: Some(vec![NetworkPolicyPeer {
-                namespace_selector: labels(
-                    &[(
-                        "kubernetes.io/metadata.name".to_string(),
-                        "kube-system".to_string(),
-                    )]
-                    .into(),
-                ),
-                pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
-                ..NetworkPolicyPeer::default()
-            }]),
-        });
+        egress.push(dns_rule());
     }
-    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet).
+    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet),
+    // plus the platform's collector and audit store (chart-level, not a
+    // capability of the server: the facade in the pod sends there).
     let mut by_cidr: std::collections::BTreeMap<&str, Vec<NetworkPolicyPort>> = Default::default();
-    for (cidr, port) in &input.approved.egress {
-        by_cidr.entry(cidr).or_default().push(tcp(*port));
+    let telemetry = &cfg.facade_telemetry;
+    for (cidr, port) in input.approved.egress.iter().chain(&telemetry.egress) {
+        let ports = by_cidr.entry(cidr).or_default();
+        if !ports.contains(&tcp(*port)) {
+            ports.push(tcp(*port));
+        }
+    }
+    if telemetry.needs_dns() && !input.approved.dns && !telemetry.egress.is_empty() {
+        egress.push(dns_rule());
     }
     for (cidr, ports) in by_cidr {
         egress.push(NetworkPolicyEgressRule {
