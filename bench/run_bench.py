@@ -29,6 +29,8 @@ at concurrency 1, 16 and 128 (in-flight calls; each worker has its own keep-aliv
 connection, bound to one of min(c, 16) sessions). Each (target, concurrency) is
 measured in R interleaved rounds (default 5) and the median of the rounds is
 reported. Also: the facade's RSS idle and with 1,000 idle sessions (HTTP upstream),
+OpenTelemetry tracing off vs on (100 % and 1 % sampling, exporting OTLP/HTTP to a
+stand-in collector; "off" twice, the two runs' spread being the noise floor),
 the criterion micro-benchmarks of the policy crate, and the operator scale test.
 
 Results: a table on stdout, bench/results/bench-<time>.json (+ latest.json) and
@@ -53,9 +55,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -251,6 +255,42 @@ limits: {maxCallsPerSession: 100000000, callsPerMinute: 1000000000, maxConcurren
 """)
 
 
+class OtlpSink:
+    """A stand-in OTLP/HTTP collector on loopback: answers every export with an
+    empty ExportTraceServiceResponse (200) and counts requests and bytes. It
+    does not decode: what is measured is the facade's cost, not a collector's."""
+
+    def __init__(self):
+        sink = self
+        self.requests = 0
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                with sink.lock:
+                    sink.requests += 1
+                    sink.bytes += n
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Upstream:
     """How to run one upstream server over stdio and over Streamable HTTP."""
 
@@ -330,9 +370,10 @@ class Bench:
         return self._help
 
     def facade(self, name: str, upstream: list[str] | None = None, upstream_url: str | None = None,
-               policy: bool = False, extra: list[str] = ()) -> tuple[Proc, str, str]:
+               policy: bool = False, extra: list[str] = (), env: dict | None = None,
+               binary: str | None = None) -> tuple[Proc, str, str]:
         port, admin = free_port(), free_port()
-        cmd = [self.a.sidecar, "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+        cmd = [binary or self.a.sidecar, "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
                "--log-format", "text"]
         # The load generator is one anonymous caller with many sessions; the
         # per-caller share is not what is measured. (Older binaries, run for a
@@ -351,7 +392,7 @@ class Bench:
             cmd += ["--upstream-url", upstream_url]
         if upstream:
             cmd += ["--", *upstream]
-        p = self.start(name, cmd, env={"RUST_LOG": "warn"})
+        p = self.start(name, cmd, env={"RUST_LOG": "warn", **(env or {})})
         wait_http_ok(f"http://127.0.0.1:{admin}/readyz", p)
         return p, f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{admin}"
 
@@ -528,6 +569,67 @@ class Bench:
         self.stop_all()
         return out
 
+    # -- tracing off vs on ------------------------------------------------------
+    def tracing(self, levels=(1, 16)) -> dict:
+        """The same allow-all facade (audit off) in front of mcp-bench-echo over
+        HTTP, with tracing off and on; rounds interleaved as for the targets."""
+        log("== tracing: off vs on (100 % and 1 % sampling), OTLP/HTTP to a stand-in collector")
+        sink = OtlpSink()
+        port = free_port()
+        up = self.start("tracing-echo", [self.a.echo, "http", "--listen", f"127.0.0.1:{port}"])
+        wait_port(port, up)
+        upstream = f"http://127.0.0.1:{port}/mcp"
+        # Off is the binaries' default: no OTLP endpoint in the environment
+        # (Proc inherits ours, so any OTEL_* of the caller is blanked).
+        off = {k: "" for k in os.environ if k.startswith("OTEL_")}
+        on = {**off, "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+        variants = {
+            "off": off,
+            "off-again": off,
+            "on-1%": {**on, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"},
+            "on-100%": {**on, "OTEL_TRACES_SAMPLER": "parentbased_always_on"},
+        }
+        binaries = {name: None for name in variants}
+        if self.a.tracing_baseline:  # a build without the tracing code: what "off" is measured against
+            variants = {"no-tracing-build": off, **variants}
+            binaries["no-tracing-build"] = self.a.tracing_baseline
+        targets = []
+        for name, env in variants.items():
+            p, url, _ = self.facade(f"tracing-{name}", upstream_url=upstream, env=env, binary=binaries[name])
+            targets.append(Target(name, "facade", "http", url, p.pid, note=f"tracing {name}"))
+        res: dict = {"levels": {}, "upstream": "mcp-bench-echo (HTTP)",
+                     "note": "allow-all facade, audit off; the caller sends no traceparent (every span a root)"}
+        try:
+            for c in levels:
+                runs: dict = {t.name: [] for t in targets}
+                for r in range(self.a.rounds):
+                    for t in targets:
+                        n = self.a.requests_c1 if c == 1 else self.a.requests
+                        out = self.load(t, c, self.a.duration, self.a.warmup, n, expect=MESSAGE,
+                                        sessions=min(c, 16))
+                        if "failed" in out:
+                            log(f"   tracing c={c} round {r} {t.name}: FAILED {out['failed'][:300]}")
+                        runs[t.name].append(out)
+                level = {name: aggregate(rs) for name, rs in runs.items()}
+                for name, v in level.items():
+                    if name != "off":
+                        v["vs_off"] = paired_vs(runs[name], runs["off"])
+                    log(f"   c={c:<3} tracing {name:<9} p50={fmt(v.get('p50_us'))}us p99={fmt(v.get('p99_us'))}us "
+                        f"rps={fmt(v.get('rps'))} cpu/call={fmt(v.get('cpu_us_per_call'), 1)}us")
+                res["levels"][str(c)] = level
+            time.sleep(6)  # the batch processor's 5 s schedule: let the last batches arrive
+        finally:
+            sink.close()
+            for t in targets:
+                for p in [p for p in self.procs if p.pid == t.watch_pid]:
+                    p.stop()
+                    self.procs.remove(p)
+            self.stop_all()
+        # On means exported: the stand-in collector got OTLP requests.
+        res["collector"] = {"export_requests": sink.requests, "export_bytes": sink.bytes}
+        log(f"   collector: {sink.requests} export requests, {sink.bytes:,} bytes")
+        return res
+
     # -- criterion + operator --------------------------------------------------
     def criterion(self) -> dict:
         log("== criterion micro-benchmarks (policy/benches/policy.rs)")
@@ -628,6 +730,22 @@ def human_ns(ns: float) -> str:
     if ns >= 1e3:
         return f"{ns / 1e3:.2f} µs"
     return f"{ns:.0f} ns"
+
+
+def paired_vs(runs: list[dict], base: list[dict]) -> dict:
+    """Against `base`, round by round (the rounds interleave the variants in
+    time, so each pair saw the same machine load): the median difference."""
+    pairs = [(a, b) for a, b in zip(runs, base) if "failed" not in a and "failed" not in b]
+    if not pairs:
+        return {}
+    med = statistics.median
+    return {
+        "added_p50_us": med(a["latency_us"]["p50"] - b["latency_us"]["p50"] for a, b in pairs),
+        "added_p99_us": med(a["latency_us"]["p99"] - b["latency_us"]["p99"] for a, b in pairs),
+        "rps_ratio": med(a["throughput_rps"] / b["throughput_rps"] for a, b in pairs if b["throughput_rps"]),
+        "added_cpu_us_per_call": med(a["cpu_us_per_call"] - b["cpu_us_per_call"] for a, b in pairs),
+        "rounds": len(pairs),
+    }
 
 
 def add_ratios(up_res: dict) -> None:
@@ -772,6 +890,30 @@ def print_tables(res: dict) -> None:
             print("| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |")
             if i == 0:
                 print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    tr = res.get("tracing")
+    if tr:
+        print(f"\n### tracing off vs on ({tr['upstream']}; {tr['note']}; collector got "
+              f"{tr['collector']['export_requests']} OTLP requests, {tr['collector']['export_bytes']:,} bytes)")
+        print("(vs off: the median over rounds of the difference with `off` in the same round; `off-again`"
+              " is the noise floor)")
+        tcols = ("tracing", "c", "p50 µs", "p99 µs", "calls/s", "cpu µs/call", "+p50 µs vs off", "+p99 µs vs off",
+                 "rps/off", "+cpu µs/call vs off", "err")
+        rows = [tcols]
+        for c, level in tr["levels"].items():
+            for name, v in level.items():
+                if "p50_us" not in v:
+                    rows.append((name, c, "FAILED", *[""] * (len(tcols) - 3)))
+                    continue
+                d = v.get("vs_off", {})
+                rows.append((name, c, fmt(v["p50_us"]), fmt(v["p99_us"]), fmt(v["rps"]), fmt(v["cpu_us_per_call"], 1),
+                             fmt(d.get("added_p50_us")), fmt(d.get("added_p99_us")), fmt(d.get("rps_ratio"), 3),
+                             fmt(d.get("added_cpu_us_per_call"), 1), str(v["errors"])))
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(tcols))]
+        for i, r in enumerate(rows):
+            print("| " + " | ".join(str(x).rjust(w) if j else str(x).ljust(w)
+                                    for j, (x, w) in enumerate(zip(r, widths))) + " |")
+            if i == 0:
+                print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     idle = res.get("idle_sessions")
     if idle:
         print("\n### facade RSS (HTTP upstream)")
@@ -876,7 +1018,10 @@ def main() -> int:
     ap.add_argument("--levels", type=int, nargs="+", default=list(CONCURRENCY),
                     help="concurrency levels (default 1 16 128)")
     ap.add_argument("--skip", action="append", default=[],
-                    help="echo, everything, idle, criterion, operator, peers (repeatable)")
+                    help="echo, everything, tracing, idle, criterion, operator, peers (repeatable)")
+    ap.add_argument("--tracing-baseline", default=None,
+                    help="a release mcp-warden-sidecar built without the tracing code: the tracing part then "
+                         "also measures `off` against it")
     a = ap.parse_args()
     a.load = str(Path(a.bin_dir) / "mcp-bench-load")
     a.echo = str(Path(a.bin_dir) / "mcp-bench-echo")
@@ -908,6 +1053,8 @@ def main() -> int:
             add_ratios(b.results["runs"][up.name])
             b.results["runs"][up.name]["https_vs_http"] = https_vs_http(b.results["runs"][up.name])
             b.results["runs"][up.name]["wall_s"] = round(time.monotonic() - t0, 1)
+        if "tracing" not in a.skip:
+            b.results["tracing"] = b.tracing(tuple(c for c in a.levels if c <= 16) or (1,))
         if "idle" not in a.skip:
             b.results["idle_sessions"] = b.idle_sessions(1000)
         if "criterion" not in a.skip:

@@ -80,6 +80,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             app.metrics
                 .calls_in_flight
                 .set(app.global_calls.current() as i64);
+            let (waiting, oldest) = app.approvals.waiting();
+            app.metrics.approvals_pending.set(waiting as i64);
+            app.metrics
+                .approval_oldest_pending
+                .set(oldest.map_or(0.0, |d| d.as_secs_f64()));
             let mut resp =
                 Response::new(Full::new(Bytes::from(app.metrics.render())).boxed_unsync());
             resp.headers_mut().insert(

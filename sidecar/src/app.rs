@@ -192,6 +192,8 @@ pub struct App {
     /// Compiled input/output validators, by definition hash.
     pub schemas: SchemaCache,
     pub audit: Audit,
+    /// OpenTelemetry spans (none when tracing is off).
+    pub telemetry: crate::spans::Telemetry,
     pub global_calls: Arc<GlobalCalls>,
     pub sessions: Sessions,
     /// Mints session ids and tells which replica owns one.
@@ -382,7 +384,7 @@ impl App {
         limits: Limits,
         hosts: HostPolicy,
         policy: Arc<LivePolicy>,
-        audit: Audit,
+        (audit, telemetry, metrics): (Audit, crate::spans::Telemetry, Metrics),
         session_ids: SessionIds,
         admin: AdminAccess,
     ) -> Arc<App> {
@@ -403,9 +405,10 @@ impl App {
             registry: Registry::default(),
             schemas: SchemaCache::new(),
             audit,
+            telemetry,
             global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
-            metrics: Metrics::new(),
+            metrics,
             ready: AtomicBool::new(false),
             upstream: OnceLock::new(),
             upstream_known: tokio::sync::Notify::new(),

@@ -14,9 +14,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{AdminAccess, App, HostPolicy, Limits};
-use crate::pipeline::audit::{Audit, AuditSink};
+use crate::pipeline::audit::{Audit, AuditConfig, AuditSink};
 use crate::pipeline::policy::LivePolicy;
 use crate::session::ids::SessionIds;
+use crate::sinks::file::Rotation;
 use crate::upstream::{HttpTarget, UpstreamTarget};
 use crate::{admin, bridge, downstream, policy_file, probe, server};
 
@@ -204,6 +205,27 @@ struct RunArgs {
     /// stdout; stderr with --stdio).
     #[arg(long)]
     audit: Option<AuditSink>,
+    /// A `file:` audit sink is rotated before it grows past this many
+    /// bytes (0: never): `PATH` becomes `PATH.1`, and so on.
+    #[arg(long, default_value_t = Rotation::default().max_bytes)]
+    audit_max_bytes: u64,
+    /// Rotated audit files kept (`PATH.1` … `PATH.<N>`); older ones are deleted.
+    #[arg(long, default_value_t = Rotation::default().keep)]
+    audit_keep: usize,
+    /// Also send audit records to this HTTP store (`http://…`, POSTs of
+    /// `application/x-ndjson` batches, retried with backoff).
+    #[arg(long, env = "MCP_WARDEN_AUDIT_HTTP")]
+    audit_http: Option<hyper::Uri>,
+    /// Records held for the HTTP store while it is unreachable; beyond
+    /// this, new records are dropped (counted and logged).
+    #[arg(long, default_value_t = 10_000)]
+    audit_http_buffer: usize,
+    /// Records per POST to the HTTP store, at most.
+    #[arg(long, default_value_t = 500)]
+    audit_http_batch: usize,
+    /// File holding a bearer token for the HTTP store.
+    #[arg(long, env = "MCP_WARDEN_AUDIT_HTTP_TOKEN_FILE")]
+    audit_http_token_file: Option<PathBuf>,
     /// Threads that serve clients; 0 (the default) is one per CPU core. A
     /// sidecar limited to one core or less does well with 1: a call then
     /// costs the fewest system calls (six, no wake-ups across threads).
@@ -291,8 +313,35 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None if args.stdio => AuditSink::Stderr,
         None => AuditSink::Stdout,
     };
-    let audit =
-        Audit::start(audit_sink).map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
+    let audit_http = match &args.audit_http {
+        Some(url) => {
+            let mut settings =
+                crate::sinks::http::Settings::new(url.clone()).map_err(anyhow::Error::msg)?;
+            settings.capacity = args.audit_http_buffer.max(1);
+            settings.batch = args.audit_http_batch.max(1);
+            if let Some(path) = &args.audit_http_token_file {
+                let token = std::fs::read_to_string(path).map_err(|e| {
+                    anyhow::anyhow!("cannot read the audit store token {}: {e}", path.display())
+                })?;
+                settings.token = Some(token.trim().to_string());
+            }
+            Some(settings)
+        }
+        None => None,
+    };
+    let metrics = crate::metrics::Metrics::new();
+    let audit = Audit::start(
+        AuditConfig {
+            sink: audit_sink,
+            rotation: Rotation {
+                max_bytes: args.audit_max_bytes,
+                keep: args.audit_keep,
+            },
+            http: audit_http,
+        },
+        &metrics,
+    )
+    .map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_header_bytes: args.max_header_bytes,
@@ -367,7 +416,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         token: admin_token,
         loopback: args.admin_listen.ip().is_loopback(),
     };
-    let app = App::new(target, limits, hosts, policy, audit, session_ids, admin);
+    // Spans, when an OTLP endpoint is configured (OTEL_* variables).
+    let tracer_provider = mcp_warden_telemetry::tracer_provider("mcp-warden-sidecar")?;
+    let telemetry = crate::spans::Telemetry::new(tracer_provider.as_ref());
+    let app = App::new(
+        target,
+        limits,
+        hosts,
+        policy,
+        (audit, telemetry, metrics),
+        session_ids,
+        admin,
+    );
     if let UpstreamTarget::Http(t) = &app.target {
         // Egress refusals are audited and counted.
         let weak = Arc::downgrade(&app);
@@ -399,6 +459,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         };
         app.audit.flush(Duration::from_secs(2));
+        app.audit.flush_http(Duration::from_secs(5)).await;
+        mcp_warden_telemetry::shutdown(tracer_provider).await;
         return served;
     }
 
@@ -429,6 +491,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     stop.cancel();
     let _ = serving.await;
     app.audit.flush(Duration::from_secs(2));
+    app.audit.flush_http(Duration::from_secs(5)).await;
+    mcp_warden_telemetry::shutdown(tracer_provider).await;
     Ok(())
 }
 

@@ -15,6 +15,8 @@
 //! - [`credentials`]: what the facade presents upstream for each caller;
 //! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
 //! - [`admin`], [`metrics`]: health, readiness, Prometheus metrics, `/tools`;
+//! - [`sinks`]: where audit records go (a rotated file, an HTTP store);
+//! - [`spans`]: OpenTelemetry spans of policed requests (off by default);
 //! - [`approvals`]: calls waiting for an out-of-band approval (`/approvals`);
 //! - [`policy_file`]: loading and hot-reloading the policy;
 //! - [`bridge`]: the in-pod stdio-to-socket bridge;
@@ -40,6 +42,8 @@ pub mod probe;
 pub mod request_state;
 pub mod server;
 pub mod session;
+pub mod sinks;
+pub mod spans;
 pub mod sse;
 pub mod strict_json;
 pub mod upstream;

@@ -32,13 +32,13 @@ FAKE_GITHUB = "ghp_" + "M4n5B6v7C8x9Z0l1K2j3H4g5F6d7S8a9P0o1"
 MARK = {k: f"{k}-{secrets.token_hex(6)}" for k in
         ("plain", "chained", "approval", "schema", "approved", "declined", "role", "hidden", "big", "timeout")}
 
-AUDIT_FIELDS = {"time", "event", "method", "call_id", "session", "issuer", "subject", "auth", "role", "tool",
+AUDIT_FIELDS = {"v", "time", "event", "method", "call_id", "session", "issuer", "subject", "auth", "role", "tool",
                 "upstream_tool", "prompt",
                 "definition_hash", "args_sha256", "args_bytes", "decision", "code", "reason", "duration_ms",
                 "output_bytes", "truncated", "redactions"}
 # Present only when they say something: who approved out of band, why a
-# quarantined tool looks poisoned.
-OPTIONAL_FIELDS = {"approver", "finding"}
+# quarantined tool looks poisoned, the request's span (tracing on).
+OPTIONAL_FIELDS = {"approver", "finding", "trace_id", "span_id"}
 
 EVERYTHING_TOOLS = ["echo", "add_numbers", "get-env", "long_operation", "toggle-simulated-logging",
                     "get-resource-links"]

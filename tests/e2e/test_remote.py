@@ -309,7 +309,7 @@ def test_a_redirect_to_another_host_is_refused_and_audited(facade, start_process
     assert "redirected (HTTP 307) to another host" in text and "never follows redirects" in text, text
     line = stack.audit.wait(lambda l: l.get("event") == "egress_refused")
     assert line["reason"] == "redirect" and line["host"] == "metadata.evil.test", line
-    assert line["decision"] == "denied"
+    assert line["decision"] == "deny" and line["v"] == 1
     metrics = httpx.get(f"{f.admin_url}/metrics").text
     assert re.search(r'mcpwarden_egress_refusals_total\{reason="redirect"\} [1-9]', metrics), metrics
 

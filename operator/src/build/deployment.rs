@@ -321,6 +321,43 @@ fn server_container(input: BuildInput<'_>) -> Container {
     }
 }
 
+/// Where the facade sends spans (the standard `OTEL_*` variables, only when
+/// the platform set a collector) and audit records (`--audit-http`).
+fn telemetry(input: BuildInput<'_>, args: &mut Vec<String>, env: &mut Vec<EnvVar>) {
+    let t = &input.config.facade_telemetry;
+    let value = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        value_from: None,
+    };
+    if let Some(endpoint) = &t.otlp_endpoint {
+        let server = input.server;
+        env.extend([
+            value("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
+            value(
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                t.otlp_protocol
+                    .clone()
+                    .unwrap_or_else(|| "http/protobuf".into()),
+            ),
+            value("OTEL_TRACES_SAMPLER", "parentbased_traceidratio".into()),
+            value("OTEL_TRACES_SAMPLER_ARG", t.trace_sampling.clone()),
+            value("OTEL_SERVICE_NAME", "mcp-warden-facade".into()),
+            value(
+                "OTEL_RESOURCE_ATTRIBUTES",
+                format!(
+                    "k8s.namespace.name={},mcpwarden.server={}",
+                    names::namespace(server),
+                    server.metadata.name.as_deref().unwrap_or_default()
+                ),
+            ),
+        ]);
+    }
+    if let Some(store) = &t.audit_http {
+        args.extend(["--audit-http".into(), store.clone()]);
+    }
+}
+
 /// The facade: the only way in.
 fn facade_container(input: BuildInput<'_>) -> Container {
     let spec = &input.server.spec;
@@ -348,7 +385,7 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         value: Some(value),
         value_from: None,
     };
-    let env = vec![
+    let mut env = vec![
         EnvVar {
             name: "POD_IP".into(),
             value: None,
@@ -377,6 +414,7 @@ fn facade_container(input: BuildInput<'_>) -> Container {
     if !spec.protocol_era.is_auto() {
         args.extend(["--upstream-era".into(), spec.protocol_era.as_str().into()]);
     }
+    telemetry(input, &mut args, &mut env);
     match spec.transport {
         _ if spec.remote.is_some() => remote_upstream(input, &mut args, &mut mounts),
         Transport::Stdio => {

@@ -9,6 +9,7 @@
 //!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
 //!          public addresses → ports                         `network.egress.host:<name>:<port>` approved,
 //!                                                           remote server, no named-egress engine
+//!          CIDR → ports, DNS for host names                 the platform's collector / audit store
 //!          nothing else
 //! ```
 //!
@@ -70,6 +71,29 @@ fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelecto
     })
 }
 
+/// Lookups to the cluster DNS (UDP and TCP 53).
+fn dns_rule() -> NetworkPolicyEgressRule {
+    let port = |protocol: &str| NetworkPolicyPort {
+        port: Some(IntOrString::Int(53)),
+        protocol: Some(protocol.into()),
+        ..NetworkPolicyPort::default()
+    };
+    NetworkPolicyEgressRule {
+        ports: Some(vec![port("UDP"), port("TCP")]),
+        to: Some(vec![NetworkPolicyPeer {
+            namespace_selector: labels(
+                &[(
+                    "kubernetes.io/metadata.name".to_string(),
+                    "kube-system".to_string(),
+                )]
+                .into(),
+            ),
+            pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
+            ..NetworkPolicyPeer::default()
+        }]),
+    }
+}
+
 /// The NetworkPolicy around the server's pods.
 pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
     let cfg = input.config;
@@ -119,31 +143,24 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
     let remote_hosts_by_address = input.server.spec.remote.is_some()
         && input.config.named_egress == NamedEgress::None
         && !input.approved.hosts.is_empty();
-    if input.approved.dns && (!input.approved.egress.is_empty() || remote_hosts_by_address) {
-        let port = |protocol: &str| NetworkPolicyPort {
-            port: Some(IntOrString::Int(53)),
-            protocol: Some(protocol.into()),
-            ..NetworkPolicyPort::default()
-        };
-        egress.push(NetworkPolicyEgressRule {
-            ports: Some(vec![port("UDP"), port("TCP")]),
-            to: Some(vec![NetworkPolicyPeer {
-                namespace_selector: labels(
-                    &[(
-                        "kubernetes.io/metadata.name".to_string(),
-                        "kube-system".to_string(),
-                    )]
-                    .into(),
-                ),
-                pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
-                ..NetworkPolicyPeer::default()
-            }]),
-        });
+    let dns_for_egress =
+        input.approved.dns && (!input.approved.egress.is_empty() || remote_hosts_by_address);
+    if dns_for_egress {
+        egress.push(dns_rule());
     }
-    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet).
+    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet),
+    // plus the platform's collector and audit store (chart-level, not a
+    // capability of the server: the facade in the pod sends there).
     let mut by_cidr: std::collections::BTreeMap<&str, Vec<NetworkPolicyPort>> = Default::default();
-    for (cidr, port) in &input.approved.egress {
-        by_cidr.entry(cidr).or_default().push(tcp(*port));
+    let telemetry = &cfg.facade_telemetry;
+    for (cidr, port) in input.approved.egress.iter().chain(&telemetry.egress) {
+        let ports = by_cidr.entry(cidr).or_default();
+        if !ports.contains(&tcp(*port)) {
+            ports.push(tcp(*port));
+        }
+    }
+    if telemetry.needs_dns() && !dns_for_egress && !telemetry.egress.is_empty() {
+        egress.push(dns_rule());
     }
     for (cidr, ports) in by_cidr {
         egress.push(NetworkPolicyEgressRule {

@@ -89,6 +89,9 @@ struct Pending {
     log_level: Option<u8>,
     /// Who sent it: its upstream credential is chosen by this identity.
     caller: Arc<Identity>,
+    /// The request's span (tracing on): exchanges with the server are its
+    /// children.
+    trace: Option<mcp_warden_telemetry::opentelemetry::Context>,
 }
 
 /// A request on the client, by the facade's id for it.

@@ -322,6 +322,30 @@ impl State {
     }
 }
 
+/// Tracing on: the trace context a request carries in `_meta` (the
+/// facade's span, put there by the session) goes in the W3C headers too,
+/// for servers and gateways that read them there.
+fn trace_headers(
+    mut req: hyper::http::request::Builder,
+    msg: &Message,
+) -> hyper::http::request::Builder {
+    if msg.kind != Kind::Request || !msg.mentions(b"traceparent") {
+        return req;
+    }
+    let value = msg.to_value();
+    let Some(meta) = value.pointer("/params/_meta") else {
+        return req;
+    };
+    for key in ["traceparent", "tracestate", "baggage"] {
+        if let Some(v) = meta.get(key).and_then(serde_json::Value::as_str) {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                req = req.header(key, v);
+            }
+        }
+    }
+    req
+}
+
 /// Deliver one client message as a POST. Returns the server's answer when it
 /// came back as plain JSON; an SSE answer goes on through the link's events.
 /// A request that cannot be delivered is an error the caller answers.
@@ -369,6 +393,9 @@ async fn post_message(
     let mut req = state.request(Method::POST, Some(&body), credential);
     if state.mode.modern {
         req = state.standard_headers(req, &msg);
+    }
+    if crate::spans::enabled() {
+        req = trace_headers(req, &msg);
     }
     let req = req.body(Full::new(body)).expect("request parts are valid");
     let Exchange { resp, mut conn } = match state.exchange(req).await {

@@ -102,13 +102,22 @@ pub(super) async fn post(
             return reject(&app, "body_timeout", StatusCode::REQUEST_TIMEOUT, &text);
         }
     };
-    if session.is_none() && super::modern::wants(&parts.headers, &body) {
-        return super::modern::serve(app, &parts.headers, body, caller, peer).await;
-    }
-    match split_batch(&body) {
-        Err(e) => json_error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
-        Ok(Some(elements)) => batch(app, session, elements, caller).await,
-        Ok(None) => single(app, session, body, caller, peer).await,
+    let parent = crate::spans::header_parent(&parts.headers);
+    let dispatch = async move {
+        if session.is_none() && super::modern::wants(&parts.headers, &body) {
+            return super::modern::serve(app, &parts.headers, body, caller, peer).await;
+        }
+        match split_batch(&body) {
+            Err(e) => json_error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
+            Ok(Some(elements)) => batch(app, session, elements, caller).await,
+            Ok(None) => single(app, session, body, caller, peer).await,
+        }
+    };
+    // Tracing on and a `traceparent` header: requests without trace
+    // context in `_meta` continue the header's trace.
+    match parent {
+        Some(parent) => crate::spans::HEADER_PARENT.scope(parent, dispatch).await,
+        None => dispatch.await,
     }
 }
 
