@@ -23,7 +23,8 @@ setup:
 	bash tests/setup.sh
 
 ## test: unit + snapshot tests, generated-file freshness, then end-to-end tests against real MCP peers
-test: setup build check-generated test-rust test-e2e
+## (and the image's static sidecar binary against a local name server)
+test: setup build static-sidecar check-generated test-rust test-e2e
 
 test-rust:
 	$(CARGO) test --workspace
@@ -31,6 +32,7 @@ test-rust:
 test-e2e:
 	MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) MCP_WARDEN_OPERATOR=$(abspath $(OPERATOR)) \
 	MCP_WARDEN_K8S_BIN_DIR=$(abspath $(K8S_BIN_DIR)) \
+	MCP_WARDEN_STATIC_SIDECAR=$(abspath $(STATIC_DIR)/mcp-warden-sidecar) \
 		$(PYTHON) -m pytest -q tests
 
 ## test-apiserver: only the real-API-server suite (CRDs, examples, chart, operator, webhook, RBAC)
@@ -94,7 +96,7 @@ ENGINE       ?= $(firstword $(foreach e,docker podman buildah,$(shell command -v
 STATIC_FLAGS := -C target-feature=+crt-static
 STATIC_DIR   := target/x86_64-unknown-linux-gnu/release
 
-.PHONY: chart-crds check-chart-crds chart-dashboard images static-binaries
+.PHONY: chart-crds check-chart-crds chart-dashboard images static-binaries static-sidecar
 
 ## chart-crds: copy the generated CRDs into the chart (part of `make generate`)
 chart-crds:
@@ -123,6 +125,10 @@ images:
 	fi
 	DOCKER_BUILDKIT=1 $(ENGINE) build -f images/Dockerfile --target operator -t $(IMAGE_REPO)/operator:$(VERSION) .
 	DOCKER_BUILDKIT=1 $(ENGINE) build -f images/Dockerfile --target sidecar -t $(IMAGE_REPO)/sidecar:$(VERSION) .
+
+## static-sidecar: the sidecar image's binary alone (static, release), as images/Dockerfile builds it
+static-sidecar:
+	RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target x86_64-unknown-linux-gnu -p mcp-warden-sidecar
 
 ## static-binaries: the images' statically linked release binaries, built on this machine
 static-binaries:

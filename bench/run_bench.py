@@ -10,10 +10,16 @@ echo server in bench/ (`mcp-bench-echo`) and `@modelcontextprotocol/server-every
   facade-allow      mcp-warden-sidecar --upstream-url <direct>, allow-all, audit off ("b"): the policy the
                     facade runs without --policy, with its default budgets (600 calls/min, 1,000
                     calls per session) lifted so they do not refuse the benchmark's calls
+  facade-https      the same with an HTTPS upstream: the echo server over TLS (rustls, a throwaway CA
+                    made with openssl, --upstream-ca-file); compared with facade-allow round by round
+                    (mcp-bench-echo only)
   facade-policy     the same with a realistic policy ("c"): static bearer token + role,
                     defaultAction deny, a tool rule with an argument rule, schema validation,
                     redaction, output cap, budgets (limits high enough not to trip), audit to a file
   facade-stdio      mcp-warden-sidecar -- <stdio server>: one server process per session (+1 spare)
+                    (--upstream-era legacy: the legacy path)
+  facade-stdio-modern  a modern (2026-07-28) client, the same stdio server speaking modern: one process
+                    serves every caller (mcp-bench-echo only; server-everything is legacy)
   facade-stdio-policy  the same with the realistic policy
   mcp-proxy         PyPI mcp-proxy -- <stdio server>: ONE server process shared by all sessions
   supergateway      npm supergateway --stateful --outputTransport streamableHttp: one server
@@ -23,6 +29,8 @@ at concurrency 1, 16 and 128 (in-flight calls; each worker has its own keep-aliv
 connection, bound to one of min(c, 16) sessions). Each (target, concurrency) is
 measured in R interleaved rounds (default 5) and the median of the rounds is
 reported. Also: the facade's RSS idle and with 1,000 idle sessions (HTTP upstream),
+OpenTelemetry tracing off vs on (100 % and 1 % sampling, exporting OTLP/HTTP to a
+stand-in collector; "off" twice, the two runs' spread being the noise floor),
 the criterion micro-benchmarks of the policy crate, and the operator scale test.
 
 Results: a table on stdout, bench/results/bench-<time>.json (+ latest.json) and
@@ -47,9 +55,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -189,6 +199,7 @@ class Target:
     headers: list[str] = field(default_factory=list)
     note: str = ""
     policy: bool = False
+    modern: bool = False    # the load speaks 2026-07-28 (no sessions)
 
 
 def realistic_policy(path: Path, audit_tool: str = "echo") -> None:
@@ -244,12 +255,50 @@ limits: {maxCallsPerSession: 100000000, callsPerMinute: 1000000000, maxConcurren
 """)
 
 
+class OtlpSink:
+    """A stand-in OTLP/HTTP collector on loopback: answers every export with an
+    empty ExportTraceServiceResponse (200) and counts requests and bytes. It
+    does not decode: what is measured is the facade's cost, not a collector's."""
+
+    def __init__(self):
+        sink = self
+        self.requests = 0
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                with sink.lock:
+                    sink.requests += 1
+                    sink.bytes += n
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Upstream:
     """How to run one upstream server over stdio and over Streamable HTTP."""
 
     def __init__(self, name: str, stdio: list[str], http: callable, expect: str | None, sessions_cap: int,
-                 rounds: int, duration: float):
+                 rounds: int, duration: float, modern: bool = False, https: callable | None = None):
         self.name = name
+        self.https = https          # (port, cert, key) -> (cmd, env): the same server over TLS
+        self.modern = modern        # the stdio server also speaks 2026-07-28
         self.rounds = rounds
         self.duration = duration
         self.stdio = stdio
@@ -287,6 +336,33 @@ class Bench:
             p.stop()
         self.procs.clear()
 
+    def pki(self) -> tuple[Path, Path, Path] | None:
+        """A throwaway CA and a certificate it signs for 127.0.0.1 (openssl): (ca, cert, key)."""
+        d = self.tmp / "pki"
+        if (d / "cert.pem").exists():
+            return d / "ca.pem", d / "cert.pem", d / "key.pem"
+        openssl = shutil.which("openssl")
+        if not openssl:
+            log("openssl not found: no HTTPS upstream target")
+            return None
+        d.mkdir(exist_ok=True)
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        (d / "leaf.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                                    "extendedKeyUsage=serverAuth\n")
+        for cmd in (
+            [openssl, "req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.pem", "-days", "1",
+             "-subj", "/CN=mcp-warden bench CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign"],
+            [openssl, "req", *ec, "-keyout", d / "key.pem", "-out", d / "leaf.csr", "-subj", "/CN=127.0.0.1"],
+            [openssl, "x509", "-req", "-in", d / "leaf.csr", "-CA", d / "ca.pem", "-CAkey", d / "ca.key",
+             "-CAcreateserial", "-out", d / "cert.pem", "-days", "1", "-extfile", d / "leaf.ext"],
+        ):
+            r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            if r.returncode != 0:
+                log(f"openssl failed: {r.stderr[-500:]}: no HTTPS upstream target")
+                return None
+        return d / "ca.pem", d / "cert.pem", d / "key.pem"
+
     def sidecar_help(self) -> str:
         if not hasattr(self, "_help"):
             self._help = subprocess.run([self.a.sidecar, "run", "--help"], capture_output=True,
@@ -294,9 +370,10 @@ class Bench:
         return self._help
 
     def facade(self, name: str, upstream: list[str] | None = None, upstream_url: str | None = None,
-               policy: bool = False, extra: list[str] = ()) -> tuple[Proc, str, str]:
+               policy: bool = False, extra: list[str] = (), env: dict | None = None,
+               binary: str | None = None) -> tuple[Proc, str, str]:
         port, admin = free_port(), free_port()
-        cmd = [self.a.sidecar, "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+        cmd = [binary or self.a.sidecar, "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
                "--log-format", "text"]
         # The load generator is one anonymous caller with many sessions; the
         # per-caller share is not what is measured. (Older binaries, run for a
@@ -315,7 +392,7 @@ class Bench:
             cmd += ["--upstream-url", upstream_url]
         if upstream:
             cmd += ["--", *upstream]
-        p = self.start(name, cmd, env={"RUST_LOG": "warn"})
+        p = self.start(name, cmd, env={"RUST_LOG": "warn", **(env or {})})
         wait_http_ok(f"http://127.0.0.1:{admin}/readyz", p)
         return p, f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{admin}"
 
@@ -331,15 +408,35 @@ class Bench:
         # (b), (c) the facade in front of it
         p, url, _ = self.facade(f"{up.name}-allow", upstream_url=direct_url)
         ts.append(Target("facade-allow", "facade", "http", url, p.pid, note="--upstream-url, allow-all (budgets lifted), audit off"))
+        # (b) over TLS: the same server behind HTTPS (its own process, so
+        # `direct` stays the plain floor); the facade pools TLS connections.
+        pki = self.pki() if up.https and "--upstream-ca-file" in self.sidecar_help() else None
+        if pki:
+            ca, cert, key = pki
+            port = free_port()
+            cmd, env = up.https(port, str(cert), str(key))
+            tls = self.start(f"{up.name}-https", cmd, env)
+            wait_port(port, tls)
+            p, url, _ = self.facade(f"{up.name}-https", upstream_url=f"https://127.0.0.1:{port}/mcp",
+                                    extra=["--upstream-ca-file", str(ca), "--upstream-allow-cidr", "127.0.0.1/32"])
+            ts.append(Target("facade-https", "facade", "http", url, p.pid,
+                             note="--upstream-url https:// (rustls, pooled connections), allow-all, audit off"))
         p, url, _ = self.facade(f"{up.name}-policy", upstream_url=direct_url, policy=True)
         ts.append(Target("facade-policy", "facade", "http", url, p.pid, [f"Authorization: Bearer {TOKEN}"],
                          note="--upstream-url, realistic policy, audit to a file", policy=True))
-        # stdio: the facade and the peers wrap the same stdio server
-        p, url, _ = self.facade(f"{up.name}-stdio", upstream=up.stdio, extra=["--max-sessions", "256"])
+        # stdio: the facade and the peers wrap the same stdio server. The
+        # legacy path (a server process per session) is forced where the
+        # facade can tell eras apart: mcp-bench-echo also speaks modern.
+        legacy = ["--upstream-era", "legacy"] if "--upstream-era" in self.sidecar_help() else []
+        p, url, _ = self.facade(f"{up.name}-stdio", upstream=up.stdio, extra=["--max-sessions", "256", *legacy])
         ts.append(Target("facade-stdio", "facade", "stdio", url, p.pid,
                          note="-- CMD: one server process per session (+1 spare), allow-all (budgets lifted), audit off"))
+        if up.modern and legacy:
+            p, url, _ = self.facade(f"{up.name}-stdio-modern", upstream=up.stdio)
+            ts.append(Target("facade-stdio-modern", "facade", "stdio", url, p.pid, modern=True,
+                             note="-- CMD, modern client and server: ONE server process serves every caller"))
         p, url, _ = self.facade(f"{up.name}-stdio-policy", upstream=up.stdio, policy=True,
-                                extra=["--max-sessions", "256"])
+                                extra=["--max-sessions", "256", *legacy])
         ts.append(Target("facade-stdio-policy", "facade", "stdio", url, p.pid, [f"Authorization: Bearer {TOKEN}"],
                          note="-- CMD: one server process per session, realistic policy", policy=True))
         if "peers" in self.a.skip:  # a facade-only comparison (e.g. two facade builds)
@@ -369,6 +466,8 @@ class Bench:
                "--watch", f"proxy={t.watch_pid}"]
         if sessions:
             cmd += ["--sessions", str(sessions)]
+        if t.modern:
+            cmd += ["--modern"]
         if expect is not None:
             cmd += ["--expect-text", expect]
         for h in t.headers:
@@ -469,6 +568,67 @@ class Bench:
             self.procs.remove(p)
         self.stop_all()
         return out
+
+    # -- tracing off vs on ------------------------------------------------------
+    def tracing(self, levels=(1, 16)) -> dict:
+        """The same allow-all facade (audit off) in front of mcp-bench-echo over
+        HTTP, with tracing off and on; rounds interleaved as for the targets."""
+        log("== tracing: off vs on (100 % and 1 % sampling), OTLP/HTTP to a stand-in collector")
+        sink = OtlpSink()
+        port = free_port()
+        up = self.start("tracing-echo", [self.a.echo, "http", "--listen", f"127.0.0.1:{port}"])
+        wait_port(port, up)
+        upstream = f"http://127.0.0.1:{port}/mcp"
+        # Off is the binaries' default: no OTLP endpoint in the environment
+        # (Proc inherits ours, so any OTEL_* of the caller is blanked).
+        off = {k: "" for k in os.environ if k.startswith("OTEL_")}
+        on = {**off, "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+        variants = {
+            "off": off,
+            "off-again": off,
+            "on-1%": {**on, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"},
+            "on-100%": {**on, "OTEL_TRACES_SAMPLER": "parentbased_always_on"},
+        }
+        binaries = {name: None for name in variants}
+        if self.a.tracing_baseline:  # a build without the tracing code: what "off" is measured against
+            variants = {"no-tracing-build": off, **variants}
+            binaries["no-tracing-build"] = self.a.tracing_baseline
+        targets = []
+        for name, env in variants.items():
+            p, url, _ = self.facade(f"tracing-{name}", upstream_url=upstream, env=env, binary=binaries[name])
+            targets.append(Target(name, "facade", "http", url, p.pid, note=f"tracing {name}"))
+        res: dict = {"levels": {}, "upstream": "mcp-bench-echo (HTTP)",
+                     "note": "allow-all facade, audit off; the caller sends no traceparent (every span a root)"}
+        try:
+            for c in levels:
+                runs: dict = {t.name: [] for t in targets}
+                for r in range(self.a.rounds):
+                    for t in targets:
+                        n = self.a.requests_c1 if c == 1 else self.a.requests
+                        out = self.load(t, c, self.a.duration, self.a.warmup, n, expect=MESSAGE,
+                                        sessions=min(c, 16))
+                        if "failed" in out:
+                            log(f"   tracing c={c} round {r} {t.name}: FAILED {out['failed'][:300]}")
+                        runs[t.name].append(out)
+                level = {name: aggregate(rs) for name, rs in runs.items()}
+                for name, v in level.items():
+                    if name != "off":
+                        v["vs_off"] = paired_vs(runs[name], runs["off"])
+                    log(f"   c={c:<3} tracing {name:<9} p50={fmt(v.get('p50_us'))}us p99={fmt(v.get('p99_us'))}us "
+                        f"rps={fmt(v.get('rps'))} cpu/call={fmt(v.get('cpu_us_per_call'), 1)}us")
+                res["levels"][str(c)] = level
+            time.sleep(6)  # the batch processor's 5 s schedule: let the last batches arrive
+        finally:
+            sink.close()
+            for t in targets:
+                for p in [p for p in self.procs if p.pid == t.watch_pid]:
+                    p.stop()
+                    self.procs.remove(p)
+            self.stop_all()
+        # On means exported: the stand-in collector got OTLP requests.
+        res["collector"] = {"export_requests": sink.requests, "export_bytes": sink.bytes}
+        log(f"   collector: {sink.requests} export requests, {sink.bytes:,} bytes")
+        return res
 
     # -- criterion + operator --------------------------------------------------
     def criterion(self) -> dict:
@@ -572,6 +732,22 @@ def human_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
+def paired_vs(runs: list[dict], base: list[dict]) -> dict:
+    """Against `base`, round by round (the rounds interleave the variants in
+    time, so each pair saw the same machine load): the median difference."""
+    pairs = [(a, b) for a, b in zip(runs, base) if "failed" not in a and "failed" not in b]
+    if not pairs:
+        return {}
+    med = statistics.median
+    return {
+        "added_p50_us": med(a["latency_us"]["p50"] - b["latency_us"]["p50"] for a, b in pairs),
+        "added_p99_us": med(a["latency_us"]["p99"] - b["latency_us"]["p99"] for a, b in pairs),
+        "rps_ratio": med(a["throughput_rps"] / b["throughput_rps"] for a, b in pairs if b["throughput_rps"]),
+        "added_cpu_us_per_call": med(a["cpu_us_per_call"] - b["cpu_us_per_call"] for a, b in pairs),
+        "rounds": len(pairs),
+    }
+
+
 def add_ratios(up_res: dict) -> None:
     """Per level: each target against `direct` (a) and the best peer."""
     for c, level in up_res["levels"].items():
@@ -598,6 +774,29 @@ def add_ratios(up_res: dict) -> None:
             if best:
                 v["vs_best_peer"] = {"p50_ratio": v["p50_us"] / best["p50_us"],
                                      "p99_ratio": v["p99_us"] / best["p99_us"], "rps_ratio": v["rps"] / best["rps"]}
+
+
+def https_vs_http(up_res: dict) -> dict:
+    """Per level: facade-https against facade-allow (the same facade and
+    server, TLS or not), paired by round like the other comparisons."""
+    out = {}
+    for c, level in up_res.get("levels", {}).items():
+        s, p = level.get("facade-https", {}), level.get("facade-allow", {})
+        if "p50_us" not in s or "p50_us" not in p:
+            continue
+        pairs = list(zip(s["per_round"], p["per_round"]))
+        out[c] = {
+            "http_p50_us": p["p50_us"], "https_p50_us": s["p50_us"],
+            "http_p99_us": p["p99_us"], "https_p99_us": s["p99_us"],
+            "http_rps": p["rps"], "https_rps": s["rps"],
+            "added_p50_us_paired": statistics.median(a["latency_us"]["p50"] - b["latency_us"]["p50"]
+                                                     for a, b in pairs),
+            "added_p99_us_paired": statistics.median(a["latency_us"]["p99"] - b["latency_us"]["p99"]
+                                                     for a, b in pairs),
+            "rps_ratio": s["rps"] / p["rps"],
+            "cpu_us_per_call": {"http": p["cpu_us_per_call"], "https": s["cpu_us_per_call"]},
+        }
+    return out
 
 
 def goals(res: dict) -> list[dict]:
@@ -673,6 +872,48 @@ def print_tables(res: dict) -> None:
                                         for j, (x, w) in enumerate(zip(r, widths))) + " |")
                 if i == 0:
                     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for up, ur in res["runs"].items():
+        tls = ur.get("https_vs_http")
+        if not tls:
+            continue
+        print(f"\n### HTTPS vs HTTP upstream through the facade ({up}; the same server, TLS or not; "
+              "+ = median over rounds of (https - http) in the same round)")
+        rows = [("c", "http p50 µs", "https p50 µs", "+p50 µs", "http p99 µs", "https p99 µs", "+p99 µs",
+                 "http calls/s", "https calls/s", "rps https/http", "facade cpu µs/call http/https")]
+        for c, v in tls.items():
+            rows.append((c, fmt(v["http_p50_us"]), fmt(v["https_p50_us"]), fmt(v["added_p50_us_paired"]),
+                         fmt(v["http_p99_us"]), fmt(v["https_p99_us"]), fmt(v["added_p99_us_paired"]),
+                         fmt(v["http_rps"]), fmt(v["https_rps"]), fmt(v["rps_ratio"], 2),
+                         f"{fmt(v['cpu_us_per_call']['http'], 1)}/{fmt(v['cpu_us_per_call']['https'], 1)}"))
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+        for i, r in enumerate(rows):
+            print("| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |")
+            if i == 0:
+                print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    tr = res.get("tracing")
+    if tr:
+        print(f"\n### tracing off vs on ({tr['upstream']}; {tr['note']}; collector got "
+              f"{tr['collector']['export_requests']} OTLP requests, {tr['collector']['export_bytes']:,} bytes)")
+        print("(vs off: the median over rounds of the difference with `off` in the same round; `off-again`"
+              " is the noise floor)")
+        tcols = ("tracing", "c", "p50 µs", "p99 µs", "calls/s", "cpu µs/call", "+p50 µs vs off", "+p99 µs vs off",
+                 "rps/off", "+cpu µs/call vs off", "err")
+        rows = [tcols]
+        for c, level in tr["levels"].items():
+            for name, v in level.items():
+                if "p50_us" not in v:
+                    rows.append((name, c, "FAILED", *[""] * (len(tcols) - 3)))
+                    continue
+                d = v.get("vs_off", {})
+                rows.append((name, c, fmt(v["p50_us"]), fmt(v["p99_us"]), fmt(v["rps"]), fmt(v["cpu_us_per_call"], 1),
+                             fmt(d.get("added_p50_us")), fmt(d.get("added_p99_us")), fmt(d.get("rps_ratio"), 3),
+                             fmt(d.get("added_cpu_us_per_call"), 1), str(v["errors"])))
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(tcols))]
+        for i, r in enumerate(rows):
+            print("| " + " | ".join(str(x).rjust(w) if j else str(x).ljust(w)
+                                    for j, (x, w) in enumerate(zip(r, widths))) + " |")
+            if i == 0:
+                print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     idle = res.get("idle_sessions")
     if idle:
         print("\n### facade RSS (HTTP upstream)")
@@ -777,7 +1018,10 @@ def main() -> int:
     ap.add_argument("--levels", type=int, nargs="+", default=list(CONCURRENCY),
                     help="concurrency levels (default 1 16 128)")
     ap.add_argument("--skip", action="append", default=[],
-                    help="echo, everything, idle, criterion, operator, peers (repeatable)")
+                    help="echo, everything, tracing, idle, criterion, operator, peers (repeatable)")
+    ap.add_argument("--tracing-baseline", default=None,
+                    help="a release mcp-warden-sidecar built without the tracing code: the tracing part then "
+                         "also measures `off` against it")
     a = ap.parse_args()
     a.load = str(Path(a.bin_dir) / "mcp-bench-load")
     a.echo = str(Path(a.bin_dir) / "mcp-bench-echo")
@@ -793,7 +1037,9 @@ def main() -> int:
     upstreams = [
         Upstream("echo", [a.echo, "stdio"],
                  lambda port: ([a.echo, "http", "--listen", f"127.0.0.1:{port}"], None), MESSAGE, 16,
-                 a.rounds, a.duration),
+                 a.rounds, a.duration, modern=True,
+                 https=lambda port, cert, key: ([a.echo, "http", "--listen", f"127.0.0.1:{port}",
+                                                 "--tls-cert", cert, "--tls-key", key], None)),
         Upstream("everything", [node, str(EVERYTHING_JS), "stdio"],
                  lambda port: ([node, str(EVERYTHING_JS), "streamableHttp"], {"PORT": str(port)}),
                  f"Echo: {MESSAGE}", a.everything_sessions, a.everything_rounds, a.everything_duration),
@@ -805,7 +1051,10 @@ def main() -> int:
             t0 = time.monotonic()
             b.results["runs"][up.name] = b.run_upstream(up)
             add_ratios(b.results["runs"][up.name])
+            b.results["runs"][up.name]["https_vs_http"] = https_vs_http(b.results["runs"][up.name])
             b.results["runs"][up.name]["wall_s"] = round(time.monotonic() - t0, 1)
+        if "tracing" not in a.skip:
+            b.results["tracing"] = b.tracing(tuple(c for c in a.levels if c <= 16) or (1,))
         if "idle" not in a.skip:
             b.results["idle_sessions"] = b.idle_sessions(1000)
         if "criterion" not in a.skip:

@@ -6,9 +6,9 @@
 //!   is a YAML/JSON file). The shared building blocks (tool rules, argument
 //!   rules, limits, roles) are defined once here and reused by the CRDs.
 //! - the CRD types (feature `kube`), generated into `crds/*.yaml`:
-//!   [`mcpserver`], [`toolprofile`], [`sandboxprofile`] (with the
-//!   [`profile_status`] both profiles share); [`schema`] holds the schema
-//!   helpers they share.
+//!   [`mcpserver`] (with [`remote`]), [`toolprofile`], [`sandboxprofile`]
+//!   (with the [`profile_status`] both profiles share); [`schema`] holds the
+//!   schema helpers they share.
 #![forbid(unsafe_code)]
 
 pub mod policy;
@@ -19,6 +19,8 @@ pub use policy::*;
 pub mod mcpserver;
 #[cfg(feature = "kube")]
 pub mod profile_status;
+#[cfg(feature = "kube")]
+pub mod remote;
 #[cfg(feature = "kube")]
 pub mod sandboxprofile;
 #[cfg(feature = "kube")]

@@ -34,11 +34,19 @@ use serde::{Deserialize, Serialize};
 #[schemars(transform = crate::schema::crd_bounds)]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'streamable-http' || has(self.port)").message("port is required when transport is streamable-http").field_path(".port"))]
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || !has(self.port)").message("port is only used with transport streamable-http").field_path(".port"))]
-#[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || size(self.command) > 0").message("command is required when transport is stdio: the bridge has to know what to start").field_path(".command"))]
+#[x_kube(validation = kube::core::Rule::new("has(self.remote) || self.transport != 'stdio' || size(self.command) > 0").message("command is required when transport is stdio: the bridge has to know what to start").field_path(".command"))]
+#[x_kube(validation = kube::core::Rule::new("has(self.remote) != has(self.image)").message("set exactly one of image (a server container in the pod) or remote (a server reached over HTTPS)"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.remote) || ((!has(self.command) || size(self.command) == 0) && (!has(self.args) || size(self.args) == 0) && (!has(self.env) || size(self.env) == 0) && (!has(self.secretEnv) || size(self.secretEnv) == 0) && !has(self.port) && !has(self.workspace))").message("a remote server has no container: command, args, env, secretEnv, port and workspace do not apply").field_path(".remote"))]
 pub struct MCPServerSpec {
     /// Container image of the MCP server, e.g. `ghcr.io/acme/mcp-git:1.2.0`.
+    /// Required unless `remote` is set.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 512))]
     pub image: String,
+    /// A server that runs elsewhere, reached over HTTPS: the pod holds the
+    /// facade alone, and egress to the remote host is a capability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::remote::RemoteServer>,
     /// The server's executable and leading arguments (the container's
     /// entrypoint). Required for `stdio`, where the bridge starts it once per
     /// facade session; optional for `streamable-http`.
@@ -65,6 +73,14 @@ pub struct MCPServerSpec {
     /// listens on `port` on loopback).
     #[serde(default)]
     pub transport: Transport,
+    /// Which revision of MCP the server speaks: `auto` (default) asks it
+    /// with `server/discover` when the facade starts (a server that does not
+    /// answer is legacy); `modern` (2026-07-28) serves every caller from one
+    /// server process or upstream connection; `legacy` (2025-11-25 and
+    /// earlier) gives each client session its own. Clients of either
+    /// revision are served either way.
+    #[serde(default, skip_serializing_if = "ProtocolEra::is_auto")]
+    pub protocol_era: ProtocolEra,
     /// The loopback port the server listens on; required for
     /// `streamable-http`. 8080 and 9090 belong to the facade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -323,6 +339,36 @@ pub enum Transport {
     StreamableHttp,
 }
 
+/// Which revision of MCP an MCPServer's server speaks.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolEra {
+    /// Found with `server/discover` when the facade starts.
+    #[default]
+    Auto,
+    /// 2025-11-25 and earlier: `initialize`, a server session per client.
+    Legacy,
+    /// 2026-07-28: stateless, one server for every caller.
+    Modern,
+}
+
+impl ProtocolEra {
+    pub fn is_auto(&self) -> bool {
+        *self == ProtocolEra::Auto
+    }
+
+    /// The facade's `--upstream-era` value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProtocolEra::Auto => "auto",
+            ProtocolEra::Legacy => "legacy",
+            ProtocolEra::Modern => "modern",
+        }
+    }
+}
+
 /// A reference to an object in the MCPServer's namespace.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct ProfileRef {
@@ -443,6 +489,29 @@ pub struct MCPServerStatus {
     #[schemars(length(max = 1024))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub tools: Vec<ObservedTool>,
+    /// The upstream server as the facades found it when they started: the
+    /// `serverInfo` of its `server/discover` or `initialize` answer, and the
+    /// MCP era it speaks. For a remote server, the remote's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ObservedServer>,
+}
+
+/// The upstream server's identity, as its own answer gives it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedServer {
+    /// `serverInfo.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `serverInfo.title`, if it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `serverInfo.version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `legacy` (sessions, `initialize`) or `modern` (stateless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub era: Option<String>,
 }
 
 /// One upstream tool as the facades see it.

@@ -12,9 +12,9 @@
 //!
 //! | name | from |
 //! |---|---|
-//! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port |
-//! | `network.egress.host:<name>:<port>` | each SandboxProfile egress host (and preset host) × port |
-//! | `network.dns` | SandboxProfile `network.egress.dns: true` (applied only with some egress) |
+//! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port; a remote given by address; each `remote.privateCidrs` block × the remote's ports |
+//! | `network.egress.host:<name>:<port>` | each SandboxProfile egress host (and preset host) × port; `spec.remote`: its host, and each token endpoint's |
+//! | `network.dns` | SandboxProfile `network.egress.dns: true` (applied only with some egress); `spec.remote` named by host |
 //! | `workspace.write` | SandboxProfile `workspaceAccess: readWrite` |
 //! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
 //! | `tool:<upstream name>` | a ToolProfile tool with risk `high` or `critical` |
@@ -54,7 +54,9 @@ pub enum Capability {
         port: i32,
     },
     /// Outbound TCP to a host name and port (enforced by Cilium or Calico;
-    /// a plain NetworkPolicy cannot, so there it opens nothing).
+    /// a plain NetworkPolicy cannot, so there it opens nothing — except for
+    /// a remote server, whose pod holds the facade alone: see
+    /// `build::network_policy`).
     EgressHost {
         /// The host name.
         host: String,
@@ -143,6 +145,38 @@ pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTree
     for tool in &tools.tools {
         if tool.risk.is_some_and(|r| r > RiskLevel::Medium) {
             set.insert(Capability::Tool(tool.name.clone()));
+        }
+    }
+    set.iter().map(Capability::to_string).collect()
+}
+
+/// What a remote server asks for: egress to its host and each token
+/// endpoint's (by name, or by address when the URL gives one), DNS when
+/// any of them is a name, and each private block on those ports.
+pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    let Some(remote) = &server.spec.remote else {
+        return BTreeSet::new();
+    };
+    let mut ports = BTreeSet::new();
+    let urls = std::iter::once(remote.url.clone()).chain(remote.token_urls());
+    for (host, port) in urls.filter_map(|u| mcp_warden_crds::remote::host_port(&u)) {
+        let port = i32::from(port);
+        ports.insert(port);
+        match mcp_warden_crds::remote::address_block(&host) {
+            Some(cidr) => set.insert(Capability::Egress { cidr, port }),
+            None => {
+                set.insert(Capability::Dns);
+                set.insert(Capability::EgressHost { host, port })
+            }
+        };
+    }
+    for cidr in &remote.private_cidrs {
+        for port in &ports {
+            set.insert(Capability::Egress {
+                cidr: cidr.clone(),
+                port: *port,
+            });
         }
     }
     set.iter().map(Capability::to_string).collect()
@@ -402,6 +436,38 @@ mod tests {
         assert_eq!(Capability::parse("network.egress:x:notaport"), None);
         assert_eq!(Capability::parse("network.egress.host::443"), None);
         assert_eq!(Capability::parse("root.shell"), None);
+    }
+
+    #[test]
+    fn a_remote_asks_for_its_hosts_and_blocks() {
+        let server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\n\
+             spec: {toolProfileRef: {name: p}, remote: {url: 'https://mcp.example.com/mcp', privateCidrs: [10.0.0.0/8], \
+             auth: {facade: {clientCredentials: {tokenUrl: 'https://idp.example.com:8443/token', clientId: c, \
+             clientSecretRef: {name: s, key: k}}}, rules: [{useFacade: true}]}}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            requested_remote(&server).into_iter().collect::<Vec<_>>(),
+            [
+                "network.dns",
+                "network.egress.host:idp.example.com:8443",
+                "network.egress.host:mcp.example.com:443",
+                "network.egress:10.0.0.0/8:443",
+                "network.egress:10.0.0.0/8:8443",
+            ]
+        );
+        let by_address: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s}\n\
+             spec: {toolProfileRef: {name: p}, remote: {url: 'https://203.0.113.7:8443/mcp'}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            requested_remote(&by_address)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["network.egress:203.0.113.7/32:8443"]
+        );
     }
 
     #[test]

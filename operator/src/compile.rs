@@ -10,10 +10,12 @@
 
 use std::collections::BTreeSet;
 
+use mcp_warden_crds::remote::{KeyRef, RemoteAuth, RemoteClientCredentials};
 use mcp_warden_crds::{
-    sandboxprofile::WorkspaceAccess, toolprofile::ProfileAuth, AuthConfig, FacadePolicy, JwtIssuer,
-    MCPServer, RiskLevel, SandboxGrant, SandboxProfileSpec, ServerRef, ServiceAccountTokens,
-    StaticTokenFile, StaticTokens, ToolProfileSpec,
+    sandboxprofile::WorkspaceAccess, toolprofile::ProfileAuth, AuthConfig, ClientCredentials,
+    FacadeCredential, FacadePolicy, JwtIssuer, MCPServer, RiskLevel, SandboxGrant,
+    SandboxProfileSpec, ServerRef, ServiceAccountTokens, StaticTokenFile, StaticTokens,
+    TokenExchange, ToolProfileSpec, UpstreamAuth, UpstreamCredentialRule,
 };
 
 use crate::{capabilities::Capability, config::BuildConfig, names};
@@ -88,6 +90,12 @@ pub fn compile_policy(
         roles: tools.roles.clone(),
         auth: compile_auth(server, &tools.auth, cfg),
         sandbox: SandboxGrant { write_allowed },
+        upstream_auth: server
+            .spec
+            .remote
+            .as_ref()
+            .and_then(|r| r.auth.as_ref())
+            .map(upstream_auth),
         ..FacadePolicy::default()
     }
 }
@@ -132,6 +140,50 @@ fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> Au
             audience: Some(names::token_audience(server)),
         }),
         anonymous: None,
+    }
+}
+
+/// `spec.remote.auth` as the policy's `upstreamAuth`: Secret references
+/// become the files the facade's Secret volumes put them at.
+fn upstream_auth(auth: &RemoteAuth) -> UpstreamAuth {
+    let file = |r: &KeyRef| names::upstream_secret_file(r);
+    let cc = |c: &RemoteClientCredentials| ClientCredentials {
+        token_url: c.token_url.clone(),
+        client_id: c.client_id.clone(),
+        client_secret_file: file(&c.client_secret_ref),
+        scopes: c.scopes.clone(),
+        audience: c.audience.clone(),
+        resource: c.resource.clone(),
+    };
+    UpstreamAuth {
+        rules: auth
+            .rules
+            .iter()
+            .map(|r| UpstreamCredentialRule {
+                issuer: r.issuer.clone(),
+                subjects: r.subjects.clone(),
+                roles: r.roles.clone(),
+                token_file: r.token_secret_ref.as_ref().map(file),
+                client_credentials: r.client_credentials.as_ref().map(cc),
+                token_exchange: r.token_exchange.as_ref().map(|t| TokenExchange {
+                    token_url: t.token_url.clone(),
+                    client_id: t.client_id.clone(),
+                    client_secret_file: t.client_secret_ref.as_ref().map(file),
+                    audience: t.audience.clone(),
+                    resource: t.resource.clone(),
+                    scopes: t.scopes.clone(),
+                    subject_token_type: t.subject_token_type.clone(),
+                    requested_token_type: t.requested_token_type.clone(),
+                }),
+                use_facade: r.use_facade == Some(true),
+                none: r.none == Some(true),
+            })
+            .collect(),
+        facade: auth.facade.as_ref().map(|f| FacadeCredential {
+            token_file: f.token_secret_ref.as_ref().map(file),
+            client_credentials: f.client_credentials.as_ref().map(cc),
+        }),
+        header: auth.header.clone(),
     }
 }
 

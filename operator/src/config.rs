@@ -24,6 +24,76 @@ pub struct BuildConfig {
     /// The policy engine that can allow egress by host name, if the
     /// cluster has one (found by API discovery in `run`).
     pub named_egress: NamedEgress,
+    /// Where the facades send spans and audit records (the platform's
+    /// choice, from the chart; not a server's capability).
+    pub facade_telemetry: FacadeTelemetry,
+}
+
+/// The facades' OpenTelemetry and audit destinations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FacadeTelemetry {
+    /// OTLP endpoint (`http://host:port`); tracing is off without one.
+    pub otlp_endpoint: Option<String>,
+    /// `http/protobuf` or `grpc`.
+    pub otlp_protocol: Option<String>,
+    /// The ratio of new traces sampled (`parentbased_traceidratio`: a
+    /// caller's sampled trace is always continued), e.g. `0.01`.
+    pub trace_sampling: String,
+    /// The audit store the facades also send records to (`--audit-http`).
+    pub audit_http: Option<String>,
+    /// (CIDR, port) the facades' NetworkPolicy lets the pod reach: the
+    /// collector and the audit store.
+    pub egress: Vec<(String, i32)>,
+}
+
+impl FacadeTelemetry {
+    /// Whether an endpoint names a host by DNS name (the pod then needs DNS).
+    pub fn needs_dns(&self) -> bool {
+        [&self.otlp_endpoint, &self.audit_http]
+            .into_iter()
+            .flatten()
+            .any(|url| {
+                let host = url
+                    .split("://")
+                    .nth(1)
+                    .unwrap_or(url)
+                    .split(['/', '?'])
+                    .next()
+                    .unwrap_or("");
+                let host = match host.rsplit_once(':') {
+                    Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+                    _ => host,
+                };
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                !host.is_empty() && host.parse::<std::net::IpAddr>().is_err()
+            })
+    }
+}
+
+/// Parse `cidr:port,cidr:port` (for `--facade-telemetry-egress`).
+pub fn parse_egress(text: &str) -> Result<Vec<(String, i32)>, String> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|pair| {
+            let (cidr, port) = pair
+                .trim()
+                .rsplit_once(':')
+                .ok_or_else(|| format!("expected CIDR:PORT, found {pair:?}"))?;
+            let port: i32 = port
+                .parse()
+                .ok()
+                .filter(|p| (1..=65535).contains(p))
+                .ok_or_else(|| format!("bad port in {pair:?}"))?;
+            let (ip, bits) = cidr
+                .split_once('/')
+                .ok_or_else(|| format!("expected a CIDR (a.b.c.d/n) in {pair:?}"))?;
+            ip.parse::<std::net::IpAddr>()
+                .map_err(|_| format!("bad address in {pair:?}"))?;
+            bits.parse::<u8>()
+                .map_err(|_| format!("bad prefix length in {pair:?}"))?;
+            Ok((cidr.to_string(), port))
+        })
+        .collect()
 }
 
 /// Which kind of policy, besides the NetworkPolicy, can allow egress to
@@ -85,6 +155,7 @@ impl Default for BuildConfig {
                 "mcp-warden-operator".to_string(),
             )]),
             named_egress: NamedEgress::None,
+            facade_telemetry: FacadeTelemetry::default(),
         }
     }
 }
@@ -119,5 +190,38 @@ mod tests {
             BTreeMap::from([("a".into(), "b".into()), ("c".into(), "d".into())])
         );
         assert!(parse_labels("oops").is_err());
+    }
+
+    #[test]
+    fn parses_egress_and_knows_when_dns_is_needed() {
+        assert_eq!(
+            parse_egress("10.0.0.0/8:4317, 192.168.1.5/32:8080").unwrap(),
+            vec![("10.0.0.0/8".into(), 4317), ("192.168.1.5/32".into(), 8080)]
+        );
+        for bad in [
+            "10.0.0.0/8",
+            "collector:4317",
+            "10.0.0.0/8:0",
+            "10.0.0.0/x:1",
+        ] {
+            assert!(parse_egress(bad).is_err(), "{bad}");
+        }
+        let t = |otlp: Option<&str>, audit: Option<&str>| FacadeTelemetry {
+            otlp_endpoint: otlp.map(str::to_string),
+            audit_http: audit.map(str::to_string),
+            ..FacadeTelemetry::default()
+        };
+        assert!(!t(None, None).needs_dns());
+        assert!(!t(
+            Some("http://10.1.2.3:4318"),
+            Some("http://[fd00::1]:8080/audit")
+        )
+        .needs_dns());
+        assert!(t(
+            Some("http://10.1.2.3:4318"),
+            Some("http://store.audit.svc:8080/x")
+        )
+        .needs_dns());
+        assert!(t(Some("http://otel-collector.observability:4317"), None).needs_dns());
     }
 }

@@ -105,6 +105,26 @@ struct BuildArgs {
     /// (`render` has no API server: there `auto` is `none`).
     #[arg(long, env = "MCP_WARDEN_NAMED_EGRESS", value_enum, default_value_t = EngineArg::Auto)]
     named_egress: EngineArg,
+    /// OTLP endpoint the facades send spans to (`http://host:port`); empty: off.
+    #[arg(long, env = "MCP_WARDEN_FACADE_OTLP_ENDPOINT", default_value = "")]
+    facade_otlp_endpoint: String,
+    /// OTLP protocol of the facades: `http/protobuf` or `grpc`.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_FACADE_OTLP_PROTOCOL",
+        default_value = "http/protobuf"
+    )]
+    facade_otlp_protocol: String,
+    /// Share of new traces the facades sample (a caller's sampled trace is
+    /// always continued), 0 to 1.
+    #[arg(long, env = "MCP_WARDEN_FACADE_TRACE_SAMPLING", default_value = "0.01")]
+    facade_trace_sampling: String,
+    /// The audit store the facades also send records to (`http://…`); empty: none.
+    #[arg(long, env = "MCP_WARDEN_FACADE_AUDIT_HTTP", default_value = "")]
+    facade_audit_http: String,
+    /// `CIDR:PORT,…` the facades' pods may reach: the collector, the audit store.
+    #[arg(long, env = "MCP_WARDEN_FACADE_TELEMETRY_EGRESS", default_value = "")]
+    facade_telemetry_egress: String,
 }
 
 /// `--named-egress`.
@@ -198,6 +218,49 @@ impl BuildArgs {
                 EngineArg::Cilium => config::NamedEgress::Cilium,
                 EngineArg::Calico => config::NamedEgress::Calico,
             },
+            facade_telemetry: self.facade_telemetry()?,
+        })
+    }
+
+    fn facade_telemetry(&self) -> Result<config::FacadeTelemetry, String> {
+        let set = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
+        let otlp_endpoint = set(&self.facade_otlp_endpoint);
+        let audit_http = set(&self.facade_audit_http);
+        for (flag, url) in [
+            ("--facade-otlp-endpoint", &otlp_endpoint),
+            ("--facade-audit-http", &audit_http),
+        ] {
+            if let Some(url) = url {
+                if !url.starts_with("http://") {
+                    return Err(format!("{flag} must be an http:// URL, not {url:?}"));
+                }
+            }
+        }
+        if !matches!(self.facade_otlp_protocol.as_str(), "http/protobuf" | "grpc") {
+            return Err(format!(
+                "--facade-otlp-protocol must be http/protobuf or grpc, not {:?}",
+                self.facade_otlp_protocol
+            ));
+        }
+        let ratio: f64 = self
+            .facade_trace_sampling
+            .parse()
+            .ok()
+            .filter(|r| (0.0..=1.0).contains(r))
+            .ok_or_else(|| {
+                format!(
+                    "--facade-trace-sampling must be a number from 0 to 1, not {:?}",
+                    self.facade_trace_sampling
+                )
+            })?;
+        Ok(config::FacadeTelemetry {
+            otlp_protocol: otlp_endpoint
+                .as_ref()
+                .map(|_| self.facade_otlp_protocol.clone()),
+            otlp_endpoint,
+            trace_sampling: ratio.to_string(),
+            audit_http,
+            egress: config::parse_egress(&self.facade_telemetry_egress)?,
         })
     }
 
@@ -318,7 +381,13 @@ async fn client_config_from_cluster(
 /// The controller process: admin endpoints, leader election, the controller,
 /// graceful shutdown on SIGTERM/SIGINT.
 async fn run(args: RunArgs) -> Result<(), String> {
-    logging::init();
+    let tracer_provider = logging::init()?;
+    let result = run_traced(args).await;
+    mcp_warden_telemetry::shutdown(tracer_provider).await;
+    result
+}
+
+async fn run_traced(args: RunArgs) -> Result<(), String> {
     let config = args.build.config()?;
     let discover_engine = args.build.discover_named_egress();
     let client = kube::Client::try_default()

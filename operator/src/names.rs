@@ -61,6 +61,52 @@ pub fn issuer_jwks_file(index: usize) -> String {
 /// Where the listener's TLS Secret (`spec.expose.tls`) is mounted in the facade.
 pub const TLS_DIR: &str = "/etc/mcp-warden/tls";
 
+/// Where the Secrets of `spec.remote.auth` are mounted in the facade, one
+/// directory per Secret: `<dir>/<secret>/<key>`.
+pub const UPSTREAM_SECRETS_DIR: &str = "/etc/mcp-warden/upstream";
+/// Where `spec.remote.tls.caConfigMap` is mounted in the facade.
+pub const UPSTREAM_CA_DIR: &str = "/etc/mcp-warden/upstream-ca";
+
+/// The file a `spec.remote.auth` Secret key is read from in the facade.
+pub fn upstream_secret_file(r: &mcp_warden_crds::remote::KeyRef) -> String {
+    format!("{UPSTREAM_SECRETS_DIR}/{}/{}", r.name, r.key)
+}
+
+/// The Secrets `spec.remote.auth` names, with the keys read from each.
+pub fn remote_secrets(server: &MCPServer) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut out: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let Some(auth) = server.spec.remote.as_ref().and_then(|r| r.auth.as_ref()) else {
+        return out;
+    };
+    let mut add = |r: &mcp_warden_crds::remote::KeyRef| {
+        out.entry(r.name.clone()).or_default().insert(r.key.clone());
+    };
+    for rule in &auth.rules {
+        if let Some(r) = &rule.token_secret_ref {
+            add(r);
+        }
+        if let Some(c) = &rule.client_credentials {
+            add(&c.client_secret_ref);
+        }
+        if let Some(r) = rule
+            .token_exchange
+            .as_ref()
+            .and_then(|t| t.client_secret_ref.as_ref())
+        {
+            add(r);
+        }
+    }
+    if let Some(f) = &auth.facade {
+        if let Some(r) = &f.token_secret_ref {
+            add(r);
+        }
+        if let Some(c) = &f.client_credentials {
+            add(&c.client_secret_ref);
+        }
+    }
+    out
+}
+
 /// Where the peer-key Secret is mounted in the facade.
 pub const PEER_KEY_DIR: &str = "/etc/mcp-warden/peer";
 /// The peer key's key in its Secret.

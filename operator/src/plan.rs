@@ -82,8 +82,10 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         (Some(r), None) => return Err(PlanError::SandboxProfileNotFound(r.name.clone())),
     };
     validate(inputs.server, tools, &sandbox)?;
+    let mut requested = capabilities::requested(tools, &sandbox);
+    requested.extend(capabilities::requested_remote(inputs.server));
     let decision = capabilities::decide(
-        capabilities::requested(tools, &sandbox),
+        requested,
         capabilities::annotation(inputs.server),
         &inputs.server.status.clone().unwrap_or_default(),
     );

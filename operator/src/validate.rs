@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use mcp_warden_crds::remote::{host_port, RemoteServer};
 use mcp_warden_crds::{
     mcpserver::{Transport, POD_TEMPLATE_SPEC_KEYS},
     FacadePolicy, MCPServer, SandboxProfileSpec, ToolProfileSpec,
@@ -40,6 +41,16 @@ pub enum ValidateError {
     /// Two tools exposed under one name.
     #[error("two tools would be exposed as {0:?}")]
     DuplicateExposedName(String),
+    /// Neither a container image nor a remote server, or both.
+    #[error("set exactly one of spec.image (a server container) or spec.remote (a server reached over HTTPS)")]
+    ImageOrRemote,
+    /// A remote server with container fields.
+    #[error("spec.remote has no container: command, args, env, secretEnv, port and workspace do not apply")]
+    RemoteWithContainer,
+    /// A remote URL or token URL that is not a usable https:// URL, or an
+    /// auth rule that is not exactly one credential.
+    #[error("spec.remote: {0}")]
+    Remote(String),
     /// `spec.podTemplate.spec` sets a field the hardening owns.
     #[error("spec.podTemplate.spec.{key}: {why}")]
     PodTemplateField {
@@ -72,7 +83,10 @@ impl ValidateError {
             ValidateError::StdioWithoutCommand
             | ValidateError::HttpPort
             | ValidateError::ExposeWithoutHosts
-            | ValidateError::Replicas(_) => "InvalidServerSpec",
+            | ValidateError::Replicas(_)
+            | ValidateError::ImageOrRemote
+            | ValidateError::RemoteWithContainer
+            | ValidateError::Remote(_) => "InvalidServerSpec",
             ValidateError::Alias { .. }
             | ValidateError::DuplicateExposedName(_)
             | ValidateError::Policy(_) => "InvalidToolProfile",
@@ -172,7 +186,13 @@ fn is_host_name(name: &str) -> bool {
 
 fn validate_server(server: &MCPServer) -> Result<(), ValidateError> {
     let spec = &server.spec;
+    if let Some(remote) = &spec.remote {
+        validate_remote(server, remote)?;
+    } else if spec.image.is_empty() {
+        return Err(ValidateError::ImageOrRemote);
+    }
     match spec.transport {
+        _ if spec.remote.is_some() => {}
         Transport::Stdio if spec.command.is_empty() => {
             return Err(ValidateError::StdioWithoutCommand)
         }
@@ -233,6 +253,73 @@ pub fn validate_policy(policy: &FacadePolicy) -> Result<(), ValidateError> {
     } else {
         Err(ValidateError::Policy(found.join("; ")))
     }
+}
+
+/// A remote server: no container fields, https:// URLs with a host, each
+/// auth rule exactly one credential (the CRD's CEL rules, repeated).
+fn validate_remote(server: &MCPServer, remote: &RemoteServer) -> Result<(), ValidateError> {
+    let spec = &server.spec;
+    if !spec.image.is_empty() {
+        return Err(ValidateError::ImageOrRemote);
+    }
+    if !spec.command.is_empty()
+        || !spec.args.is_empty()
+        || !spec.env.is_empty()
+        || !spec.secret_env.is_empty()
+        || spec.port.is_some()
+        || spec.workspace.is_some()
+    {
+        return Err(ValidateError::RemoteWithContainer);
+    }
+    let bad = |what: &str, url: &str| {
+        ValidateError::Remote(format!(
+            "{what} {url:?} must be an https:// URL with a host"
+        ))
+    };
+    if host_port(&remote.url).is_none() {
+        return Err(bad("url", &remote.url));
+    }
+    for url in remote.token_urls() {
+        if host_port(&url).is_none() {
+            return Err(bad("tokenUrl", &url));
+        }
+    }
+    if let Some(auth) = &remote.auth {
+        for (i, rule) in auth.rules.iter().enumerate() {
+            let given = [
+                rule.token_secret_ref.is_some(),
+                rule.client_credentials.is_some(),
+                rule.token_exchange.is_some(),
+                rule.use_facade == Some(true),
+                rule.none == Some(true),
+            ];
+            if given.iter().filter(|g| **g).count() != 1 {
+                return Err(ValidateError::Remote(format!(
+                    "auth.rules[{i}]: give exactly one of tokenSecretRef, clientCredentials, tokenExchange, useFacade, none"
+                )));
+            }
+            if rule.use_facade == Some(true) && auth.facade.is_none() {
+                return Err(ValidateError::Remote(format!(
+                    "auth.rules[{i}]: useFacade needs auth.facade"
+                )));
+            }
+        }
+        if let Some(f) = &auth.facade {
+            if f.token_secret_ref.is_some() == f.client_credentials.is_some() {
+                return Err(ValidateError::Remote(
+                    "auth.facade: give exactly one of tokenSecretRef, clientCredentials".into(),
+                ));
+            }
+        }
+    }
+    for cidr in &remote.private_cidrs {
+        if cidr.parse::<std::net::IpAddr>().is_ok() || !cidr.contains('/') {
+            return Err(ValidateError::Remote(format!(
+                "privateCidrs: {cidr:?} must be a CIDR block such as 10.0.0.0/8"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The SandboxProfile alone (its `Valid` condition).
@@ -327,6 +414,50 @@ mod tests {
             validate(&ok, &tools(&[("a", Some("x")), ("x", None)])),
             Err(ValidateError::DuplicateExposedName("x".into()))
         );
+    }
+
+    #[test]
+    fn remote_servers_have_no_container_and_https_urls() {
+        let none = ToolProfileSpec::default();
+        let sb = SandboxProfileSpec::default();
+        let remote = |extra: &str| {
+            server(&format!(
+                "{{remote: {{url: 'https://mcp.example.com/mcp'{extra}}}, toolProfileRef: {{name: p}}}}"
+            ))
+        };
+        assert_eq!(validate(&remote(""), &none, &sb), Ok(()));
+        let mut both = remote("");
+        both.spec.image = "img".into();
+        assert_eq!(
+            validate(&both, &none, &sb),
+            Err(ValidateError::ImageOrRemote)
+        );
+        assert_eq!(
+            validate(&server("{toolProfileRef: {name: p}}"), &none, &sb),
+            Err(ValidateError::ImageOrRemote)
+        );
+        let mut with_cmd = remote("");
+        with_cmd.spec.command = vec!["x".into()];
+        assert_eq!(
+            validate(&with_cmd, &none, &sb),
+            Err(ValidateError::RemoteWithContainer)
+        );
+        let plain = server("{remote: {url: 'http://mcp.example.com/'}, toolProfileRef: {name: p}}");
+        assert!(matches!(
+            validate(&plain, &none, &sb),
+            Err(ValidateError::Remote(_))
+        ));
+        for bad in [
+            ", auth: {rules: [{roles: [admin]}]}",
+            ", auth: {rules: [{useFacade: true}]}",
+            ", auth: {rules: [{none: true, tokenSecretRef: {name: s, key: k}}]}",
+            ", auth: {rules: [{clientCredentials: {tokenUrl: 'http://idp/t', clientId: c, clientSecretRef: {name: s, key: k}}}]}",
+            ", privateCidrs: ['10.0.0.1']",
+        ] {
+            assert!(matches!(validate(&remote(bad), &none, &sb), Err(ValidateError::Remote(_))), "{bad}");
+        }
+        let good = ", auth: {facade: {tokenSecretRef: {name: s, key: k}}, rules: [{roles: [admin], useFacade: true}, {none: true}]}, privateCidrs: [10.0.0.0/8]";
+        assert_eq!(validate(&remote(good), &none, &sb), Ok(()));
     }
 
     #[test]

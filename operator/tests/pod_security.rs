@@ -139,6 +139,61 @@ fn the_matrix_would_catch_a_broken_builder() {
 }
 
 #[test]
+fn remote_server_pods_are_restricted() {
+    // The facade alone, with credential Secrets and a CA bundle mounted, as
+    // asked for and with its egress approved, under each sandbox.
+    let remote = |extra: &str| -> MCPServer {
+        serde_yaml_ng::from_str(&format!(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {{name: s, namespace: n, uid: u-1}}\n\
+             spec: {{toolProfileRef: {{name: tp}}, sandboxProfileRef: {{name: sb}}, remote: {{url: 'https://mcp.example.com/mcp'{extra}}}}}\n"
+        ))
+        .unwrap()
+    };
+    let tools = ToolProfileSpec::default();
+    let config = BuildConfig::default();
+    let mut checked = 0;
+    for extra in [
+        "",
+        ", tls: {caConfigMap: {name: ca, key: ca.pem}}, privateCidrs: [10.0.0.0/8], \
+         auth: {facade: {tokenSecretRef: {name: s, key: k}}, rules: [{roles: [admin], useFacade: true}, {none: true}]}",
+    ] {
+        for sandbox in sandboxes() {
+            let server = remote(extra);
+            let inputs = |server| plan::Inputs {
+                server,
+                tool_profile: Some(&tools),
+                sandbox_profile: Some(&sandbox),
+                jwks: None,
+                issuer_jwks: None,
+            };
+            let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
+            let mut approved_server = server.clone();
+            approved_server.metadata.annotations = Some(
+                [(
+                    "mcpwarden.dev/approve".to_string(),
+                    baseline.capabilities.digest.clone(),
+                )]
+                .into(),
+            );
+            let approved = plan::plan(&inputs(&approved_server), &config).unwrap();
+            assert!(!approved.capabilities.in_force.is_empty());
+            for plan in [baseline, approved] {
+                let template = plan.objects.deployment.spec.unwrap().template;
+                let annotations = template
+                    .metadata
+                    .and_then(|m| m.annotations)
+                    .unwrap_or_default();
+                let pod = template.spec.unwrap();
+                assert_eq!(pod.containers.len(), 1);
+                assert_eq!(pss::check_restricted(&pod, &annotations), vec![], "{extra}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * sandboxes().len() * 2);
+}
+
+#[test]
 fn the_pod_template_lands_under_the_hardening() {
     let server = server(
         "stdio",

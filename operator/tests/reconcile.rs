@@ -7,316 +7,17 @@
 //! state → zero writes; profile change → only the ConfigMap is rewritten (no
 //! pod restart) and the server is found by the profile watch's mapper;
 //! missing profile → `PolicyCompiled=False`/`ToolProfileNotFound` + a Warning
-//! Event, then waiting without retries.
+//! Event, then waiting without retries; a remote server → the facade alone,
+//! its credential Secrets looked up, egress only for the approved digest.
 
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, Mutex},
-};
+mod support;
 
-use futures::future::BoxFuture;
-use http::{Request, Response, StatusCode};
-use kube::{
-    client::Body,
-    runtime::{controller::Action, events::Recorder},
-    Client,
-};
-use mcp_warden_crds::{mcpserver::ObservedTool, MCPServer};
-use mcp_warden_operator::{
-    config::BuildConfig,
-    reconcile::{self, controller, observe::ToolsSource, Context, RESYNC},
-    runtime::metrics::Metrics,
-};
+use kube::runtime::controller::Action;
+use mcp_warden_crds::mcpserver::{ObservedServer, ObservedTool};
+use mcp_warden_operator::reconcile::observe::FacadeReport;
+use mcp_warden_operator::reconcile::{self, controller, RESYNC};
 use serde_json::{json, Value};
-
-const NS: &str = "team-a";
-const TP_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/toolprofiles/git-readonly";
-const SBP_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/sandboxprofiles/web";
-const NP_PATH: &str = "/apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git";
-
-/// One recorded API call.
-#[derive(Clone, Debug)]
-struct Call {
-    method: String,
-    path: String,
-    body: Value,
-}
-
-impl Call {
-    fn is_write(&self) -> bool {
-        self.method != "GET"
-    }
-    fn short(&self) -> String {
-        format!("{} {}", self.method, self.path)
-    }
-}
-
-/// Cluster state by object path (no query string).
-#[derive(Clone, Default)]
-struct Fixture {
-    objects: BTreeMap<String, Value>,
-    server: Option<MCPServer>,
-    facades: FakeFacades,
-}
-
-/// The facades' `/tools` answers by `ip:9090`, and the admin tokens the
-/// operator presented.
-#[derive(Clone, Default)]
-struct FakeFacades(BTreeMap<String, Vec<ObservedTool>>, Arc<Mutex<Vec<String>>>);
-
-impl ToolsSource for FakeFacades {
-    fn fetch<'a>(
-        &'a self,
-        addr: &'a str,
-        token: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
-        self.1.lock().unwrap().push(token.to_string());
-        let answer = self
-            .0
-            .get(addr)
-            .cloned()
-            .ok_or_else(|| format!("connection refused: {addr}"));
-        Box::pin(async move { answer })
-    }
-}
-
-impl Fixture {
-    fn new() -> Self {
-        Fixture::default()
-    }
-
-    fn with_server(mut self) -> Self {
-        self.server = Some(
-            serde_json::from_value(json!({
-                "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
-                "metadata": {"name": "git", "namespace": NS, "uid": "uid-git", "generation": 1},
-                "spec": {"image": "img", "command": ["mcp-server-git"], "toolProfileRef": {"name": "git-readonly"}}
-            }))
-            .unwrap(),
-        );
-        self
-    }
-
-    fn with_replicas(mut self, n: i32) -> Self {
-        let mut server = self.server();
-        server.spec.replicas = n;
-        server.metadata.generation = Some(server.metadata.generation.unwrap_or(1) + 1);
-        self.server = Some(server);
-        self
-    }
-
-    /// A SandboxProfile `web` with `egress`, referenced by the server.
-    fn with_sandbox_egress(mut self, egress: Value) -> Self {
-        self.objects.insert(
-            SBP_PATH.into(),
-            json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile",
-                   "metadata": {"name": "web", "namespace": NS, "uid": "uid-sbp"},
-                   "spec": {"network": {"egress": egress}}}),
-        );
-        let mut server = self.server();
-        server.spec.sandbox_profile_ref =
-            Some(mcp_warden_crds::mcpserver::ProfileRef { name: "web".into() });
-        self.server = Some(server);
-        self
-    }
-
-    /// Set (or with `None` remove) an annotation, as `kubectl annotate` would.
-    fn with_annotation(mut self, key: &str, value: Option<&str>) -> Self {
-        let mut server = self.server();
-        let annotations = server
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
-        match value {
-            Some(v) => annotations.insert(key.into(), v.into()),
-            None => annotations.remove(key),
-        };
-        self.server = Some(server);
-        self
-    }
-
-    fn with_tool_profile(mut self, tools: Value) -> Self {
-        self.objects.insert(
-            TP_PATH.into(),
-            json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile",
-                   "metadata": {"name": "git-readonly", "namespace": NS, "uid": "uid-tp"},
-                   "spec": {"tools": tools}}),
-        );
-        self
-    }
-
-    fn server(&self) -> MCPServer {
-        self.server.clone().expect("with_server()")
-    }
-
-    /// Run one reconcile against the fake API; returns the action, the calls
-    /// in order, and the state afterwards (the server with its new status).
-    async fn reconcile(self) -> (Action, Vec<Call>, Fixture) {
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let client = Client::new(service, NS);
-        let state = Arc::new(Mutex::new(self.clone()));
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let api = tokio::spawn({
-            let (state, calls) = (state.clone(), calls.clone());
-            async move {
-                while let Some((request, send)) = handle.next_request().await {
-                    let (status, body) = answer(request, &state, &calls).await;
-                    let response = Response::builder()
-                        .status(status)
-                        .body(Body::from(body))
-                        .unwrap();
-                    send.send_response(response);
-                }
-            }
-        });
-        let ctx = Arc::new(Context {
-            client: client.clone(),
-            recorder: Recorder::new(client, "mcp-warden-operator".into()),
-            metrics: Metrics::default(),
-            config: BuildConfig::default(),
-            failures: Default::default(),
-            tools: Arc::new(self.facades.clone()),
-            jwks: Default::default(),
-            engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
-            issuer_keys: Default::default(),
-        });
-        let action = reconcile::reconcile(Arc::new(self.server()), ctx)
-            .await
-            .expect("reconcile succeeds");
-        api.abort();
-        let calls = calls.lock().unwrap().clone();
-        for call in &calls {
-            assert!(
-                mcp_warden_operator::rbac::allows(&call.method, &call.path),
-                "{} is not in rbac::API_CALLS (and operator/RBAC.md)",
-                call.short()
-            );
-        }
-        let after = state.lock().unwrap().clone();
-        (action, calls, after)
-    }
-}
-
-/// The fake API server: GET from state (404 when absent), PATCH stores the
-/// applied object with the fields a real API server adds, POST records.
-async fn answer(
-    request: Request<Body>,
-    state: &Mutex<Fixture>,
-    calls: &Mutex<Vec<Call>>,
-) -> (StatusCode, Vec<u8>) {
-    let method = request.method().to_string();
-    let path = request.uri().path().to_string();
-    let metadata_only_wanted = request
-        .headers()
-        .get("accept")
-        .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.contains("PartialObjectMetadata"));
-    let bytes = request.into_body().collect_bytes().await.unwrap();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    calls.lock().unwrap().push(Call {
-        method: method.clone(),
-        path: path.clone(),
-        body: body.clone(),
-    });
-    let mut state = state.lock().unwrap();
-    let server_path = format!("/apis/mcpwarden.dev/v1alpha1/namespaces/{NS}/mcpservers/git");
-    match method.as_str() {
-        "GET" if path.ends_with("/pods") && !state.objects.contains_key(&path) => (
-            StatusCode::OK,
-            serde_json::to_vec(
-                &json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
-            )
-            .unwrap(),
-        ),
-        "GET" => match state.objects.get(&path) {
-            Some(obj) if metadata_only_wanted => (StatusCode::OK, metadata_only(obj)),
-            Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
-            None => (StatusCode::NOT_FOUND, not_found(&path)),
-        },
-        "PATCH" if path == format!("{server_path}/status") => {
-            let mut server = state.server.clone().unwrap();
-            server.status = Some(serde_json::from_value(body["status"].clone()).unwrap());
-            state.server = Some(server.clone());
-            (StatusCode::OK, serde_json::to_vec(&server).unwrap())
-        }
-        "PATCH" => {
-            let stored = with_server_defaults(body);
-            state.objects.insert(path, stored.clone());
-            (StatusCode::OK, serde_json::to_vec(&stored).unwrap())
-        }
-        "POST" if path.contains("/events") => {
-            (StatusCode::CREATED, serde_json::to_vec(&body).unwrap())
-        }
-        "POST" => {
-            let name = body["metadata"]["name"].as_str().unwrap_or_default();
-            let stored = with_server_defaults(body.clone());
-            state
-                .objects
-                .insert(format!("{path}/{name}"), stored.clone());
-            (StatusCode::CREATED, serde_json::to_vec(&stored).unwrap())
-        }
-        "DELETE" => match state.objects.remove(&path) {
-            Some(obj) => (StatusCode::OK, serde_json::to_vec(&obj).unwrap()),
-            None => (StatusCode::NOT_FOUND, not_found(&path)),
-        },
-        _ => (StatusCode::METHOD_NOT_ALLOWED, not_found(&path)),
-    }
-}
-
-/// What the API server adds on write: uid, resourceVersion, timestamps and
-/// defaults. None of it may count as drift.
-fn with_server_defaults(mut obj: Value) -> Value {
-    obj["metadata"]["uid"] = json!("uid-child");
-    obj["metadata"]["resourceVersion"] = json!("42");
-    obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-    match obj["kind"].as_str() {
-        Some("Service") if obj["spec"]["clusterIP"].is_null() => {
-            obj["spec"]["clusterIP"] = json!("10.96.0.12")
-        }
-        Some("Deployment") => {
-            obj["spec"]["progressDeadlineSeconds"] = json!(600);
-            obj["spec"]["template"]["spec"]["dnsPolicy"] = json!("ClusterFirst");
-            obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
-                json!("IfNotPresent");
-            obj["status"] = json!({"availableReplicas": 1, "replicas": 1});
-        }
-        Some("NetworkPolicy") if obj["spec"]["egress"] == json!([]) => {
-            // Go drops the empty egress list.
-            obj["spec"].as_object_mut().unwrap().remove("egress");
-        }
-        _ => {}
-    }
-    obj
-}
-
-fn metadata_only(obj: &Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]}))
-        .unwrap()
-}
-
-fn not_found(path: &str) -> Vec<u8> {
-    serde_json::to_vec(
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("{path} not found"), "reason": "NotFound", "code": 404}),
-    )
-    .unwrap()
-}
-
-fn condition<'a>(
-    server: &'a MCPServer,
-    type_: &str,
-) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-    let status = server.status.as_ref().expect("status written");
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .unwrap_or_else(|| panic!("no {type_} condition"))
-}
-
-fn tools_v1() -> Value {
-    json!([{"name": "git_log", "alias": "log"}])
-}
+use support::*;
 
 #[tokio::test]
 async fn create_applies_every_object_with_owner_references() {
@@ -868,18 +569,29 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         reason: (state == "quarantined").then(|| "definition changed".into()),
         risk: Some("low".into()),
     };
-    fixture
-        .facades
-        .0
-        .insert("10.1.0.1:9090".into(), vec![tool("exposed", "sha256:old")]);
+    let identity = ObservedServer {
+        name: Some("mcp-server-git".into()),
+        title: None,
+        version: Some("2025.1".into()),
+        era: Some("legacy".into()),
+    };
+    let report = |tools: Vec<ObservedTool>, server: Option<&ObservedServer>| FacadeReport {
+        tools,
+        server: server.cloned(),
+    };
+    // The first pod's probe has no answer yet; the second knows the server.
+    fixture.facades.0.insert(
+        "10.1.0.1:9090".into(),
+        report(vec![tool("exposed", "sha256:old")], None),
+    );
     fixture.facades.0.insert(
         "10.1.0.2:9090".into(),
-        vec![tool("quarantined", "sha256:new")],
+        report(vec![tool("quarantined", "sha256:new")], Some(&identity)),
     );
-    fixture
-        .facades
-        .0
-        .insert("10.1.0.3:9090".into(), vec![tool("hidden", "sha256:x")]);
+    fixture.facades.0.insert(
+        "10.1.0.3:9090".into(),
+        report(vec![tool("hidden", "sha256:x")], None),
+    );
 
     let presented = fixture.facades.1.clone();
     let (_, calls, after) = fixture.reconcile().await;
@@ -888,6 +600,11 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         tools,
         [tool("quarantined", "sha256:new")],
         "the worst state of the running pods"
+    );
+    assert_eq!(
+        after.server().status.unwrap().server,
+        Some(identity),
+        "the upstream's identity, from the pod that knows it"
     );
     // `/tools` shows hidden tools: the operator asks with the server's admin token.
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
@@ -916,4 +633,112 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         "{policy}"
     );
     assert!(calls.iter().any(|c| c.path == "/openid/v1/jwks"));
+}
+
+#[tokio::test]
+async fn a_remote_server_runs_the_facade_alone_and_gets_egress_once_approved() {
+    const DEPLOY_PATH: &str = "/apis/apps/v1/namespaces/team-a/deployments/git";
+    // 1. One credential Secret is missing: the objects are applied anyway
+    //    (the pod waits for the Secret), and status says which one.
+    let (_, calls, created) = Fixture::new()
+        .with_remote_server()
+        .with_tool_profile(tools_v1())
+        .with_secret("forge-admin")
+        .reconcile()
+        .await;
+    let looked_up: Vec<String> = calls
+        .iter()
+        .filter(|c| c.path.contains("/secrets/forge-"))
+        .map(Call::short)
+        .collect();
+    assert_eq!(
+        looked_up,
+        [
+            "GET /api/v1/namespaces/team-a/secrets/forge-admin",
+            "GET /api/v1/namespaces/team-a/secrets/forge-oauth"
+        ]
+    );
+    let degraded = condition(&created.server(), "Degraded").clone();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "SecretNotFound")
+    );
+    assert!(
+        degraded.message.contains("forge-oauth"),
+        "{}",
+        degraded.message
+    );
+    let pod = &created.objects[DEPLOY_PATH]["spec"]["template"]["spec"];
+    let containers: Vec<&str> = pod["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(containers, ["facade"]);
+    let args = pod["containers"][0]["args"].as_array().unwrap();
+    let at = args.iter().position(|a| a == "--upstream-url").unwrap();
+    assert_eq!(args[at + 1], "https://mcp.forge.example.com/mcp");
+    let secrets: Vec<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["secret"]["secretName"].as_str())
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            "git-peer-key",
+            "git-admin-token",
+            "forge-admin",
+            "forge-oauth"
+        ]
+    );
+    assert_eq!(
+        created.objects[NP_PATH]["spec"].get("egress"),
+        None,
+        "no egress before approval"
+    );
+    let status = created.server().status.unwrap();
+    assert_eq!(
+        status.requested_capabilities,
+        [
+            "network.dns",
+            "network.egress.host:idp.example.com:443",
+            "network.egress.host:mcp.forge.example.com:443",
+        ]
+    );
+    let digest = status.capability_digest.unwrap();
+
+    // 2. The Secret appears and the digest is approved: DNS and port 443 to
+    //    public addresses open, and nothing else.
+    let (_, calls, approved) = created
+        .with_secret("forge-oauth")
+        .with_annotation("mcpwarden.dev/approve", Some(&digest))
+        .reconcile()
+        .await;
+    assert_eq!(np_writes(&calls), 1);
+    assert_eq!(
+        condition(&approved.server(), "CapabilitiesApproved").status,
+        "True"
+    );
+    // Nothing missing, and the hosts count as enforced: the facade is the
+    // pod's only container.
+    let degraded = condition(&approved.server(), "Degraded").clone();
+    assert_eq!(degraded.status, "False", "{}", degraded.message);
+    let egress = approved.objects[NP_PATH]["spec"]["egress"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(egress.len(), 2, "{egress:#?}");
+    assert_eq!(egress[0]["ports"][0]["port"], 53);
+    assert_eq!(
+        egress[1]["ports"],
+        json!([{"port": 443, "protocol": "TCP"}])
+    );
+    assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "0.0.0.0/0");
+    assert!(egress[1]["to"][0]["ipBlock"]["except"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("169.254.0.0/16")));
 }

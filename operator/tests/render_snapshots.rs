@@ -10,7 +10,12 @@ fn root() -> PathBuf {
 }
 
 fn render(files: &[PathBuf]) -> std::process::Output {
+    render_with(files, &[])
+}
+
+fn render_with(files: &[PathBuf], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .envs(env.iter().copied())
         .arg("render")
         .arg("-f")
         .args(files)
@@ -30,6 +35,7 @@ const EXAMPLES: &[&str] = &[
     "with-workspace",
     "with-egress",
     "replicated",
+    "remote-server",
     "with-auth",
 ];
 
@@ -153,4 +159,63 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         text.contains("matchName: modelcontextprotocol.io"),
         "{text}"
     );
+}
+
+/// The platform's collector and audit store (chart `observability.*`): the
+/// facade gets the standard OTEL_* variables and `--audit-http`, the pod's
+/// NetworkPolicy the egress to them (and DNS, for host names).
+#[test]
+fn render_with_telemetry_matches_snapshot() {
+    let out = render_with(
+        &[root().join("examples/stdio-server.yaml")],
+        &[
+            (
+                "MCP_WARDEN_FACADE_OTLP_ENDPOINT",
+                "http://otel-collector.observability:4317",
+            ),
+            ("MCP_WARDEN_FACADE_OTLP_PROTOCOL", "grpc"),
+            ("MCP_WARDEN_FACADE_TRACE_SAMPLING", "0.05"),
+            (
+                "MCP_WARDEN_FACADE_AUDIT_HTTP",
+                "http://10.96.0.50:8080/audit",
+            ),
+            (
+                "MCP_WARDEN_FACADE_TELEMETRY_EGRESS",
+                "10.96.0.0/12:4317,10.96.0.50/32:8080",
+            ),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = String::from_utf8(out.stdout).unwrap();
+    for wanted in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "parentbased_traceidratio",
+        "--audit-http",
+        "10.96.0.0/12",
+        "port: 53",
+    ] {
+        assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/stdio-server-telemetry.yaml");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some(got.as_str()),
+        "stale snapshot {}",
+        path.display()
+    );
+    // A bad setting is refused, naming the flag.
+    let bad = render_with(
+        &[root().join("examples/stdio-server.yaml")],
+        &[("MCP_WARDEN_FACADE_TRACE_SAMPLING", "2")],
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--facade-trace-sampling"));
 }

@@ -74,6 +74,9 @@ pub enum Quarantine {
         /// The finding's detail, e.g. `hidden_comment`.
         detail: &'static str,
     },
+    /// The definition breaks the protocol's rules for tool definitions (an
+    /// `x-mcp-header` annotation a client must reject): no caller can use it.
+    InvalidDefinition,
 }
 
 impl Quarantine {
@@ -92,6 +95,7 @@ impl Quarantine {
             Quarantine::PinMismatch => "pin_mismatch",
             Quarantine::Drift => "definition_drift",
             Quarantine::Poisoned { .. } => "poisoned_definition",
+            Quarantine::InvalidDefinition => "invalid_definition",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The admin port: `/healthz` (the process serves), `/readyz` (the upstream
 //! answered `initialize` and the facade is not draining), `/metrics`,
 //! `/tools` (every upstream tool with its definition hash, state, reason and
-//! findings, which the operator publishes in `MCPServer.status.tools`), and
+//! findings, which the operator publishes in `MCPServer.status.tools`; and
+//! the upstream server's name, version and era, for `status.server`), and
 //! `/approvals` (`GET`: the calls waiting for an out-of-band approval;
 //! `POST /approvals/<id>` with `{"decision": "approve"|"deny", "approver":
 //! "<who>"}` decides one). `/tools` shows hidden tools and full definitions
@@ -45,9 +46,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
                 return denied;
             }
             let policy = app.policy.load_full();
+            let mut doc = app.registry.snapshot(&policy);
+            doc["server"] = server_identity(&app);
             json(
                 StatusCode::OK,
-                serde_json::to_vec(&app.registry.snapshot(&policy)).expect("values serialize"),
+                serde_json::to_vec(&doc).expect("values serialize"),
             )
         }
         "/approvals" => {
@@ -77,6 +80,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             app.metrics
                 .calls_in_flight
                 .set(app.global_calls.current() as i64);
+            let (waiting, oldest) = app.approvals.waiting();
+            app.metrics.approvals_pending.set(waiting as i64);
+            app.metrics
+                .approval_oldest_pending
+                .set(oldest.map_or(0.0, |d| d.as_secs_f64()));
             let mut resp =
                 Response::new(Full::new(Bytes::from(app.metrics.render())).boxed_unsync());
             resp.headers_mut().insert(
@@ -204,4 +212,23 @@ fn text(status: StatusCode, body: &'static str) -> Response<ResponseBody> {
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     resp
+}
+
+/// The upstream server as the readiness probe found it (`serverInfo` of
+/// `server/discover` or `initialize`, and the era): what the operator shows
+/// in `status.server`. `null` until the probe has an answer.
+fn server_identity(app: &App) -> serde_json::Value {
+    let Some(info) = app.upstream.get() else {
+        return serde_json::Value::Null;
+    };
+    let text = |key: &str| info.server_info.get(key).and_then(|v| v.as_str());
+    serde_json::json!({
+        "name": text("name"),
+        "title": text("title"),
+        "version": text("version"),
+        "era": match info.era {
+            crate::session::channel::Era::Legacy => "legacy",
+            crate::session::channel::Era::Modern => "modern",
+        },
+    })
 }

@@ -14,13 +14,14 @@ use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
 use crate::pipeline::audit::Audit;
 use crate::pipeline::budget::{GlobalCalls, SessionBudget};
+use crate::pipeline::identity::Identity;
 use crate::pipeline::policy::LivePolicy;
 use crate::pipeline::registry::Registry;
 use crate::session::channel::{Channel, Era};
 use crate::session::ids::SessionIds;
 use crate::session::manager::Sessions;
 use crate::upstream::spares::Spares;
-use crate::upstream::{LinkLimits, LinkMode, ParamHeaders, UpstreamTarget};
+use crate::upstream::{Credential, LinkLimits, LinkMode, ParamHeaders, UpstreamTarget};
 
 /// Runtime limits: each has a safe default and a `run` flag.
 #[derive(Clone, Debug)]
@@ -191,6 +192,8 @@ pub struct App {
     /// Compiled input/output validators, by definition hash.
     pub schemas: SchemaCache,
     pub audit: Audit,
+    /// OpenTelemetry spans (none when tracing is off).
+    pub telemetry: crate::spans::Telemetry,
     pub global_calls: Arc<GlobalCalls>,
     pub sessions: Sessions,
     /// Mints session ids and tells which replica owns one.
@@ -255,7 +258,48 @@ impl App {
         LinkMode {
             modern: true,
             param_headers: Some(param_headers),
+            credential: None,
         }
+    }
+
+    /// The credential a request of `caller` carries upstream (an HTTP(S)
+    /// upstream with `upstreamAuth`; else none). Asked after policy, per
+    /// request.
+    pub async fn credential_for(&self, caller: &Identity) -> Result<Option<Credential>, String> {
+        let UpstreamTarget::Http(target) = &self.target else {
+            return Ok(None);
+        };
+        let policy = self.policy.load_full();
+        let Some(creds) = &policy.upstream_credentials else {
+            return Ok(None);
+        };
+        let role = caller.role(&policy.compiled);
+        creds
+            .for_caller(caller, role, &target.client)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The credential of the facade's own requests (probe, tool refresh).
+    pub async fn facade_credential(&self) -> Result<Option<Credential>, String> {
+        let UpstreamTarget::Http(target) = &self.target else {
+            return Ok(None);
+        };
+        let policy = self.policy.load_full();
+        let Some(creds) = &policy.upstream_credentials else {
+            return Ok(None);
+        };
+        creds
+            .for_facade(&target.client)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether requests upstream carry credentials at all (cheap: the hot
+    /// path asks this first).
+    pub fn has_upstream_credentials(&self) -> bool {
+        matches!(self.target, UpstreamTarget::Http(_))
+            && self.policy.load().upstream_credentials.is_some()
     }
 
     /// The channel a modern caller's requests go through: the modern
@@ -264,11 +308,19 @@ impl App {
     pub async fn modern_channel(
         self: &Arc<Self>,
         quota_key: &str,
+        caller: &Identity,
     ) -> Result<Arc<Channel>, ChannelError> {
         let info = self.upstream_info().await.ok_or(ChannelError::NotReady)?;
         if info.era == Era::Modern {
             return self.hub.get().cloned().ok_or(ChannelError::NotReady);
         }
+        // The bridge is this caller's session upstream: the facade's own
+        // handshake on it carries the caller's credential.
+        let credential = if self.has_upstream_credentials() {
+            self.credential_for(caller).await.ok().flatten()
+        } else {
+            None
+        };
         let mut bridges = self.bridges.lock().unwrap();
         bridges.retain(|_, b| !b.channel.is_closed());
         if let Some(bridge) = bridges.get_mut(quota_key) {
@@ -291,7 +343,7 @@ impl App {
             }
         }
         let name: Arc<str> = format!("bridge:{}", bridges.len() + 1).into();
-        let channel = Channel::start_bridge(self.clone(), name);
+        let channel = Channel::start_bridge(self.clone(), name, credential);
         bridges.insert(
             quota_key.to_string(),
             Bridge {
@@ -332,7 +384,7 @@ impl App {
         limits: Limits,
         hosts: HostPolicy,
         policy: Arc<LivePolicy>,
-        audit: Audit,
+        (audit, telemetry, metrics): (Audit, crate::spans::Telemetry, Metrics),
         session_ids: SessionIds,
         admin: AdminAccess,
     ) -> Arc<App> {
@@ -353,9 +405,10 @@ impl App {
             registry: Registry::default(),
             schemas: SchemaCache::new(),
             audit,
+            telemetry,
             global_calls: Arc::new(GlobalCalls::default()),
             sessions: Sessions::default(),
-            metrics: Metrics::new(),
+            metrics,
             ready: AtomicBool::new(false),
             upstream: OnceLock::new(),
             upstream_known: tokio::sync::Notify::new(),

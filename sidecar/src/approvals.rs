@@ -68,6 +68,7 @@ pub enum DecideError {
 struct Entry {
     call: PendingCall,
     tx: oneshot::Sender<Verdict>,
+    opened: std::time::Instant,
 }
 
 /// The pending list, shared by the calls and the admin port.
@@ -139,12 +140,27 @@ impl Approvals {
         call.expires_at = call.requested_at + self.wait.as_secs();
         let (tx, rx) = oneshot::channel();
         let id = call.id.clone();
-        pending.insert(id.clone(), Entry { call, tx });
+        pending.insert(
+            id.clone(),
+            Entry {
+                call,
+                tx,
+                opened: std::time::Instant::now(),
+            },
+        );
         Ok(Ticket {
             id,
             rx,
             pending: self.pending.clone(),
         })
+    }
+
+    /// How many calls wait, and how long the oldest has waited (the
+    /// `mcpwarden_approvals_pending` and `…_oldest_pending_seconds` gauges).
+    pub fn waiting(&self) -> (usize, Option<Duration>) {
+        let pending = self.pending.lock().unwrap();
+        let oldest = pending.values().map(|e| e.opened).min();
+        (pending.len(), oldest.map(|t| t.elapsed()))
     }
 
     /// The pending calls, oldest first.

@@ -14,10 +14,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{AdminAccess, App, HostPolicy, Limits};
-use crate::pipeline::audit::{Audit, AuditSink};
+use crate::pipeline::audit::{Audit, AuditConfig, AuditSink};
 use crate::pipeline::policy::LivePolicy;
 use crate::session::ids::SessionIds;
-use crate::upstream::UpstreamTarget;
+use crate::sinks::file::Rotation;
+use crate::upstream::{HttpTarget, UpstreamTarget};
 use crate::{admin, bridge, downstream, policy_file, probe, server};
 
 #[derive(Parser)]
@@ -75,9 +76,34 @@ struct RunArgs {
     /// Serve one client on stdin/stdout instead of HTTP.
     #[arg(long)]
     stdio: bool,
-    /// Upstream Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+    /// Upstream Streamable HTTP endpoint: https://host/mcp for a remote
+    /// server, or http://127.0.0.1:3001/mcp for a server on loopback (in
+    /// the pod). Redirects are never followed.
     #[arg(long, conflicts_with = "upstream_socket")]
     upstream_url: Option<hyper::Uri>,
+    /// A PEM bundle of CA certificates trusted for the upstream (and its
+    /// token endpoints), besides the platform's roots.
+    #[arg(long, env = "MCP_WARDEN_UPSTREAM_CA_FILE")]
+    upstream_ca_file: Option<PathBuf>,
+    /// Address blocks the facade may connect to although they are private,
+    /// loopback or link-local (comma-separated CIDRs or addresses). Without
+    /// them such addresses are refused, whatever name leads to them.
+    #[arg(long, value_delimiter = ',', env = "MCP_WARDEN_UPSTREAM_ALLOW_CIDR")]
+    upstream_allow_cidr: Vec<String>,
+    /// Seconds a connection to the upstream (TCP and TLS) may take.
+    #[arg(long, default_value_t = 10)]
+    upstream_connect_timeout_secs: u64,
+    /// Never offer HTTP/2 to a TLS upstream (ALPN http/1.1 only).
+    #[arg(long)]
+    upstream_http1: bool,
+    /// The resolver configuration (name servers, search domains) for
+    /// upstream and token-endpoint host names.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_RESOLV_CONF",
+        default_value = "/etc/resolv.conf"
+    )]
+    resolv_conf: PathBuf,
     /// Upstream unix socket served by `mcp-warden-sidecar bridge`.
     #[arg(long)]
     upstream_socket: Option<PathBuf>,
@@ -188,6 +214,27 @@ struct RunArgs {
     /// stdout; stderr with --stdio).
     #[arg(long)]
     audit: Option<AuditSink>,
+    /// A `file:` audit sink is rotated before it grows past this many
+    /// bytes (0: never): `PATH` becomes `PATH.1`, and so on.
+    #[arg(long, default_value_t = Rotation::default().max_bytes)]
+    audit_max_bytes: u64,
+    /// Rotated audit files kept (`PATH.1` … `PATH.<N>`); older ones are deleted.
+    #[arg(long, default_value_t = Rotation::default().keep)]
+    audit_keep: usize,
+    /// Also send audit records to this HTTP store (`http://…`, POSTs of
+    /// `application/x-ndjson` batches, retried with backoff).
+    #[arg(long, env = "MCP_WARDEN_AUDIT_HTTP")]
+    audit_http: Option<hyper::Uri>,
+    /// Records held for the HTTP store while it is unreachable; beyond
+    /// this, new records are dropped (counted and logged).
+    #[arg(long, default_value_t = 10_000)]
+    audit_http_buffer: usize,
+    /// Records per POST to the HTTP store, at most.
+    #[arg(long, default_value_t = 500)]
+    audit_http_batch: usize,
+    /// File holding a bearer token for the HTTP store.
+    #[arg(long, env = "MCP_WARDEN_AUDIT_HTTP_TOKEN_FILE")]
+    audit_http_token_file: Option<PathBuf>,
     /// Threads that serve clients; 0 (the default) is one per CPU core. A
     /// sidecar limited to one core or less does well with 1: a call then
     /// costs the fewest system calls (six, no wake-ups across threads).
@@ -251,16 +298,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.upstream_socket,
         args.command.split_first(),
     ) {
-        (Some(url), None, None) => {
-            // The upstream is the server in the same pod, on loopback: TLS
-            // there would protect nothing (the facade's own port is where
-            // TLS ends, in front of it).
-            anyhow::ensure!(
-                matches!(url.scheme_str(), Some("http")) && url.host().is_some(),
-                "--upstream-url must be an http:// URL with a host (got `{url}`); https upstreams are not supported"
-            );
-            UpstreamTarget::Http(url.clone())
-        }
+        (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => UpstreamTarget::Command {
             program: program.clone(),
@@ -284,8 +322,35 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None if args.stdio => AuditSink::Stderr,
         None => AuditSink::Stdout,
     };
-    let audit =
-        Audit::start(audit_sink).map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
+    let audit_http = match &args.audit_http {
+        Some(url) => {
+            let mut settings =
+                crate::sinks::http::Settings::new(url.clone()).map_err(anyhow::Error::msg)?;
+            settings.capacity = args.audit_http_buffer.max(1);
+            settings.batch = args.audit_http_batch.max(1);
+            if let Some(path) = &args.audit_http_token_file {
+                let token = std::fs::read_to_string(path).map_err(|e| {
+                    anyhow::anyhow!("cannot read the audit store token {}: {e}", path.display())
+                })?;
+                settings.token = Some(token.trim().to_string());
+            }
+            Some(settings)
+        }
+        None => None,
+    };
+    let metrics = crate::metrics::Metrics::new();
+    let audit = Audit::start(
+        AuditConfig {
+            sink: audit_sink,
+            rotation: Rotation {
+                max_bytes: args.audit_max_bytes,
+                keep: args.audit_keep,
+            },
+            http: audit_http,
+        },
+        &metrics,
+    )
+    .map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_header_bytes: args.max_header_bytes,
@@ -360,7 +425,27 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         token: admin_token,
         loopback: args.admin_listen.ip().is_loopback(),
     };
-    let app = App::new(target, limits, hosts, policy, audit, session_ids, admin);
+    // Spans, when an OTLP endpoint is configured (OTEL_* variables).
+    let tracer_provider = mcp_warden_telemetry::tracer_provider("mcp-warden-sidecar")?;
+    let telemetry = crate::spans::Telemetry::new(tracer_provider.as_ref());
+    let app = App::new(
+        target,
+        limits,
+        hosts,
+        policy,
+        (audit, telemetry, metrics),
+        session_ids,
+        admin,
+    );
+    if let UpstreamTarget::Http(t) = &app.target {
+        // Egress refusals are audited and counted.
+        let weak = Arc::downgrade(&app);
+        t.client.set_observer(Arc::new(move |refusal| {
+            if let Some(app) = weak.upgrade() {
+                app.audit.egress_refused(refusal, &app.metrics);
+            }
+        }));
+    }
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
             app.clone(),
@@ -383,6 +468,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         };
         app.audit.flush(Duration::from_secs(2));
+        app.audit.flush_http(Duration::from_secs(5)).await;
+        mcp_warden_telemetry::shutdown(tracer_provider).await;
         return served;
     }
 
@@ -428,7 +515,45 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     stop.cancel();
     let _ = serving.await;
     app.audit.flush(Duration::from_secs(2));
+    app.audit.flush_http(Duration::from_secs(5)).await;
+    mcp_warden_telemetry::shutdown(tracer_provider).await;
     Ok(())
+}
+
+/// An HTTP(S) upstream: `https://` anywhere (the SSRF guard judges where it
+/// leads), `http://` only on loopback — the server in the same pod, where
+/// TLS would protect nothing and the loopback addresses are its own.
+fn http_target(url: &hyper::Uri, args: &RunArgs) -> anyhow::Result<HttpTarget> {
+    let endpoint = crate::net::Endpoint::of(url)
+        .map_err(|e| anyhow::anyhow!("--upstream-url `{url}`: {e}"))?;
+    anyhow::ensure!(
+        endpoint.tls || endpoint.is_local_plain(),
+        "--upstream-url `{url}`: http:// is only for a server on loopback (in the pod); use https:// for a remote server"
+    );
+    let mut allow = Vec::new();
+    for cidr in &args.upstream_allow_cidr {
+        allow.push(
+            crate::net::guard::parse_cidr(cidr)
+                .map_err(|e| anyhow::anyhow!("--upstream-allow-cidr: {e}"))?,
+        );
+    }
+    if endpoint.is_local_plain() {
+        allow.push("127.0.0.0/8".parse().expect("a CIDR"));
+        allow.push("::1/128".parse().expect("a CIDR"));
+    }
+    let config = crate::net::ClientConfig {
+        ca_file: args.upstream_ca_file.clone(),
+        allow,
+        resolv_conf: args.resolv_conf.clone(),
+        connect_timeout: Duration::from_secs(args.upstream_connect_timeout_secs.max(1)),
+        http2: !args.upstream_http1,
+        proxy: None,
+    };
+    let client = crate::net::Client::new(&config).map_err(anyhow::Error::msg)?;
+    Ok(HttpTarget {
+        uri: url.clone(),
+        client,
+    })
 }
 
 async fn shutdown_signal() {

@@ -53,6 +53,13 @@ pub struct Metrics {
     pub backlog_dropped: IntCounter,
     pub http_rejections: IntCounterVec,
     pub policy_reloads: IntCounterVec,
+    /// 1 while the policy file on disk is one the facade rejected (the
+    /// previous policy stays in force), 0 once a reload succeeds.
+    pub policy_reload_failing: IntGauge,
+    /// Calls waiting for an out-of-band approval, and how long the oldest
+    /// has waited (set when scraped).
+    pub approvals_pending: IntGauge,
+    pub approval_oldest_pending: prometheus::Gauge,
     /// `tool_calls_total{tool,outcome,code}`: every tools/call, allowed or not.
     pub tool_calls: IntCounterVec,
     pub tool_call_duration: HistogramVec,
@@ -62,7 +69,13 @@ pub struct Metrics {
     /// `tools{state}`: upstream tools by state (exposed, hidden, quarantined).
     pub tools: prometheus::IntGaugeVec,
     pub redactions: IntCounterVec,
-    pub audit_dropped: IntCounter,
+    /// `audit_dropped_total{sink}`: `queue` (the writer's queue was full),
+    /// `file` (the file or stream could not be written), `http` (the HTTP
+    /// store's buffer was full).
+    audit_dropped_total: IntCounterVec,
+    audit_buffered: prometheus::IntGaugeVec,
+    audit_delivered: IntCounterVec,
+    audit_failures: IntCounterVec,
     pub calls_in_flight: IntGauge,
     /// Requests relayed to the replica that owns their session.
     pub forwarded: IntCounter,
@@ -73,6 +86,9 @@ pub struct Metrics {
     /// Server processes replaced because they did not let go of a call the
     /// client cancelled or that timed out.
     pub upstream_recycled: IntCounter,
+    /// `egress_refusals_total{reason}`: connections the SSRF guard refused
+    /// (`address_not_allowed`, `redirect`).
+    pub egress_refusals: IntCounterVec,
 }
 
 impl Metrics {
@@ -141,6 +157,24 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
+        for result in ["applied", "rejected"] {
+            policy_reloads.with_label_values(&[result]);
+        }
+        let policy_reload_failing = IntGauge::new(
+            "mcpwarden_policy_reload_failing",
+            "1 while the policy file is one the facade rejected (the previous policy stays in force)",
+        )
+        .expect("valid metric");
+        let approvals_pending = IntGauge::new(
+            "mcpwarden_approvals_pending",
+            "Tool calls waiting for an out-of-band approval on /approvals",
+        )
+        .expect("valid metric");
+        let approval_oldest_pending = prometheus::Gauge::new(
+            "mcpwarden_approval_oldest_pending_seconds",
+            "How long the oldest call waiting for an out-of-band approval has waited (0: none waits)",
+        )
+        .expect("valid metric");
         let tool_calls = IntCounterVec::new(
             Opts::new(
                 "mcpwarden_tool_calls_total",
@@ -194,9 +228,36 @@ impl Metrics {
             &["kind"],
         )
         .expect("valid metric");
-        let audit_dropped = IntCounter::new(
-            "mcpwarden_audit_dropped_total",
-            "Audit lines dropped because the audit sink could not keep up (calls are never blocked by audit)",
+        let audit_dropped_total = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_audit_dropped_total",
+                "Audit records dropped because an audit sink could not keep up or be written, by sink (calls are never blocked by audit)",
+            ),
+            &["sink"],
+        )
+        .expect("valid metric");
+        let audit_buffered = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "mcpwarden_audit_buffered",
+                "Audit records held for a sink that has not taken them yet, by sink",
+            ),
+            &["sink"],
+        )
+        .expect("valid metric");
+        let audit_delivered = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_audit_delivered_total",
+                "Audit records a remote sink accepted, by sink",
+            ),
+            &["sink"],
+        )
+        .expect("valid metric");
+        let audit_failures = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_audit_delivery_failures_total",
+                "Failed deliveries to a remote audit sink (each is retried with backoff), by sink",
+            ),
+            &["sink"],
         )
         .expect("valid metric");
         let calls_in_flight = IntGauge::new(
@@ -227,8 +288,17 @@ impl Metrics {
             "Server notifications shed because the client was not reading its stream",
         )
         .expect("valid metric");
+        let egress_refusals = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_egress_refusals_total",
+                "Upstream connections the facade refused to make (SSRF guard), by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(notifications_dropped.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(egress_refusals.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(notifications_dropped.clone()),
             Box::new(messages_dropped.clone()),
             Box::new(upstream_recycled.clone()),
             Box::new(forwarded.clone()),
@@ -238,7 +308,10 @@ impl Metrics {
             Box::new(policy_denials.clone()),
             Box::new(tools.clone()),
             Box::new(redactions.clone()),
-            Box::new(audit_dropped.clone()),
+            Box::new(audit_dropped_total.clone()),
+            Box::new(audit_buffered.clone()),
+            Box::new(audit_delivered.clone()),
+            Box::new(audit_failures.clone()),
             Box::new(calls_in_flight.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
@@ -254,8 +327,14 @@ impl Metrics {
             Box::new(backlog_dropped.clone()),
             Box::new(http_rejections.clone()),
             Box::new(policy_reloads.clone()),
+            Box::new(policy_reload_failing.clone()),
+            Box::new(approvals_pending.clone()),
+            Box::new(approval_oldest_pending.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
+        }
+        for sink in ["queue", "file"] {
+            audit_dropped_total.with_label_values(&[sink]);
         }
         Metrics {
             registry,
@@ -269,18 +348,40 @@ impl Metrics {
             backlog_dropped,
             http_rejections,
             policy_reloads,
+            policy_reload_failing,
+            approvals_pending,
+            approval_oldest_pending,
             tool_calls,
             tool_call_duration,
             tool_output_bytes,
             policy_denials,
             tools,
             redactions,
-            audit_dropped,
+            audit_dropped_total,
+            audit_buffered,
+            audit_delivered,
+            audit_failures,
             calls_in_flight,
             forwarded,
             notifications_dropped,
             messages_dropped,
             upstream_recycled,
+            egress_refusals,
+        }
+    }
+
+    /// The dropped-records counter of audit sink `sink` (`queue`, `file`, `http`).
+    pub fn audit_dropped(&self, sink: &'static str) -> IntCounter {
+        self.audit_dropped_total.with_label_values(&[sink])
+    }
+
+    /// The HTTP audit sink's meters.
+    pub fn audit_http_meters(&self) -> crate::sinks::http::Meters {
+        crate::sinks::http::Meters {
+            dropped: self.audit_dropped("http"),
+            buffered: self.audit_buffered.with_label_values(&["http"]),
+            delivered: self.audit_delivered.with_label_values(&["http"]),
+            failures: self.audit_failures.with_label_values(&["http"]),
         }
     }
 

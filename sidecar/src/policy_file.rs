@@ -54,6 +54,7 @@ pub async fn watch(app: Arc<App>, path: PathBuf, every: Duration) {
                     .policy_reloads
                     .with_label_values(&["applied"])
                     .inc();
+                app.metrics.policy_reload_failing.set(0);
                 tracing::info!(path = %path.display(), "policy reloaded");
             }
             Err(e) => {
@@ -61,6 +62,7 @@ pub async fn watch(app: Arc<App>, path: PathBuf, every: Duration) {
                     .policy_reloads
                     .with_label_values(&["rejected"])
                     .inc();
+                app.metrics.policy_reload_failing.set(1);
                 tracing::error!(error = %e, "new policy rejected; keeping the previous one");
             }
         }

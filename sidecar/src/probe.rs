@@ -69,7 +69,7 @@ async fn probe(app: &App) -> Result<UpstreamInfo, String> {
     let choice = app.limits.upstream_era;
     let modern_mode = LinkMode {
         modern: true,
-        param_headers: None,
+        ..LinkMode::default()
     };
     match (&app.target, choice) {
         (_, EraChoice::Legacy) => {
@@ -106,7 +106,10 @@ async fn connect(
     app: &App,
     mode: &LinkMode,
 ) -> Result<(Link, tokio::sync::mpsc::Receiver<LinkEvent>), String> {
-    upstream::connect(&app.target, &app.link_limits, mode)
+    // The probe is the facade's own request: its credential is the facade's.
+    let mut mode = mode.clone();
+    mode.credential = app.facade_credential().await?;
+    upstream::connect(&app.target, &app.link_limits, &mode)
         .await
         .map_err(|e| e.to_string())
 }

@@ -322,7 +322,11 @@ def test_operator_network_policy(variant):
     ingress_ports = sorted(p["port"] for rule in np["spec"]["ingress"] for p in rule["ports"])
     assert ingress_ports == [8081, 8443]
     egress_ports = {p["port"] for rule in np["spec"]["egress"] for p in rule["ports"]}
-    assert egress_ports == {53, 443, 6443, 9090}
+    if variant == "all-on":  # tracing on: its collector, not the facades' audit store
+        assert egress_ports == {53, 443, 6443, 9090, 4317}
+        assert {"to": [{"ipBlock": {"cidr": "10.96.0.0/12"}}], "ports": [{"port": 4317, "protocol": "TCP"}]} in np["spec"]["egress"]
+    else:
+        assert egress_ports == {53, 443, 6443, 9090}
     facades = next(r for r in np["spec"]["egress"] if r["ports"] == [{"port": 9090, "protocol": "TCP"}])
     assert facades["to"][0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/managed-by": "mcp-warden-operator"}
 

@@ -129,6 +129,12 @@ BAD_VALUES = {
     "bad digest": ({"image": {"digest": "latest"}}, "digest"),
     "zero replicas": ({"replicaCount": 0}, "replicaCount"),
     "privileged approver aggregation": ({"rbac": {"approver": {"aggregateTo": ["cluster-admin"]}}}, "aggregateTo"),
+    "TLS collector (the facades send OTLP without TLS)": (
+        {"observability": {"tracing": {"otlpEndpoint": "https://collector:4318"}}}, "otlpEndpoint"),
+    "sampling above 1": ({"observability": {"tracing": {"sampling": 2}}}, "sampling"),
+    "OTLP over JSON": ({"observability": {"tracing": {"protocol": "http/json"}}}, "protocol"),
+    "audit store egress without a port": (
+        {"observability": {"audit": {"egress": [{"cidr": "10.0.0.0/8"}]}}}, "port"),
 }
 
 

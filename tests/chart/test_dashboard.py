@@ -57,7 +57,7 @@ def queries(doc: dict = DOC) -> list[str]:
 
 def metric_names(expr: str) -> set[str]:
     """Every metric a PromQL expression selects (Grafana variables substituted)."""
-    text = expr.replace("$__rate_interval", "5m").replace("$namespace", ".*")
+    text = expr.replace("$__rate_interval", "5m").replace("$namespace", ".*").replace("$mcpserver", ".*")
     names: set[str] = set()
 
     def visit(node):
@@ -100,6 +100,20 @@ def test_dashboard_is_grafana_dashboard_json():
         assert refs and len(refs) == len(set(refs)), p["title"]
     variables = {v["name"]: v for v in DOC["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+
+
+def test_every_facade_panel_filters_by_namespace_and_server():
+    """Issue 19: per-namespace and per-server variables, applied to every facade query."""
+    variables = {v["name"]: v for v in DOC["templating"]["list"]}
+    for name in ("namespace", "mcpserver"):
+        v = variables[name]
+        assert v["type"] == "query" and v["multi"] and v["includeAll"] and v["allValue"] == ".*", name
+    assert '$namespace' in variables["mcpserver"]["query"], "the server list follows the namespace choice"
+    facade = [e for e in queries() if any(n.startswith("mcpwarden_") and "reconcile" not in n
+                                           and "capabilities" not in n for n in metric_names(e))]
+    assert len(facade) >= 20
+    for expr in facade:
+        assert 'namespace=~"$namespace"' in expr and 'mcpserver=~"$mcpserver"' in expr, expr
 
 
 def test_roundtrip_catches_keys_grafana_does_not_know():
@@ -173,8 +187,10 @@ def sidecar_metrics(start_module_process) -> dict[str, str]:
     if not binary.exists():
         pytest.skip(f"facade binary {binary} not built")
     port, admin = free_port(), free_port()
+    # An HTTP audit store (not there): the HTTP sink's series exist.
+    store = f"http://127.0.0.1:{free_port()}/audit"
     proc = start_module_process([binary, "run", "--listen", f"127.0.0.1:{port}", "--admin-listen",
-                                 f"127.0.0.1:{admin}", "--", sys.executable, FIXTURE])
+                                 f"127.0.0.1:{admin}", "--audit-http", store, "--", sys.executable, FIXTURE])
     wait_http_ok(f"http://127.0.0.1:{admin}/readyz", proc=proc)
     url = f"http://127.0.0.1:{port}/mcp"
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -32,13 +32,13 @@ FAKE_GITHUB = "ghp_" + "M4n5B6v7C8x9Z0l1K2j3H4g5F6d7S8a9P0o1"
 MARK = {k: f"{k}-{secrets.token_hex(6)}" for k in
         ("plain", "chained", "approval", "schema", "approved", "declined", "role", "hidden", "big", "timeout")}
 
-AUDIT_FIELDS = {"time", "event", "method", "call_id", "session", "issuer", "subject", "auth", "role", "tool",
+AUDIT_FIELDS = {"v", "time", "event", "method", "call_id", "session", "issuer", "subject", "auth", "role", "tool",
                 "upstream_tool", "prompt",
                 "definition_hash", "args_sha256", "args_bytes", "decision", "code", "reason", "duration_ms",
                 "output_bytes", "truncated", "redactions"}
 # Present only when they say something: who approved out of band, why a
-# quarantined tool looks poisoned.
-OPTIONAL_FIELDS = {"approver", "finding"}
+# quarantined tool looks poisoned, the request's span (tracing on).
+OPTIONAL_FIELDS = {"approver", "finding", "trace_id", "span_id"}
 
 EVERYTHING_TOOLS = ["echo", "add_numbers", "get-env", "long_operation", "toggle-simulated-logging",
                     "get-resource-links"]
@@ -183,6 +183,9 @@ def scenario(module_facade, tmp_path_factory):
         async with sdk_client(fx.url) as c:
             await fx_rec.record("drift_before", ok(c.call_tool("mutable", {})))
             assert text_of_result(await c.call_tool("drift", {})) == "drifted"
+            # Its audit line may land just after the answer; let it, so that
+            # the next record sees only its own line.
+            fx_audit.wait(lambda line: line.get("tool") == "drift", what="the drift call's audit line")
             import anyio
             with anyio.fail_after(10):  # the facade re-reads the list after list_changed
                 while "mutable" in {t.name for t in (await c.list_tools()).tools}:

@@ -267,11 +267,13 @@ def test_every_request_answered_once(sess):
 
 
 @pytest.mark.parametrize("args,expected", [
-    (["--upstream-url", "https://127.0.0.1:9/mcp"], "https upstreams are not supported"),
-    (["--upstream-url", "/mcp"], "must be an http:// URL with a host"),
+    (["--upstream-url", "ftp://127.0.0.1:9/mcp"], "the URL scheme `ftp` is not supported"),
+    (["--upstream-url", "https://u:p@127.0.0.1:9/mcp"], "must not carry a user name or password"),
+    (["--upstream-url", "/mcp"], "is not an absolute http(s) URL"),
+    (["--upstream-url", "http://:9/mcp"], "the URL has no host"),
     ([], "no upstream"),
     (["--upstream-url", "http://127.0.0.1:9/mcp", "--", "true"], "exactly one upstream"),
-], ids=["https", "no-host", "none", "two"])
+], ids=["scheme", "userinfo", "relative", "no-host", "none", "two"])
 def test_bad_upstream_arguments_fail_at_start(args, expected):
     """A facade that could never reach its server says why and exits,
     instead of starting and failing every request."""

@@ -802,7 +802,7 @@ def test_risk_ceiling_risk_prefix_and_annotations_floor(facade, tree):
     run_async(body)
 
 
-def test_pages_merged_and_schemas_cleaned(facade, ev):
+def test_pages_merged_and_schemas_kept_as_written(facade, ev):
     from helpers import fixture_stdio  # the paginating fixture: 2 tools per page
     fa = facade(upstream=fixture_stdio(), policy=policy_doc(
         auth={"anonymous": {"role": "user"}},  # no annotations there: writes inferred, so say it
@@ -814,10 +814,14 @@ def test_pages_merged_and_schemas_cleaned(facade, ev):
             assert {t.name for t in page.tools} == {"echo", "progress", "cancelled"}  # pages 1, 2 and 3
             assert page.next_cursor is None
             assert text_of_result(await c.call_tool("progress", {"steps": 1})) == "done"
+        # Schemas reach the client as the server wrote them (the spec asks
+        # intermediaries to preserve JSON Schema keywords, `$schema` included).
         async with sdk_client(ev.url) as c:
-            for tool in (await c.list_tools()).tools:
-                assert "$schema" not in tool.input_schema, (tool.name, tool.input_schema)
-                assert tool.input_schema.get("type") == "object"
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            echo = tools["echo"].input_schema
+            assert echo.get("$schema", "").startswith("http://json-schema.org/"), echo
+            assert echo["properties"]["message"]["type"] == "string"
+            assert all(t.input_schema.get("type") == "object" for t in tools.values())
 
     run_async(body)
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import httpx
 
-from conftest import NODE_MODULES, TESTS_DIR, system_node
+from conftest import NODE_MODULES, REPO_ROOT, TESTS_DIR, system_node
 from helpers import RawMcp
 
 FILESYSTEM_JS = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
@@ -109,9 +109,30 @@ def text_of_result(result) -> str:
 # ---------------------------------------------------------------------------
 # Audit
 # ---------------------------------------------------------------------------
+AUDIT_SCHEMA_PATH = REPO_ROOT / "docs" / "audit-record.v1.schema.json"
+_audit_validator = None
+
+
+def check_audit_record(record: dict) -> dict:
+    """Fail unless `record` is valid against the published audit schema
+    (docs/audit-record.v1.schema.json): every audit line an e2e test reads
+    through `Audit` passes here."""
+    global _audit_validator
+    if _audit_validator is None:
+        import jsonschema
+        schema = json.loads(AUDIT_SCHEMA_PATH.read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _audit_validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(_audit_validator.iter_errors(record), key=lambda e: list(e.path))
+    assert not errors, f"audit record does not match {AUDIT_SCHEMA_PATH.name}: " + "; ".join(
+        f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors) + f"\n{record}"
+    return record
+
+
 class Audit:
     def __init__(self, path: Path):
         self.path = path
+        self._checked = 0
 
     @property
     def arg(self) -> str:
@@ -121,7 +142,12 @@ class Audit:
         return self.path.read_text() if self.path.exists() else ""
 
     def lines(self) -> list[dict]:
-        return [json.loads(line) for line in self.text().splitlines() if line.strip()]
+        """Every record so far, each checked against the audit schema."""
+        records = [json.loads(line) for line in self.text().splitlines() if line.strip()]
+        for record in records[self._checked:]:
+            check_audit_record(record)
+        self._checked = max(self._checked, len(records))
+        return records
 
     def settle(self, quiet: float = 0.2, timeout: float = 3) -> int:
         """Wait until no new line has arrived for `quiet` seconds (lines are

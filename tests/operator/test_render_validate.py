@@ -176,3 +176,31 @@ def test_every_capability_approved_is_valid(tmp_path: Path, version: str):
     policy = yaml.safe_load(next(o for o in objects if o["kind"] == "ConfigMap")["data"]["policy.yaml"])
     assert policy["approvedTools"] == ["write_file"]
     assert policy["sandbox"]["writeAllowed"] is True
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_remote_server_approved_is_valid(tmp_path: Path, version: str):
+    """A remote server, its egress approved: the facade alone, egress to public addresses on 443."""
+    example = (REPO / "examples/remote-server.yaml").read_text()
+    text = subprocess.run(
+        [str(operator()), "render", "-f", str(REPO / "examples/remote-server.yaml")],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    digest = next(l.split(": ", 1)[1] for l in text.splitlines() if l.startswith("#   capabilityDigest: "))
+    approved = tmp_path / "approved.yaml"
+    approved.write_text(example.replace(
+        "  name: tracker\n  namespace: team-a\nspec:\n  toolProfileRef:",
+        f'  name: tracker\n  namespace: team-a\n  annotations: {{mcpwarden.dev/approve: "{digest}"}}\nspec:\n  toolProfileRef:',
+    ))
+    objects = render(approved)
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["facade"]
+    np = next(o for o in objects if o["kind"] == "NetworkPolicy")["spec"]
+    assert len(np["egress"]) == 2, np["egress"]
+    assert [p["port"] for p in np["egress"][0]["ports"]] == [53, 53]
+    public = np["egress"][1]
+    assert public["ports"] == [{"port": 443, "protocol": "TCP"}]
+    assert [t["ipBlock"]["cidr"] for t in public["to"]] == ["0.0.0.0/0", "::/0"]
+    assert "10.0.0.0/8" in public["to"][0]["ipBlock"]["except"]

@@ -5,6 +5,9 @@
 //!     mcp-bench-echo stdio                       newline-delimited JSON-RPC on stdin/stdout
 //!     mcp-bench-echo http --listen 127.0.0.1:P   Streamable HTTP on /mcp: sessions
 //!                                                (Mcp-Session-Id), JSON answers, DELETE
+//!         [--tls-cert CERT.pem --tls-key KEY.pem]  the same over TLS (rustls, HTTP/1.1):
+//!                                                the HTTPS upstream the facade's cost over TLS
+//!                                                is measured against
 //!
 //! Handles initialize, ping, tools/list, tools/call; answers other requests
 //! with -32601 and ignores notifications.
@@ -60,6 +63,13 @@ fn handle(msg: &Value) -> Option<Value> {
                 "serverInfo": {"name": "mcp-bench-echo", "version": "0.1.0"}
             })
         }
+        // Dual-era: a modern (2026-07-28) client asks this instead of
+        // initializing, and every request of its stands alone.
+        "server/discover" => json!({
+            "supportedVersions": ["2026-07-28", "2025-11-25", "2025-06-18"],
+            "capabilities": {"tools": {"listChanged": false}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-bench-echo", "version": "0.1.0"}}
+        }),
         "ping" => json!({}),
         "tools/list" => tool_list(),
         "tools/call" => {
@@ -84,7 +94,19 @@ fn handle(msg: &Value) -> Option<Value> {
                 "error": {"code": -32601, "message": format!("method not found: {method}")}}))
         }
     };
+    let mut result = result;
+    if modern(msg) {
+        result["resultType"] = json!("complete");
+    }
     Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// Whether a request is a modern client's (its version in `_meta`).
+fn modern(msg: &Value) -> bool {
+    msg.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str)
+        == Some("2026-07-28")
+        || msg.get("method").and_then(Value::as_str) == Some("server/discover")
 }
 
 fn stdio() {
@@ -205,7 +227,38 @@ async fn serve(
     })
 }
 
-fn http(listen: SocketAddr) {
+/// A TLS acceptor for the certificate chain and key (PEM), ALPN http/1.1.
+fn tls_acceptor(cert: &str, key: &str) -> tokio_rustls::TlsAcceptor {
+    use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .expect("--tls-cert: PEM certificates");
+    let key = PrivateKeyDer::from_pem_file(key).expect("--tls-key: a PEM private key");
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .expect("the certificate and key match");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// Serve one connection (plain or TLS) with keep-alive.
+async fn serve_connection<IO>(io: IO, sessions: Arc<Sessions>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req| serve(req, sessions.clone()));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), svc)
+        .await;
+}
+
+fn http(listen: SocketAddr, tls: Option<tokio_rustls::TlsAcceptor>) {
     // One thread: the fast upstream takes at most one core of the two.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -222,19 +275,24 @@ fn http(listen: SocketAddr) {
             next: AtomicU64::new(1),
             salt,
         });
-        eprintln!("mcp-bench-echo listening on http://{listen}/mcp");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        eprintln!("mcp-bench-echo listening on {scheme}://{listen}/mcp");
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
             let _ = stream.set_nodelay(true);
             let sessions = sessions.clone();
+            let tls = tls.clone();
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| serve(req, sessions.clone()));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
+                match tls {
+                    Some(acceptor) => {
+                        if let Ok(stream) = acceptor.accept(stream).await {
+                            serve_connection(stream, sessions).await;
+                        }
+                    }
+                    None => serve_connection(stream, sessions).await,
+                }
             });
         }
     });
@@ -245,16 +303,22 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("stdio") => stdio(),
         Some("http") => {
-            let listen = args
-                .iter()
-                .position(|a| a == "--listen")
-                .and_then(|i| args.get(i + 1))
-                .map(String::as_str)
-                .unwrap_or("127.0.0.1:3001");
-            http(listen.parse().expect("--listen ADDR:PORT"));
+            let flag = |name: &str| {
+                args.iter()
+                    .position(|a| a == name)
+                    .and_then(|i| args.get(i + 1))
+                    .map(String::as_str)
+            };
+            let listen = flag("--listen").unwrap_or("127.0.0.1:3001");
+            let tls = match (flag("--tls-cert"), flag("--tls-key")) {
+                (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)),
+                (None, None) => None,
+                _ => panic!("give --tls-cert and --tls-key together"),
+            };
+            http(listen.parse().expect("--listen ADDR:PORT"), tls);
         }
         _ => {
-            eprintln!("usage: mcp-bench-echo stdio | http --listen 127.0.0.1:PORT");
+            eprintln!("usage: mcp-bench-echo stdio | http --listen 127.0.0.1:PORT [--tls-cert C --tls-key K]");
             std::process::exit(2);
         }
     }

@@ -2,7 +2,7 @@
 //!
 //!   mcp-bench-load run --url URL -c C [--sessions S] [--requests N] [--duration SECS]
 //!                      [--warmup SECS] [--tool NAME] [--arguments JSON] [--expect-text TEXT]
-//!                      [--header 'K: V']... [--watch NAME=PID]... [--version V]
+//!                      [--header 'K: V']... [--watch NAME=PID]... [--version V] [--modern]
 //!   mcp-bench-load idle --url URL --sessions N [--header 'K: V']... [--hold-secs T]
 //!
 //! `run`: opens S sessions (initialize + notifications/initialized; default
@@ -15,6 +15,9 @@
 //! For each `--watch` process it samples utime+stime (and that of the
 //! process's descendants) around the measured phase, and VmHWM/VmRSS after it.
 //! Prints one JSON object on stdout.
+//!
+//! `--modern`: a 2026-07-28 client: no sessions, the version and capabilities
+//! in every request's `_meta`, `Mcp-Method` and `Mcp-Name` headers.
 //!
 //! `idle`: opens N sessions, prints `READY <n>` and holds them until stdin
 //! closes or a line arrives (at most --hold-secs, default 120), then deletes them.
@@ -42,6 +45,9 @@ struct Target {
     path: String,
     headers: Vec<(String, String)>,
     version: String,
+    /// A modern (2026-07-28) client: no session; version and capabilities in
+    /// every request's `_meta`, `Mcp-Method`/`Mcp-Name` headers.
+    modern: Option<String>,
 }
 
 struct Session {
@@ -108,6 +114,11 @@ async fn post(
             b = b.header("mcp-session-id", id);
         }
         b = b.header("mcp-protocol-version", &s.version);
+    }
+    if let Some(tool) = &t.modern {
+        b = b
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool);
     }
     for (k, v) in &t.headers {
         b = b.header(k, v);
@@ -181,6 +192,12 @@ fn response_for(a: &Answer, id: u64) -> Option<Value> {
 }
 
 async fn open_session(t: &Target, n: u64) -> Result<Session, String> {
+    if t.modern.is_some() {
+        return Ok(Session {
+            id: None,
+            version: "2026-07-28".into(),
+        });
+    }
     let mut tx = connect(t).await?;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": t.version, "capabilities": {},
@@ -301,6 +318,7 @@ struct Args {
     watch: Vec<(String, u32)>,
     version: String,
     hold_secs: f64,
+    modern: bool,
 }
 
 fn parse_args() -> Args {
@@ -323,6 +341,7 @@ fn parse_args() -> Args {
         watch: Vec::new(),
         version: "2025-06-18".into(),
         hold_secs: 120.0,
+        modern: false,
     };
     while let Some(flag) = it.next() {
         let mut val = || {
@@ -333,6 +352,7 @@ fn parse_args() -> Args {
             "--url" => a.url = val(),
             "-c" | "--concurrency" => a.concurrency = val().parse().unwrap_or_else(|_| die("-c")),
             "--sessions" => a.sessions = Some(val().parse().unwrap_or_else(|_| die("--sessions"))),
+            "--modern" => a.modern = true,
             "-n" | "--requests" => a.requests = val().parse().unwrap_or_else(|_| die("-n")),
             "-d" | "--duration" => a.duration = val().parse().unwrap_or_else(|_| die("-d")),
             "--warmup" => a.warmup = val().parse().unwrap_or_else(|_| die("--warmup")),
@@ -400,8 +420,13 @@ async fn worker(
         let t = t.clone();
         let s = s.clone();
         let id = next_id.fetch_add(1, Ordering::Relaxed);
+        let meta = if t.modern.is_some() {
+            r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcp-bench-load","version":"0"}}"#
+        } else {
+            ""
+        };
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{}}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{}{meta}}}}}"#,
             tool, arguments
         );
         let expect = expect.clone();
@@ -502,6 +527,7 @@ async fn run(a: Args) {
         path,
         headers: a.headers.clone(),
         version: a.version.clone(),
+        modern: a.modern.then(|| a.tool.clone()),
     });
     let n_sessions = a
         .sessions
@@ -633,6 +659,7 @@ async fn idle(a: Args) {
         path,
         headers: a.headers.clone(),
         version: a.version.clone(),
+        modern: a.modern.then(|| a.tool.clone()),
     });
     let n = a.sessions.unwrap_or(1000).clamp(1, 100_000);
     let t0 = Instant::now();

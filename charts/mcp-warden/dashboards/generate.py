@@ -9,9 +9,10 @@ tests/chart/test_dashboard.py checks that the committed JSON is fresh, that it
 decodes into Grafana's dashboard model without losing a key, that every query
 parses as PromQL and that every metric it queries is exported by the binaries.
 
-Facade metrics carry `namespace` (and `mcpserver`, from the chart's facade
-PodMonitor) labels added by Prometheus; the `$namespace` filter matches every
-series when "All" is selected, also series scraped without that label.
+Facade metrics carry `namespace` and `mcpserver` labels added by Prometheus
+(the chart's facade PodMonitor); the `$namespace` and `$mcpserver` variables
+filter every facade panel, and match every series when "All" is selected,
+also series scraped without those labels.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from grafana_foundation_sdk.models.dashboard import (DashboardCursorSync, DataSo
 
 OUT = Path(__file__).resolve().parent / "mcp-warden.json"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
-SEL = 'namespace=~"$namespace"'  # facade series of the selected namespaces
+SEL = 'namespace=~"$namespace",mcpserver=~"$mcpserver"'  # facade series of the selected namespaces and servers
 RATE = "$__rate_interval"
 
 
@@ -81,6 +82,10 @@ def build() -> dict:
          .with_variable(dash.DatasourceVariable("datasource").label("Data source").type("prometheus"))
          .with_variable(dash.QueryVariable("namespace").label("Namespace").datasource(DS)
                         .query("label_values(mcpwarden_requests_total, namespace)")
+                        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).sort(VariableSort.ALPHABETICAL_ASC)
+                        .multi(True).include_all(True).all_value(".*"))
+         .with_variable(dash.QueryVariable("mcpserver").label("MCP server").datasource(DS)
+                        .query('label_values(mcpwarden_requests_total{namespace=~"$namespace"}, mcpserver)')
                         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).sort(VariableSort.ALPHABETICAL_ASC)
                         .multi(True).include_all(True).all_value(".*")))
 
@@ -144,6 +149,21 @@ def build() -> dict:
                             query("histogram_quantile(0.95, sum by (le, method) "
                                   f"(rate(mcpwarden_request_duration_seconds_bucket{{{SEL}}}[{RATE}])))",
                                   "{{method}}"))))
+
+    d = (d.with_row(dash.Row("Audit and approvals"))
+         .with_panel(series("Audit records dropped", "Audit records lost, by sink (queue, file, http): a gap "
+                            "in the audit trail (alert MCPWardenAuditDropped).", "short",
+                            query(f"sum by (sink) (increase(mcpwarden_audit_dropped_total{{{SEL}}}[{RATE}]))",
+                                  "{{sink}}"), width=8))
+         .with_panel(series("Audit records held for the store", "Records the HTTP audit sink holds while its "
+                            "store is slow or down (bounded by --audit-http-buffer).", "short",
+                            query(f"sum by (mcpserver) (mcpwarden_audit_buffered{{{SEL}}})", "{{mcpserver}}"),
+                            width=8))
+         .with_panel(series("Calls waiting for approval", "Tool calls held for an out-of-band approval, and "
+                            "the oldest one's wait.", "short",
+                            query(f"sum(mcpwarden_approvals_pending{{{SEL}}})", "waiting"),
+                            query(f"max(mcpwarden_approval_oldest_pending_seconds{{{SEL}}})", "oldest (s)", "B"),
+                            width=8)))
 
     d = (d.with_row(dash.Row("Operator"))
          .with_panel(series("Reconciles by result", "MCPServer reconciles per second by result.", "ops",

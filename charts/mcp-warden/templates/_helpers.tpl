@@ -105,3 +105,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $ := index . 0 -}}
 {{- toYaml (merge (dict "app.kubernetes.io/component" (index . 1)) (include "mcp-warden.labels" $ | fromYaml)) -}}
 {{- end -}}
+
+{{/* `CIDR:PORT,…` from observability.egress (the operator's --facade-telemetry-egress). */}}
+{{- define "mcp-warden.telemetryEgress" -}}
+{{- $pairs := list -}}
+{{- range . -}}{{- $pairs = append $pairs (printf "%s:%d" .cidr (int .port)) -}}{{- end -}}
+{{- join "," $pairs -}}
+{{- end }}

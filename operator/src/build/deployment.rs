@@ -22,6 +22,11 @@
 //! under all of this; the SandboxProfile's `runtimeClassName` picks the
 //! runtime (gVisor, Kata) for servers that need a stronger box.
 //!
+//! A remote server (`spec.remote`) has no server container: the pod holds
+//! the facade alone, which reaches the remote over HTTPS with the Secrets
+//! of `remote.auth` (mounted into it only, `upstream-<n>`) and the CA bundle
+//! of `remote.tls` (`upstream-ca`).
+//!
 //! Scale-out and rollouts (issue 10): every replica gets the same peer key
 //! (session ids name their owner, `$(POD_IP):8080`, and are HMAC-signed), so
 //! a request landing on another replica is relayed to the owner. The peer key
@@ -31,7 +36,7 @@
 //! then the facade drains (`/readyz` 503, no new sessions, calls in flight
 //! finish) while the server container sleeps on until the drain is over.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::{
     api::{
@@ -53,12 +58,14 @@ use k8s_openapi::{
     },
 };
 use mcp_warden_crds::mcpserver::Transport;
+use mcp_warden_crds::remote::{address_block, host_port};
 
 use super::{facade_auth, pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
     HOME_DIR, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
-    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR,
+    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR, UPSTREAM_CA_DIR,
+    UPSTREAM_SECRETS_DIR,
 };
 
 /// The server container's writable places, as the variables common runners
@@ -77,7 +84,8 @@ const HOME_ENV: [(&str, &str); 7] = [
 /// The Deployment running the server and the facade.
 pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
     let server = input.server;
-    let stdio = server.spec.transport == Transport::Stdio;
+    let remote = server.spec.remote.is_some();
+    let stdio = !remote && server.spec.transport == Transport::Stdio;
     let mut template_labels = names::labels(server);
     template_labels.extend(names::selector(server));
     let template = server.spec.pod_template.as_ref();
@@ -98,7 +106,11 @@ pub fn desired_deployment(input: BuildInput<'_>) -> Deployment {
         runtime_class_name: input.sandbox.runtime_class_name.clone(),
         security_context: Some(pod_security_context(input)),
         init_containers: stdio.then(|| vec![install_bridge_container(input)]),
-        containers: vec![server_container(input), facade_container(input)],
+        containers: if remote {
+            vec![facade_container(input)]
+        } else {
+            vec![server_container(input), facade_container(input)]
+        },
         volumes: Some(volumes(input)),
         ..PodSpec::default()
     };
@@ -311,6 +323,43 @@ fn server_container(input: BuildInput<'_>) -> Container {
     }
 }
 
+/// Where the facade sends spans (the standard `OTEL_*` variables, only when
+/// the platform set a collector) and audit records (`--audit-http`).
+fn telemetry(input: BuildInput<'_>, args: &mut Vec<String>, env: &mut Vec<EnvVar>) {
+    let t = &input.config.facade_telemetry;
+    let value = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        value_from: None,
+    };
+    if let Some(endpoint) = &t.otlp_endpoint {
+        let server = input.server;
+        env.extend([
+            value("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
+            value(
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                t.otlp_protocol
+                    .clone()
+                    .unwrap_or_else(|| "http/protobuf".into()),
+            ),
+            value("OTEL_TRACES_SAMPLER", "parentbased_traceidratio".into()),
+            value("OTEL_TRACES_SAMPLER_ARG", t.trace_sampling.clone()),
+            value("OTEL_SERVICE_NAME", "mcp-warden-facade".into()),
+            value(
+                "OTEL_RESOURCE_ATTRIBUTES",
+                format!(
+                    "k8s.namespace.name={},mcpwarden.server={}",
+                    names::namespace(server),
+                    server.metadata.name.as_deref().unwrap_or_default()
+                ),
+            ),
+        ]);
+    }
+    if let Some(store) = &t.audit_http {
+        args.extend(["--audit-http".into(), store.clone()]);
+    }
+}
+
 /// The facade: the only way in.
 fn facade_container(input: BuildInput<'_>) -> Container {
     let spec = &input.server.spec;
@@ -348,7 +397,7 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         value: Some(value),
         value_from: None,
     };
-    let env = vec![
+    let mut env = vec![
         EnvVar {
             name: "POD_IP".into(),
             value: None,
@@ -374,7 +423,12 @@ fn facade_container(input: BuildInput<'_>) -> Container {
             format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ),
     ];
+    if !spec.protocol_era.is_auto() {
+        args.extend(["--upstream-era".into(), spec.protocol_era.as_str().into()]);
+    }
+    telemetry(input, &mut args, &mut env);
     match spec.transport {
+        _ if spec.remote.is_some() => remote_upstream(input, &mut args, &mut mounts),
         Transport::Stdio => {
             args.extend(["--upstream-socket".into(), SOCKET_PATH.into()]);
             mounts.push(mount("run-mcp", SOCKET_DIR, false));
@@ -419,6 +473,46 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         )),
         volume_mounts: Some(mounts),
         ..Container::default()
+    }
+}
+
+/// The facade's arguments and mounts for a remote server: its URL, the CA
+/// bundle, the private blocks approved for it, the credential Secrets.
+fn remote_upstream(input: BuildInput<'_>, args: &mut Vec<String>, mounts: &mut Vec<VolumeMount>) {
+    let Some(remote) = &input.server.spec.remote else {
+        return;
+    };
+    args.extend(["--upstream-url".into(), remote.url.clone()]);
+    if let Some(ca) = remote.tls.as_ref().and_then(|t| t.ca_config_map.as_ref()) {
+        args.extend([
+            "--upstream-ca-file".into(),
+            format!("{UPSTREAM_CA_DIR}/{}", ca.key),
+        ]);
+        mounts.push(mount("upstream-ca", UPSTREAM_CA_DIR, true));
+    }
+    // The guard refuses private addresses unless named: name the blocks
+    // the spec gives (and an address the URLs give instead of a host), but
+    // only once their egress is approved (on some port).
+    let mut blocks: BTreeSet<String> = remote.private_cidrs.iter().cloned().collect();
+    blocks.extend(
+        std::iter::once(remote.url.clone())
+            .chain(remote.token_urls())
+            .filter_map(|u| host_port(&u))
+            .filter_map(|(host, _)| address_block(&host)),
+    );
+    let allowed: Vec<String> = blocks
+        .into_iter()
+        .filter(|c| input.approved.egress.iter().any(|(cidr, _)| cidr == c))
+        .collect();
+    if !allowed.is_empty() {
+        args.extend(["--upstream-allow-cidr".into(), allowed.join(",")]);
+    }
+    for (i, secret) in names::remote_secrets(input.server).keys().enumerate() {
+        mounts.push(mount(
+            &format!("upstream-{i}"),
+            &format!("{UPSTREAM_SECRETS_DIR}/{secret}"),
+            true,
+        ));
     }
 }
 
@@ -490,9 +584,13 @@ fn empty_dir(name: &str, size: &str) -> Volume {
 
 fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
     let spec = &input.server.spec;
-    let mut volumes = vec![
-        empty_dir("tmp", &input.sandbox.tmp_size_limit.0),
-        empty_dir("home", &input.sandbox.home_size_limit.0),
+    let mut volumes = Vec::new();
+    if spec.remote.is_none() {
+        // The server container's writable places.
+        volumes.push(empty_dir("tmp", &input.sandbox.tmp_size_limit.0));
+        volumes.push(empty_dir("home", &input.sandbox.home_size_limit.0));
+    }
+    volumes.extend([
         Volume {
             name: "policy".into(),
             config_map: Some(ConfigMapVolumeSource {
@@ -532,7 +630,7 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             }),
             ..Volume::default()
         },
-    ];
+    ]);
     volumes.extend(facade_auth::volumes(input));
     if let Some(secret) = names::tls_secret(input.server) {
         // Not optional: a facade asked to serve TLS must not start without
@@ -555,6 +653,45 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             }),
             ..Volume::default()
         });
+    }
+    if let Some(remote) = &spec.remote {
+        if let Some(ca) = remote.tls.as_ref().and_then(|t| t.ca_config_map.as_ref()) {
+            volumes.push(Volume {
+                name: "upstream-ca".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: ca.name.clone(),
+                    items: Some(vec![KeyToPath {
+                        key: ca.key.clone(),
+                        path: ca.key.clone(),
+                        mode: None,
+                    }]),
+                    optional: Some(false),
+                    ..ConfigMapVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+        }
+        for (i, (secret, keys)) in names::remote_secrets(input.server).into_iter().enumerate() {
+            volumes.push(Volume {
+                name: format!("upstream-{i}"),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret),
+                    items: Some(
+                        keys.into_iter()
+                            .map(|k| KeyToPath {
+                                key: k.clone(),
+                                path: k,
+                                mode: None,
+                            })
+                            .collect(),
+                    ),
+                    default_mode: Some(0o440),
+                    optional: Some(false),
+                }),
+                ..Volume::default()
+            });
+        }
+        return volumes;
     }
     if spec.transport == Transport::Stdio {
         volumes.push(empty_dir("bridge-bin", "64Mi"));

@@ -7,6 +7,9 @@
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
 //!          cluster DNS (UDP+TCP 53)                         `network.dns` approved with some CIDR egress
 //!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
+//!          public addresses → ports                         `network.egress.host:<name>:<port>` approved,
+//!                                                           remote server, no named-egress engine
+//!          CIDR → ports, DNS for host names                 the platform's collector / audit store
 //!          nothing else
 //! ```
 //!
@@ -16,6 +19,13 @@
 //! `named_egress.rs` adds the hosts (and their DNS lookups) where the
 //! cluster has one. DNS alone is never opened: it is a way out (tunnelling
 //! through lookups), and without any egress there is nothing to look up.
+//!
+//! One exception: a remote server (`spec.remote`) on a cluster without such
+//! an engine. Its pod holds the facade alone, which connects to the URL's
+//! host and the token endpoints' only and refuses private, loopback and
+//! link-local addresses whatever a name resolves to; so its approved hosts'
+//! ports are opened to public addresses (those ranges excepted), with DNS.
+//! A server container, which could connect anywhere, never gets this.
 
 use k8s_openapi::{
     api::networking::v1::{
@@ -26,7 +36,25 @@ use k8s_openapi::{
 };
 
 use super::BuildInput;
-use crate::names::{self, ADMIN_PORT, FACADE_PORT};
+use crate::{
+    config::NamedEgress,
+    names::{self, ADMIN_PORT, FACADE_PORT},
+};
+
+/// IPv4 blocks that are not public (the facade's SSRF guard refuses them too).
+const NOT_PUBLIC_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+/// IPv6 blocks that are not public.
+const NOT_PUBLIC_V6: &[&str] = &["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"];
 
 fn tcp(port: i32) -> NetworkPolicyPort {
     NetworkPolicyPort {
@@ -41,6 +69,29 @@ fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelecto
         match_labels: Some(l.clone()),
         ..LabelSelector::default()
     })
+}
+
+/// Lookups to the cluster DNS (UDP and TCP 53).
+fn dns_rule() -> NetworkPolicyEgressRule {
+    let port = |protocol: &str| NetworkPolicyPort {
+        port: Some(IntOrString::Int(53)),
+        protocol: Some(protocol.into()),
+        ..NetworkPolicyPort::default()
+    };
+    NetworkPolicyEgressRule {
+        ports: Some(vec![port("UDP"), port("TCP")]),
+        to: Some(vec![NetworkPolicyPeer {
+            namespace_selector: labels(
+                &[(
+                    "kubernetes.io/metadata.name".to_string(),
+                    "kube-system".to_string(),
+                )]
+                .into(),
+            ),
+            pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
+            ..NetworkPolicyPeer::default()
+        }]),
+    }
 }
 
 /// The NetworkPolicy around the server's pods.
@@ -88,31 +139,28 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
             to: Some(vec![same_server]),
         });
     }
-    if input.approved.dns && !input.approved.egress.is_empty() {
-        let port = |protocol: &str| NetworkPolicyPort {
-            port: Some(IntOrString::Int(53)),
-            protocol: Some(protocol.into()),
-            ..NetworkPolicyPort::default()
-        };
-        egress.push(NetworkPolicyEgressRule {
-            ports: Some(vec![port("UDP"), port("TCP")]),
-            to: Some(vec![NetworkPolicyPeer {
-                namespace_selector: labels(
-                    &[(
-                        "kubernetes.io/metadata.name".to_string(),
-                        "kube-system".to_string(),
-                    )]
-                    .into(),
-                ),
-                pod_selector: labels(&[("k8s-app".to_string(), "kube-dns".to_string())].into()),
-                ..NetworkPolicyPeer::default()
-            }]),
-        });
+    // A remote server's hosts, where no engine can name them (see above).
+    let remote_hosts_by_address = input.server.spec.remote.is_some()
+        && input.config.named_egress == NamedEgress::None
+        && !input.approved.hosts.is_empty();
+    let dns_for_egress =
+        input.approved.dns && (!input.approved.egress.is_empty() || remote_hosts_by_address);
+    if dns_for_egress {
+        egress.push(dns_rule());
     }
-    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet).
+    // One rule per approved CIDR, with its approved ports (sorted: BTreeSet),
+    // plus the platform's collector and audit store (chart-level, not a
+    // capability of the server: the facade in the pod sends there).
     let mut by_cidr: std::collections::BTreeMap<&str, Vec<NetworkPolicyPort>> = Default::default();
-    for (cidr, port) in &input.approved.egress {
-        by_cidr.entry(cidr).or_default().push(tcp(*port));
+    let telemetry = &cfg.facade_telemetry;
+    for (cidr, port) in input.approved.egress.iter().chain(&telemetry.egress) {
+        let ports = by_cidr.entry(cidr).or_default();
+        if !ports.contains(&tcp(*port)) {
+            ports.push(tcp(*port));
+        }
+    }
+    if telemetry.needs_dns() && !dns_for_egress && !telemetry.egress.is_empty() {
+        egress.push(dns_rule());
     }
     for (cidr, ports) in by_cidr {
         egress.push(NetworkPolicyEgressRule {
@@ -124,6 +172,24 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
                 }),
                 ..NetworkPolicyPeer::default()
             }]),
+        });
+    }
+    if remote_hosts_by_address {
+        let host_ports: std::collections::BTreeSet<i32> =
+            input.approved.hosts.iter().map(|(_, p)| *p).collect();
+        let block = |cidr: &str, except: &[&str]| NetworkPolicyPeer {
+            ip_block: Some(IPBlock {
+                cidr: cidr.into(),
+                except: Some(except.iter().map(|e| e.to_string()).collect()),
+            }),
+            ..NetworkPolicyPeer::default()
+        };
+        egress.push(NetworkPolicyEgressRule {
+            ports: Some(host_ports.into_iter().map(tcp).collect()),
+            to: Some(vec![
+                block("0.0.0.0/0", NOT_PUBLIC_V4),
+                block("::/0", NOT_PUBLIC_V6),
+            ]),
         });
     }
     NetworkPolicy {

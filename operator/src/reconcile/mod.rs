@@ -112,7 +112,15 @@ pub const SECRET_RECHECK: Duration = Duration::from_secs(60);
 
 /// Reconcile one MCPServer, recording metrics. Logs inside carry the
 /// server's namespace and name (the span's fields).
-#[tracing::instrument(skip_all, fields(namespace = %names::namespace(&server), name = %server.name_any()))]
+/// With tracing on, the span is exported (`reconcile`, attributes
+/// `namespace`, `name`, `generation`, `result`; the steps as events).
+#[tracing::instrument(skip_all, fields(
+    namespace = %names::namespace(&server),
+    name = %server.name_any(),
+    generation = server.metadata.generation.unwrap_or_default(),
+    result = tracing::field::Empty,
+    otel.status_code = tracing::field::Empty,
+))]
 pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let result = pipeline(&server, &ctx).await;
@@ -121,6 +129,12 @@ pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Acti
         Ok(Outcome::Waiting) => "waiting",
         Err(e) => e.metric_label(),
     };
+    let span = tracing::Span::current();
+    span.record("result", label);
+    if let Err(e) = &result {
+        span.record("otel.status_code", "ERROR");
+        tracing::debug!(error = %e, "reconcile failed");
+    }
     ctx.metrics.observe(label, started.elapsed());
     let key = format!("{}/{}", names::namespace(&server), server.name_any());
     match result {
@@ -151,6 +165,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     let now = Time(Timestamp::now());
 
     // 1. resolve (reads)
+    tracing::debug!(step = "resolve", "reconcile step");
     let resolved = resolve::resolve(&ctx.client, server).await?;
     let issuer_keys = ctx.jwks.get(&ctx.client).await;
     let mut config = ctx.config.clone();
@@ -178,6 +193,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         issuer_jwks: Some(&issuer_jwks),
     };
     // 2.–4. validate, compile, build (pure)
+    tracing::debug!(step = "plan", "reconcile step");
     let plan = match plan::plan(&inputs, &config) {
         Ok(plan) => plan,
         Err(invalid) => {
@@ -188,17 +204,24 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         }
     };
     // 5. apply (writes only what differs)
+    tracing::debug!(step = "apply", "reconcile step");
     let applied = apply::apply_all(&ctx.client, server, &plan.objects).await?;
     if !applied.written.is_empty() {
         info!(written = ?applied.written, "applied");
     }
     // 6. observe what the facades report
+    tracing::debug!(step = "observe", "reconcile step");
     let token = applied.admin_token.as_deref();
     let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server, token).await;
     // 7. status + Events
+    tracing::debug!(step = "status", "reconcile step");
     let endpoint = names::endpoint(server, &ctx.config);
-    // Approved host names that nothing enforces (no Cilium, no Calico).
-    let unenforced: Vec<String> = if config.named_egress == crate::config::NamedEgress::None {
+    // Approved host names that nothing enforces (no Cilium, no Calico). A
+    // remote server's are enforced by its facade, the pod's only container,
+    // and reachable through the NetworkPolicy (build::network_policy).
+    let unenforced: Vec<String> = if config.named_egress == crate::config::NamedEgress::None
+        && server.spec.remote.is_none()
+    {
         plan.capabilities
             .in_force
             .iter()
@@ -213,7 +236,8 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         unenforced_hosts: &unenforced,
         missing_secrets: &resolved.missing_secrets,
         capabilities: &plan.capabilities,
-        tools: tools.as_deref(),
+        tools: tools.as_ref().map(|r| r.tools.as_slice()),
+        server: tools.as_ref().and_then(|r| r.server.as_ref()),
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
         not_owned: &applied.not_owned,

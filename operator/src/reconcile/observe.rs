@@ -4,6 +4,7 @@
 //! ```text
 //! pods (label mcpwarden.dev/server=<name>, Running, with an IP)
 //!   └─ ToolsSource::fetch("<podIP>:9090", token)  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
+//!                                                   (and the upstream's identity ─▶ status.server)
 //!      (`/tools` shows hidden tools: the facade wants the server's admin token)
 //! API server GET /.well-known/openid-configuration (issuer) + /openid/v1/jwks
 //!   └─ JwksCache (5 min; a failure keeps the last good copy) ─▶ ConfigMap <name>-jwks + policy issuer
@@ -24,7 +25,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{api::ListParams, Api, Client};
-use mcp_warden_crds::mcpserver::ObservedTool;
+use mcp_warden_crds::mcpserver::{ObservedServer, ObservedTool};
 use serde::Deserialize;
 use tracing::{debug, warn};
 
@@ -33,6 +34,17 @@ use crate::{
     names::{self, ADMIN_PORT},
 };
 
+/// What one facade's `/tools` reports.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct FacadeReport {
+    /// Every upstream tool.
+    pub tools: Vec<ObservedTool>,
+    /// The upstream server's identity (`null` until the facade's probe
+    /// has an answer).
+    #[serde(default)]
+    pub server: Option<ObservedServer>,
+}
+
 /// Reads one facade's `/tools`.
 pub trait ToolsSource: Send + Sync {
     /// `GET http://{addr}/tools` with `Authorization: Bearer {token}`, decoded.
@@ -40,23 +52,18 @@ pub trait ToolsSource: Send + Sync {
         &'a self,
         addr: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>>;
+    ) -> BoxFuture<'a, Result<FacadeReport, String>>;
 }
 
 /// The real source: HTTP/1.1 to the pod's admin port, 3 s timeout.
 pub struct HttpTools;
-
-#[derive(Deserialize)]
-struct ToolsDoc {
-    tools: Vec<ObservedTool>,
-}
 
 impl ToolsSource for HttpTools {
     fn fetch<'a>(
         &'a self,
         addr: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ObservedTool>, String>> {
+    ) -> BoxFuture<'a, Result<FacadeReport, String>> {
         Box::pin(async move {
             let work = async {
                 let tcp = tokio::net::TcpStream::connect(addr)
@@ -93,10 +100,8 @@ impl ToolsSource for HttpTools {
 }
 
 /// Decode a facade's `/tools` document.
-pub fn parse_tools(body: &[u8]) -> Result<Vec<ObservedTool>, String> {
-    serde_json::from_slice::<ToolsDoc>(body)
-        .map(|d| d.tools)
-        .map_err(|e| format!("not a /tools document: {e}"))
+pub fn parse_tools(body: &[u8]) -> Result<FacadeReport, String> {
+    serde_json::from_slice::<FacadeReport>(body).map_err(|e| format!("not a /tools document: {e}"))
 }
 
 fn severity(state: &str) -> u8 {
@@ -122,14 +127,16 @@ pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
     by_name.into_values().collect()
 }
 
-/// The tools every running facade of `server` reports; `None` when no pod
-/// answered, or there is no admin token to ask with (status keeps what it had).
+/// The tools every running facade of `server` reports, and the upstream's
+/// identity (the first pod's, by address, that knows it); `None` when no
+/// pod answered, or there is no admin token to ask with (status keeps what
+/// it had).
 pub async fn observe_tools(
     client: &Client,
     source: &dyn ToolsSource,
     server: &mcp_warden_crds::MCPServer,
     token: Option<&str>,
-) -> Option<Vec<ObservedTool>> {
+) -> Option<FacadeReport> {
     let token = token?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &names::namespace(server));
     let selector = format!("{}={}", names::SERVER_LABEL, names::object_name(server));
@@ -150,13 +157,20 @@ pub async fn observe_tools(
         .collect();
     addrs.sort();
     let mut answers = Vec::new();
+    let mut server = None;
     for addr in &addrs {
         match source.fetch(addr, token).await {
-            Ok(tools) => answers.push(tools),
+            Ok(report) => {
+                server = server.or(report.server);
+                answers.push(report.tools);
+            }
             Err(e) => debug!(%addr, error = %e, "no /tools from this facade"),
         }
     }
-    (!answers.is_empty()).then(|| merge(answers))
+    (!answers.is_empty()).then(|| FacadeReport {
+        tools: merge(answers),
+        server,
+    })
 }
 
 /// The issuer and its JWKS, as read from the API server.
@@ -313,12 +327,24 @@ mod tests {
     fn parses_the_facade_document() {
         let body = br#"{"tools":[{"name":"git_log","exposedAs":"log","hash":"sha256:1","firstSeenHash":"sha256:0",
             "state":"quarantined","reason":"definition changed","risk":"low","findings":[{"kind":"drift","location":"description"}]}]}"#;
-        let tools = parse_tools(body).unwrap();
+        let report = parse_tools(body).unwrap();
+        assert_eq!(report.server, None, "a facade still probing");
+        let tools = report.tools;
         assert_eq!(tools[0].name, "git_log");
         assert_eq!(tools[0].exposed_as.as_deref(), Some("log"));
         assert_eq!(tools[0].state, "quarantined");
         assert_eq!(tools[0].risk.as_deref(), Some("low"));
         assert!(parse_tools(b"[]").is_err());
+        let known = br#"{"tools":[],"server":{"name":"tracker","title":null,"version":"2.1","era":"modern"}}"#;
+        assert_eq!(
+            parse_tools(known).unwrap().server,
+            Some(ObservedServer {
+                name: Some("tracker".into()),
+                title: None,
+                version: Some("2.1".into()),
+                era: Some("modern".into()),
+            })
+        );
     }
 
     #[test]

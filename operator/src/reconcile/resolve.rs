@@ -1,6 +1,6 @@
 //! Resolve (reads only): fetch what an MCPServer references — its
-//! ToolProfile, its SandboxProfile, the Secrets of `secretEnv` and of the
-//! profile's static tokens. A missing
+//! ToolProfile, its SandboxProfile and the Secrets of `secretEnv`,
+//! `remote.auth`, `expose.tls` and the profile's static tokens. A missing
 //! object is an answer, not an error; only API failures are errors.
 
 use std::collections::BTreeSet;
@@ -58,11 +58,15 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut missing_secrets = Vec::new();
+    // `secretEnv`'s Secrets, those of a remote server's credentials, the
+    // listener's certificate and the profile's static tokens.
+    let remote = names::remote_secrets(server);
     let mut wanted: BTreeSet<String> = spec
         .secret_env
         .iter()
         .map(|e| e.secret_name.clone())
         .collect();
+    wanted.extend(remote.keys().cloned());
     wanted.extend(names::tls_secret(server).map(str::to_string));
     if let Some(profile) = &tool_profile {
         wanted.extend(crate::build::facade_auth::secret_names(&profile.spec.auth));

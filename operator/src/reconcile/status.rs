@@ -23,7 +23,10 @@ use kube::{
     runtime::events::{Event, EventType, Recorder},
     Api, Resource, ResourceExt,
 };
-use mcp_warden_crds::{mcpserver::ObservedTool, MCPServer, MCPServerStatus};
+use mcp_warden_crds::{
+    mcpserver::{ObservedServer, ObservedTool},
+    MCPServer, MCPServerStatus,
+};
 use tracing::info;
 
 use crate::{
@@ -50,6 +53,9 @@ pub enum Outcome<'a> {
         capabilities: &'a Decision,
         /// The tools the facades report (`None`: keep what status has).
         tools: Option<&'a [ObservedTool]>,
+        /// The upstream's identity as a facade reports it (`None`: keep
+        /// what status has).
+        server: Option<&'a ObservedServer>,
         /// The URL agents connect to.
         endpoint: &'a str,
         /// The peer-key Secret exists but holds no usable key.
@@ -84,6 +90,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         old.approved_capabilities.clone(),
     );
     let mut tools_now = old.tools.clone();
+    let mut server_now = old.server.clone();
     let (compiled, ready, approved, degraded, endpoint) = match outcome {
         Outcome::Waiting(e) => (
             ("False", e.reason(), e.to_string()),
@@ -110,6 +117,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             missing_secrets,
             capabilities,
             tools,
+            server: observed_server,
             endpoint,
             peer_key_unusable,
             not_owned,
@@ -123,6 +131,9 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             );
             if let Some(tools) = tools {
                 tools_now = tools.to_vec();
+            }
+            if let Some(observed) = observed_server {
+                server_now = Some(observed.clone());
             }
             (
                 (
@@ -182,6 +193,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         approved_digest: capability_fields.2,
         approved_capabilities: capability_fields.3,
         tools: tools_now,
+        server: server_now,
     }
 }
 

@@ -231,6 +231,7 @@ impl JwtVerifier {
                     groups,
                     service_account: None,
                     method: AuthMethod::Jwt,
+                    token: None,
                 })
             }
             Kind::ServiceAccount => {
@@ -254,6 +255,7 @@ impl JwtVerifier {
                     ],
                     service_account: Some(format!("{ns}/{name}")),
                     method: AuthMethod::ServiceAccount,
+                    token: None,
                 })
             }
         }

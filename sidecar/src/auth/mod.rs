@@ -97,7 +97,10 @@ impl Authenticator {
         let mut failure = AuthFailure::Invalid("unknown_token");
         for verifier in &self.jwt {
             match verifier.verify(token) {
-                Ok(identity) => return Ok(identity),
+                Ok(mut identity) => {
+                    identity.token = Some(crate::pipeline::identity::CallerToken::new(token));
+                    return Ok(identity);
+                }
                 // An issuer that is not this verifier's says nothing; a more
                 // specific reason from the verifier it was meant for wins.
                 Err(jwt::Rejection::NotMine) => {}

@@ -64,6 +64,7 @@ impl StaticTokens {
             groups: groups.clone(),
             service_account: None,
             method: AuthMethod::StaticToken,
+            token: None,
         })
     }
 }

@@ -149,7 +149,7 @@ async fn open(
     let session = if modern {
         let quota_key = owner.quota_key(None);
         let channel = app
-            .modern_channel(&quota_key)
+            .modern_channel(&quota_key, owner)
             .await
             .map_err(|e| e.to_string())?;
         // The audit correlates a modern caller's requests by identity and id.

@@ -2,9 +2,13 @@
 //! completion and denial, with who (issuer and subject), what tool or
 //! prompt, which definition, how big, what was decided and how long it
 //! took — never argument or result content (arguments and resource URIs
-//! only as a sha256 and a size). Lines go through a bounded queue to a writer thread: a slow sink
-//! drops lines (counted in `mcpwarden_audit_dropped_total`) rather than ever
-//! blocking a call. The writer is a plain thread with blocking writes, not a
+//! only as a sha256 and a size). The record's format is versioned (`v`) and
+//! described by `docs/audit-record.v1.schema.json`; a test checks records
+//! against it. Lines go through a bounded queue to a writer thread (stdout,
+//! stderr, or a file rotated by size, [`crate::sinks::file`]), and, with
+//! `--audit-http`, to an HTTP store ([`crate::sinks::http`]): a slow sink
+//! drops lines (counted in `mcpwarden_audit_dropped_total{sink}`) rather
+//! than ever blocking a call. The writer is a plain thread with blocking writes, not a
 //! task: async file and stdout writes each take a trip through tokio's
 //! blocking pool, which cost more than the rest of a call's bookkeeping.
 //! Lines that arrive within a few milliseconds share one write (and the
@@ -14,6 +18,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -26,6 +31,8 @@ use super::Request;
 use crate::jsonrpc::RequestId;
 use crate::metrics::Metrics;
 use crate::session::Session;
+use crate::sinks::file::{RotatingFile, Rotation};
+use crate::sinks::http::HttpSink;
 
 /// Where audit lines go.
 #[derive(Clone, Debug)]
@@ -55,9 +62,15 @@ impl std::str::FromStr for AuditSink {
     }
 }
 
+/// The version of the record's format (`v`): a change that removes or
+/// retypes a field is a new version, with a new schema file.
+pub const RECORD_VERSION: u32 = 1;
+
 /// One audit record. Field names are the contract of the audit log.
-#[derive(Serialize, Debug, Default)]
+#[derive(Serialize, Debug)]
 pub struct Record<'a> {
+    /// [`RECORD_VERSION`].
+    pub v: u32,
     pub time: String,
     pub event: &'static str,
     /// The MCP method (only methods the facade knows; `other` else).
@@ -90,10 +103,83 @@ pub struct Record<'a> {
     /// `kind/detail` (only then present).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finding: Option<String>,
+    /// The request's OpenTelemetry trace and span (only when tracing is on):
+    /// joins the audit trail to the traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+    /// A refused outbound connection (`egress_refused` only): the host it
+    /// was for, the refused address (when an address was refused) and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<&'a str>,
+}
+
+impl Default for Record<'_> {
+    fn default() -> Self {
+        Record {
+            v: RECORD_VERSION,
+            time: String::new(),
+            event: "",
+            method: None,
+            call_id: String::new(),
+            session: String::new(),
+            issuer: None,
+            subject: None,
+            auth: "",
+            role: None,
+            tool: None,
+            upstream_tool: None,
+            prompt: None,
+            definition_hash: None,
+            args_sha256: None,
+            args_bytes: 0,
+            decision: "",
+            code: None,
+            reason: None,
+            duration_ms: 0.0,
+            output_bytes: None,
+            truncated: false,
+            redactions: 0,
+            approver: None,
+            finding: None,
+            trace_id: None,
+            span_id: None,
+            host: None,
+            address: None,
+            detail: None,
+        }
+    }
+}
+
+impl Record<'_> {
+    /// Name the request's span (when tracing is on).
+    pub fn traced(mut self, span: &crate::spans::RequestSpan) -> Self {
+        if let Some((trace, span)) = span.ids() {
+            self.trace_id = Some(trace);
+            self.span_id = Some(span);
+        }
+        self
+    }
 }
 
 pub struct Audit {
     tx: Option<SyncSender<ToWriter>>,
+    /// The HTTP store, when there is one.
+    http: Option<Arc<HttpSink>>,
+}
+
+/// Every audit destination, as the command line set it.
+#[derive(Clone, Debug)]
+pub struct AuditConfig {
+    pub sink: AuditSink,
+    /// How a `file:` sink is rotated.
+    pub rotation: Rotation,
+    pub http: Option<crate::sinks::http::Settings>,
 }
 
 enum ToWriter {
@@ -107,41 +193,69 @@ const QUEUE_DEPTH: usize = 4096;
 /// How long the writer lets lines gather after the first of a batch.
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
 
+/// Where the writer thread writes.
+enum Out {
+    Stream(Box<dyn Write + Send>),
+    File(RotatingFile),
+}
+
+impl Out {
+    fn write_batch(&mut self, batch: &[u8]) -> std::io::Result<()> {
+        match self {
+            Out::Stream(w) => {
+                w.write_all(batch)?;
+                w.flush()
+            }
+            Out::File(f) => f.write_lines(batch),
+        }
+    }
+}
+
 impl Audit {
-    /// Start the writer thread for `sink`.
-    pub fn start(sink: AuditSink) -> std::io::Result<Audit> {
-        let out: Box<dyn Write + Send> = match &sink {
-            AuditSink::Off => return Ok(Audit { tx: None }),
-            AuditSink::Stdout => Box::new(std::io::stdout()),
-            AuditSink::Stderr => Box::new(std::io::stderr()),
-            AuditSink::File(path) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)?,
-            ),
+    /// Start the writer thread for `config.sink` and, with an HTTP store,
+    /// its sending task (on the current runtime).
+    pub fn start(config: AuditConfig, metrics: &Metrics) -> std::io::Result<Audit> {
+        let http = config
+            .http
+            .map(|settings| HttpSink::start(settings, metrics.audit_http_meters()));
+        let out = match &config.sink {
+            AuditSink::Off => return Ok(Audit { tx: None, http }),
+            AuditSink::Stdout => Out::Stream(Box::new(std::io::stdout())),
+            AuditSink::Stderr => Out::Stream(Box::new(std::io::stderr())),
+            AuditSink::File(path) => Out::File(RotatingFile::open(path, config.rotation)?),
         };
+        let dropped = metrics.audit_dropped("file");
         let (tx, rx) = mpsc::sync_channel(QUEUE_DEPTH);
         std::thread::Builder::new()
             .name("audit-writer".into())
-            .spawn(move || write_lines(rx, out))?;
-        Ok(Audit { tx: Some(tx) })
+            .spawn(move || write_lines(rx, out, dropped))?;
+        Ok(Audit { tx: Some(tx), http })
     }
 
     /// Whether audit lines go anywhere (when not, callers skip building them).
     pub fn is_on(&self) -> bool {
-        self.tx.is_some()
+        self.tx.is_some() || self.http.is_some()
     }
 
     /// Queue a record; never waits.
     pub fn write(&self, record: &Record<'_>, metrics: &Metrics) {
-        let Some(tx) = &self.tx else { return };
+        if !self.is_on() {
+            return;
+        }
         let mut line = serde_json::to_vec(record).expect("audit records serialize");
         line.push(b'\n');
+        if let Some(http) = &self.http {
+            http.push(if self.tx.is_some() {
+                line.clone()
+            } else {
+                std::mem::take(&mut line)
+            });
+        }
+        let Some(tx) = &self.tx else { return };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             tx.try_send(ToWriter::Line(line))
         {
-            metrics.audit_dropped.inc();
+            metrics.audit_dropped("queue").inc();
         }
     }
 
@@ -154,35 +268,85 @@ impl Audit {
             let _ = done_rx.recv_timeout(timeout);
         }
     }
+
+    /// Wait (at most `timeout`) for the HTTP store to take what is held.
+    pub async fn flush_http(&self, timeout: Duration) {
+        if let Some(http) = &self.http {
+            http.flush(timeout).await;
+            let left = http.pending();
+            if left > 0 {
+                tracing::warn!(
+                    records = left,
+                    "audit records not delivered to the HTTP store before exit"
+                );
+            }
+        }
+    }
 }
 
-fn write_lines(rx: mpsc::Receiver<ToWriter>, out: Box<dyn Write + Send>) {
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+fn write_lines(rx: mpsc::Receiver<ToWriter>, mut out: Out, dropped: prometheus::IntCounter) {
+    let mut batch = Vec::with_capacity(64 * 1024);
     let mut flushed = Vec::new();
+    let mut failing = false;
     // Blocks only while idle: a busy facade queues lines without waking anyone.
     while let Ok(first) = rx.recv() {
         let is_line = matches!(first, ToWriter::Line(_));
-        take(first, &mut out, &mut flushed);
+        take(first, &mut batch, &mut flushed);
         if is_line {
             std::thread::sleep(BATCH_WINDOW);
         }
         while let Ok(msg) = rx.try_recv() {
-            take(msg, &mut out, &mut flushed);
+            take(msg, &mut batch, &mut flushed);
         }
-        let _ = out.flush();
+        if !batch.is_empty() {
+            match out.write_batch(&batch) {
+                Ok(()) => failing = false,
+                Err(e) => {
+                    let lines = memchr::memchr_iter(b'\n', &batch).count();
+                    dropped.inc_by(lines as u64);
+                    if !failing {
+                        tracing::warn!(error = %e, lines, "audit records dropped: the audit sink cannot be written");
+                    }
+                    failing = true;
+                }
+            }
+            batch.clear();
+        }
         for done in flushed.drain(..) {
             let _ = done.send(());
         }
     }
-    let _ = out.flush();
 }
 
-fn take(msg: ToWriter, out: &mut impl Write, flushed: &mut Vec<mpsc::Sender<()>>) {
+fn take(msg: ToWriter, batch: &mut Vec<u8>, flushed: &mut Vec<mpsc::Sender<()>>) {
     match msg {
-        ToWriter::Line(line) => {
-            let _ = out.write_all(&line);
-        }
+        ToWriter::Line(line) => batch.extend_from_slice(&line),
         ToWriter::Flush(done) => flushed.push(done),
+    }
+}
+
+impl Audit {
+    /// Write the record of an outbound connection the facade refused to
+    /// make (the SSRF guard: an address it may not connect to, a redirect).
+    /// No caller: the connection is the facade's own; the request it was
+    /// for fails on its own record.
+    pub fn egress_refused(&self, refusal: &crate::net::EgressRefusal, metrics: &Metrics) {
+        metrics
+            .egress_refusals
+            .with_label_values(&[refusal.reason])
+            .inc();
+        let record = Record {
+            time: now_rfc3339(),
+            event: "egress_refused",
+            auth: "none",
+            decision: "deny",
+            reason: Some(refusal.reason),
+            host: Some(&refusal.host),
+            address: refusal.address.map(|a| a.to_string()),
+            detail: Some(&refusal.detail),
+            ..Default::default()
+        };
+        self.write(&record, metrics);
     }
 }
 
@@ -195,6 +359,7 @@ pub fn denied(
     caller: &Identity,
     refusal: &Refusal,
     started: std::time::Instant,
+    span: &crate::spans::RequestSpan,
 ) {
     let app = &session.app;
     if !app.audit.is_on() {
@@ -215,7 +380,8 @@ pub fn denied(
         reason: Some(refusal.reason()),
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         ..Default::default()
-    };
+    }
+    .traced(span);
     app.audit.write(&record, &app.metrics);
 }
 
@@ -267,7 +433,8 @@ pub fn request(session: &Session, req: &Request, event: &'static str, ended: &En
         output_bytes: filtered.map(|f| f.output_bytes),
         redactions: filtered.map_or(0, super::output::Filtered::redaction_total),
         ..Default::default()
-    };
+    }
+    .traced(&req.span);
     app.audit.write(&record, &app.metrics);
 }
 
@@ -324,13 +491,21 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn config(sink: AuditSink) -> AuditConfig {
+        AuditConfig {
+            sink,
+            rotation: Rotation::default(),
+            http: None,
+        }
+    }
+
     #[test]
     fn every_line_is_written_by_the_time_flush_returns() {
         let path =
             std::env::temp_dir().join(format!("mcp-warden-audit-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let audit = Audit::start(AuditSink::File(path.clone())).unwrap();
         let metrics = Metrics::new();
+        let audit = Audit::start(config(AuditSink::File(path.clone())), &metrics).unwrap();
         for i in 0..1000 {
             let id = format!("s:{i}");
             audit.write(
@@ -351,13 +526,13 @@ mod tests {
             "{}",
             lines[999]
         );
-        assert_eq!(metrics.audit_dropped.get(), 0);
+        assert_eq!(metrics.audit_dropped("queue").get(), 0);
         let _ = std::fs::remove_file(&path);
     }
 
     #[test]
     fn off_writes_nothing_and_flush_returns_at_once() {
-        let audit = Audit::start(AuditSink::Off).unwrap();
+        let audit = Audit::start(config(AuditSink::Off), &Metrics::new()).unwrap();
         assert!(!audit.is_on());
         audit.flush(Duration::from_secs(60));
     }
@@ -377,6 +552,103 @@ mod tests {
         ));
         assert!("file:".parse::<AuditSink>().is_err());
         assert!("syslog".parse::<AuditSink>().is_err());
+    }
+
+    const SCHEMA: &str = include_str!("../../../docs/audit-record.v1.schema.json");
+
+    fn validator() -> jsonschema::Validator {
+        jsonschema::validator_for(&serde_json::from_str(SCHEMA).unwrap()).unwrap()
+    }
+
+    fn full_record() -> Record<'static> {
+        Record {
+            v: RECORD_VERSION,
+            time: now_rfc3339(),
+            event: "tool_call",
+            method: Some("tools/call"),
+            call_id: "0123456789abcdef:7".into(),
+            session: "0123456789abcdef".into(),
+            issuer: Some("static"),
+            subject: Some("alice"),
+            auth: "static_token",
+            role: Some("user"),
+            tool: Some("run"),
+            upstream_tool: Some("run_command"),
+            prompt: None,
+            definition_hash: Some(
+                "sha256:62ace6ca70a9ce32395fe1abc7c6d42dea8154c7e0c558e6ac877d7111a00286",
+            ),
+            args_sha256: Some(sha256_hex(b"{}")),
+            args_bytes: 2,
+            decision: "deny",
+            code: Some(-32004),
+            reason: Some("approval_declined"),
+            duration_ms: 1.5,
+            output_bytes: Some(10),
+            truncated: false,
+            redactions: 1,
+            approver: Some("carol"),
+            finding: Some("model_instruction/hidden_comment".into()),
+            trace_id: Some("0af7651916cd43dd8448eb211c80319c".into()),
+            span_id: Some("00f067aa0ba902b7".into()),
+            host: Some("mcp.example.com"),
+            address: Some("10.0.0.7".into()),
+            detail: Some("a private address, which no --upstream-allow-cidr names"),
+        }
+    }
+
+    #[test]
+    fn records_match_the_published_schema_and_it_names_every_field() {
+        let v = validator();
+        let full = serde_json::to_value(full_record()).unwrap();
+        assert!(
+            v.is_valid(&full),
+            "{:?}",
+            v.iter_errors(&full).collect::<Vec<_>>()
+        );
+        // The schema describes exactly the fields a record can have.
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
+        let mut described: Vec<&String> =
+            schema["properties"].as_object().unwrap().keys().collect();
+        let mut written: Vec<&String> = full.as_object().unwrap().keys().collect();
+        described.sort();
+        written.sort();
+        assert_eq!(described, written);
+        // The sparse records: a refused authentication, a denied request.
+        let auth = Record {
+            time: now_rfc3339(),
+            event: "auth_failure",
+            decision: "deny",
+            code: Some(-32001),
+            reason: Some("token_missing"),
+            auth: "none",
+            ..Default::default()
+        };
+        let auth = serde_json::to_value(auth).unwrap();
+        assert!(
+            v.is_valid(&auth),
+            "{:?}",
+            v.iter_errors(&auth).collect::<Vec<_>>()
+        );
+        assert_eq!(auth["v"], RECORD_VERSION);
+    }
+
+    #[test]
+    fn the_schema_refuses_what_a_record_must_never_be() {
+        let v = validator();
+        let good = serde_json::to_value(full_record()).unwrap();
+        let mut content = good.clone();
+        content["arguments"] = serde_json::json!({"path": "/etc/shadow"});
+        assert!(
+            !v.is_valid(&content),
+            "an unknown field (content) is refused"
+        );
+        let mut version = good.clone();
+        version["v"] = 2.into();
+        assert!(!v.is_valid(&version));
+        let mut hash = good;
+        hash["args_sha256"] = "not-a-hash".into();
+        assert!(!v.is_valid(&hash));
     }
 
     #[test]

@@ -14,16 +14,15 @@
 //! approve a call that cannot succeed).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use mcp_warden_crds::Role;
 use mcp_warden_policy::{Decision, Denial, SchemaError};
+use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::Value;
 
 use super::audit::{self, Record};
 use super::forward;
-use super::identity::Identity;
 use super::output::{Filtered, OutputCheck};
 use super::refusal::Refusal;
 use super::Request;
@@ -50,10 +49,23 @@ struct Outcome<'a> {
     approver: Option<String>,
 }
 
+impl Outcome<'_> {
+    /// The `outcome` label of the call's metrics (and span).
+    fn label(&self) -> &'static str {
+        match self.refusal {
+            Some(_) => "denied",
+            None if self.asked => "input_required",
+            None if self.cancelled => "cancelled",
+            None if self.failed => "failed",
+            None if self.upstream_error => "error",
+            None => "ok",
+        }
+    }
+}
+
 impl Session {
     /// Run one tools/call through the gates; answers it exactly once.
     pub(crate) async fn tools_call(self: Arc<Self>, req: Request) {
-        let started = req.started;
         let id = req.id.clone();
         let app = self.app.clone();
         let policy = req.policy.clone();
@@ -109,6 +121,16 @@ impl Session {
             outcome.tool = Some(grant.exposed_name.to_string());
             outcome.upstream_tool = Some(grant.upstream_name.to_string());
             outcome.definition_hash = Some(tool.hash.clone());
+            if req.span.is_recording() {
+                req.span.rename("tools/call", grant.exposed_name);
+                req.span.set(vec![
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", grant.exposed_name.to_string()),
+                    KeyValue::new("mcpwarden.upstream_tool", grant.upstream_name.to_string()),
+                    KeyValue::new("mcpwarden.definition_hash", tool.hash.clone()),
+                ]);
+                req.span.gate("policy", "pass");
+            }
 
             // A modern client is asked for approval through the call's result
             // and retries with the answer: the asking round spends no budget
@@ -140,6 +162,7 @@ impl Session {
                         let question =
                             super::approval::question(grant.exposed_name, approval, arguments);
                         outcome.asked = true;
+                        req.span.gate("approval", "ask");
                         let bytes = crate::session::approval_request(&app, round, &id, question);
                         return Ok((bytes, Filtered::default()));
                     }
@@ -158,9 +181,11 @@ impl Session {
                 arg_bytes,
                 &app.global_calls,
             )?;
+            req.span.gate("budget", "pass");
 
             // Input schema: no coercion, every violation listed.
             validate_input(&app, &tool, grant.exposed_name, arguments)?;
+            req.span.gate("schema", "pass");
 
             // Approval: an argument rule said `check`; ask the person: at a
             // legacy client, on its session (a modern one was asked above,
@@ -179,6 +204,7 @@ impl Session {
                     &req.caller,
                 )
                 .await?;
+                req.span.gate("approval", "pass");
             }
 
             // Upstream: under the facade's id, the upstream name (aliases
@@ -220,6 +246,7 @@ impl Session {
                 }
             };
             outcome.upstream_error = answer.is_error;
+            req.span.gate("upstream", "pass");
 
             // Response filter: output cap, redaction, outputSchema.
             let check = OutputCheck {
@@ -229,7 +256,11 @@ impl Session {
                 schemas: &app.schemas,
                 definition: Some(&tool),
             };
-            check.apply(answer, &id)
+            let checked = check.apply(answer, &id);
+            if checked.is_ok() {
+                req.span.gate("output", "pass");
+            }
+            checked
         }
         .await;
 
@@ -249,7 +280,12 @@ impl Session {
                 outcome.refusal = Some(&refusal);
             }
         }
-        self.account(&id, &req.caller, &outcome, &name, &args_json, started);
+        self.account(&id, &req, &outcome, &name, &args_json);
+        match outcome.refusal {
+            Some(refusal) => req.span.refused(refusal),
+            None => req.span.ended(outcome.label()),
+        }
+        req.span.end();
         // A call the client no longer waits for keeps its slot until the
         // server lets go of it (or the server is recycled).
         if let Some((lingering, permit)) = lingering {
@@ -259,28 +295,20 @@ impl Session {
     }
 
     /// Metrics and the audit line for one call.
-    #[allow(clippy::too_many_arguments)]
     fn account(
         &self,
         id: &RequestId,
-        identity: &Identity,
+        req: &Request,
         o: &Outcome<'_>,
         requested: &str,
         args_json: &[u8],
-        started: Instant,
     ) {
+        let (identity, started, span) = (&*req.caller, req.started, &req.span);
         let app = &self.app;
         let took = started.elapsed();
         // A label only for names the policy or the server vouch for.
         let label = metric_label(&app.policy.load(), o.tool.as_deref(), app.registry.len());
-        let (outcome, code) = match o.refusal {
-            Some(r) => ("denied", r.code()),
-            None if o.asked => ("input_required", 0),
-            None if o.cancelled => ("cancelled", 0),
-            None if o.failed => ("failed", 0),
-            None if o.upstream_error => ("error", 0),
-            None => ("ok", 0),
-        };
+        let (outcome, code) = (o.label(), o.refusal.map_or(0, Refusal::code));
         let code_label = if code == 0 {
             "0".to_string()
         } else {
@@ -363,7 +391,9 @@ impl Session {
                 Some(Refusal::Policy(Denial::Quarantined { cause, .. })) => cause.detail(),
                 _ => None,
             },
-        };
+            ..Default::default()
+        }
+        .traced(span);
         app.audit.write(&record, &app.metrics);
     }
 }

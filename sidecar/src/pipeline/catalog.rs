@@ -36,6 +36,7 @@ pub async fn run(session: &Arc<Session>, step: Step, req: Request) {
     };
     if let Some(Err(denial)) = judged {
         let refusal = Refusal::Policy(denial);
+        req.span.refused(&refusal);
         session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
         return account(session, &req, step, &Ended::Refused(refusal));
     }

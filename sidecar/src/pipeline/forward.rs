@@ -55,6 +55,20 @@ pub async fn exchange(
     edit: Option<ParamsEdit<'_>>,
     shape: impl FnOnce(&mut Value),
 ) -> Ended {
+    let ended = exchange_inner(session, req, edit, shape).await;
+    match &ended {
+        Ended::Refused(refusal) => req.span.refused(refusal),
+        other => req.span.ended(other.outcome()),
+    }
+    ended
+}
+
+async fn exchange_inner(
+    session: &Arc<Session>,
+    req: &Request,
+    edit: Option<ParamsEdit<'_>>,
+    shape: impl FnOnce(&mut Value),
+) -> Ended {
     let limit = session.app.limits.request_timeout;
     match session.forward(&req.id, &req.msg, edit, limit).await {
         Forwarded::Answer(answer) => {

@@ -36,6 +36,39 @@ pub struct Identity {
     /// `namespace/name` for Kubernetes service accounts.
     pub service_account: Option<String>,
     pub method: AuthMethod,
+    /// The token the caller presented, kept only for token exchange with
+    /// its issuer (JWT and service-account callers). Never forwarded as is.
+    pub token: Option<CallerToken>,
+}
+
+/// A caller's bearer token. It is not who the caller is (two requests of
+/// one caller may carry different tokens), so it never makes identities
+/// unequal; it never prints.
+#[derive(Clone)]
+pub struct CallerToken(std::sync::Arc<str>);
+
+impl CallerToken {
+    pub fn new(token: &str) -> CallerToken {
+        CallerToken(token.into())
+    }
+
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq for CallerToken {
+    fn eq(&self, _: &CallerToken) -> bool {
+        true
+    }
+}
+
+impl Eq for CallerToken {}
+
+impl std::fmt::Debug for CallerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerToken([redacted])")
+    }
 }
 
 impl Identity {
@@ -46,6 +79,7 @@ impl Identity {
             groups: Vec::new(),
             service_account: None,
             method: AuthMethod::Anonymous,
+            token: None,
         }
     }
 

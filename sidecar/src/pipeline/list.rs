@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mcp_warden_policy::{clean_schema, Decision};
+use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::{json, Value};
 
 use super::output;
@@ -41,9 +42,11 @@ impl Session {
         let answer = match self.forward(&id, &req.msg, edit, limit).await {
             Forwarded::Answer(answer) => answer,
             Forwarded::Failed(reason) => {
-                return self.answer_call(&id, list_error(&id, &reason, "upstream_failed"))
+                req.span.ended("failed");
+                return self.answer_call(&id, list_error(&id, &reason, "upstream_failed"));
             }
             Forwarded::TimedOut(lingering) => {
+                req.span.outcome("timeout");
                 let text = "the MCP server did not answer tools/list in time; retry";
                 self.answer_call(&id, list_error(&id, text, "upstream_timeout"));
                 return lingering.settle().await;
@@ -52,6 +55,7 @@ impl Session {
             Forwarded::Gone => return,
         };
         if answer.is_error {
+            req.span.ended("error");
             let ended = output::finish(
                 &answer,
                 &id,
@@ -68,7 +72,10 @@ impl Session {
         let mut value = answer.to_value();
         let definitions = match self.channel.collect_pages(&mut value).await {
             Ok(defs) => defs,
-            Err(text) => return self.answer_call(&id, list_error(&id, &text, "upstream_failed")),
+            Err(text) => {
+                req.span.ended("failed");
+                return self.answer_call(&id, list_error(&id, &text, "upstream_failed"));
+            }
         };
         let policy = req.policy.clone();
         let observed = self
@@ -83,9 +90,17 @@ impl Session {
                 Decision::Deny(_) => None,
             })
             .collect();
+        let visible_count = visible.len();
         if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
             result.insert("tools".into(), Value::Array(visible));
             result.remove("nextCursor");
+        }
+        if req.span.is_recording() {
+            req.span.set(vec![KeyValue::new(
+                "mcpwarden.tools.visible",
+                visible_count as i64,
+            )]);
+            req.span.ended("ok");
         }
         value["id"] = serde_json::from_str(id.as_json()).expect("ids are JSON");
         self.app

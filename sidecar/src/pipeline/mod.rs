@@ -67,6 +67,9 @@ pub struct Request {
     /// The policy this request is judged by, start to end.
     pub policy: Arc<LivePolicy>,
     pub started: Instant,
+    /// Its span (a no-op when tracing is off): gates add events, the step
+    /// the outcome; it ends when the request is dropped.
+    pub span: crate::spans::RequestSpan,
 }
 
 impl Request {

@@ -9,11 +9,14 @@ use mcp_warden_crds::FacadePolicy;
 use mcp_warden_policy::CompiledPolicy;
 
 use crate::auth::Authenticator;
+use crate::credentials::UpstreamCredentials;
 
 pub struct LivePolicy {
     pub doc: FacadePolicy,
     pub compiled: CompiledPolicy,
     pub auth: Authenticator,
+    /// What the facade presents upstream per caller (`upstreamAuth`).
+    pub upstream_credentials: Option<UpstreamCredentials>,
     /// Files the policy reads besides itself (JWKS, token lists), watched
     /// for changes like the policy file.
     pub referenced: Vec<PathBuf>,
@@ -32,6 +35,13 @@ impl LivePolicy {
         })?;
         let auth = Authenticator::from_config(&doc.auth, doc.server.as_ref(), base)
             .map_err(|e| format!("  - auth: {e}"))?;
+        let upstream_credentials = match &doc.upstream_auth {
+            Some(cfg) => Some(
+                UpstreamCredentials::compile(cfg, base)
+                    .map_err(|e| format!("  - upstreamAuth: {e}"))?,
+            ),
+            None => None,
+        };
         let mut referenced: Vec<PathBuf> = doc
             .auth
             .jwt
@@ -58,10 +68,14 @@ impl LivePolicy {
                 .flat_map(|s| &s.token_files)
                 .map(|f| base.join(&f.path)),
         );
+        if let Some(cfg) = &doc.upstream_auth {
+            referenced.extend(UpstreamCredentials::referenced(cfg, base));
+        }
         Ok(Arc::new(LivePolicy {
             doc,
             compiled,
             auth,
+            upstream_credentials,
             referenced,
         }))
     }

@@ -152,6 +152,33 @@ impl Refusal {
         }
     }
 
+    /// The gate that refused (a span event's name): `auth`, `request`
+    /// (method table, strict read, modern `_meta`, retries), `policy`,
+    /// `budget`, `schema`, `approval`, `upstream` or `output`.
+    pub fn gate(&self) -> &'static str {
+        match self {
+            Refusal::Auth { .. } => "auth",
+            Refusal::MethodNotAllowed { .. }
+            | Refusal::Unreadable { .. }
+            | Refusal::UnsupportedVersion { .. }
+            | Refusal::MissingMeta { .. }
+            | Refusal::HeaderMismatch { .. }
+            | Refusal::RequestState(_)
+            | Refusal::MissingInput { .. } => "request",
+            Refusal::Policy(Denial::InvalidParams { .. }) => "schema",
+            Refusal::Policy(Denial::ApprovalRequired { .. }) => "approval",
+            Refusal::Policy(_) => "policy",
+            Refusal::Budget {
+                budget: Budget::OutputBytes,
+                ..
+            } => "output",
+            Refusal::Budget { .. } => "budget",
+            Refusal::RequestTimeout { .. } | Refusal::Timeout { .. } => "upstream",
+            Refusal::ApprovalDeclined { .. } | Refusal::ApprovalUnavailable { .. } => "approval",
+            Refusal::InvalidOutput { .. } => "output",
+        }
+    }
+
     /// Stable snake_case reason: `data.reason`, the audit line and the
     /// `policy_denials_total{reason}` label.
     pub fn reason(&self) -> &'static str {

@@ -23,6 +23,20 @@ struct Entry {
     findings: Vec<Finding>,
 }
 
+/// A definition MCP says clients must reject: `x-mcp-header` annotations
+/// that break the spec's constraints (the facade, a client of the server,
+/// neither lists nor calls it; other tools stay usable).
+fn invalid_definition(tool: &ObservedTool) -> Option<mcp_warden_policy::Quarantine> {
+    let schema = tool.definition.get("inputSchema")?;
+    match crate::era::header_params(schema) {
+        Ok(_) => None,
+        Err(why) => {
+            tracing::warn!(tool = %tool.name, %why, "tool definition rejected: invalid x-mcp-header annotation");
+            Some(mcp_warden_policy::Quarantine::InvalidDefinition)
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Registry {
     tools: RwLock<HashMap<String, Entry>>,
@@ -71,7 +85,10 @@ impl Registry {
                 None => (tool.hash.clone(), scan(&tool, &names, policy)),
             };
             let before = map.get(&tool.name).and_then(|e| e.tool.quarantine);
-            tool.quarantine = policy.compiled.assess(&tool, Some(&first_seen), &findings);
+            tool.quarantine = policy
+                .compiled
+                .assess(&tool, Some(&first_seen), &findings)
+                .or_else(|| invalid_definition(&tool));
             if tool.quarantine.is_some() && before.is_none() {
                 tracing::warn!(tool = %tool.name, hash = %tool.hash, reason = tool.quarantine.map(|q| q.reason()), finding = tool.quarantine.and_then(|q| q.detail()), "tool quarantined");
             }
@@ -104,7 +121,8 @@ impl Registry {
             let mut tool = (*e.tool).clone();
             tool.quarantine = policy
                 .compiled
-                .assess(&tool, Some(&e.first_seen), &e.findings);
+                .assess(&tool, Some(&e.first_seen), &e.findings)
+                .or_else(|| invalid_definition(&tool));
             e.tool = Arc::new(tool);
         }
         drop(map);

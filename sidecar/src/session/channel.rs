@@ -32,7 +32,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use super::Session;
 use crate::app::App;
 use crate::jsonrpc::{self, Kind, Message, RequestId};
-use crate::upstream::{self, Link, LinkEvent};
+use crate::upstream::{self, Credential, Link, LinkEvent};
 
 /// Which revision of MCP the server behind a channel speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,24 +90,34 @@ pub struct Channel {
     /// The facade makes the handshake itself, on every link (a bridge: a
     /// legacy server's session the facade holds for modern callers).
     own_handshake: bool,
+    /// A channel of one caller (a legacy session, a bridge): the upstream
+    /// credential of that caller's latest request, which the channel's own
+    /// requests (handshake replay, notifications) carry too. The shared
+    /// channel of a modern server keeps none: its own requests carry the
+    /// facade's credential.
+    credential: Mutex<Option<Credential>>,
 }
 
 impl Channel {
     /// A channel to the configured upstream, connecting in the background.
     pub fn start(app: Arc<App>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
-        Channel::launch(app, era, name, spare, None)
+        Channel::launch(app, era, name, spare, None, None)
     }
 
     /// A legacy server's session for modern callers: the facade makes the
     /// handshake (declaring that it can relay elicitation and sampling,
     /// which it turns into `input_required` results) on every link.
-    pub fn start_bridge(app: Arc<App>, name: Arc<str>) -> Arc<Channel> {
+    pub fn start_bridge(
+        app: Arc<App>,
+        name: Arc<str>,
+        credential: Option<Credential>,
+    ) -> Arc<Channel> {
         let params = serde_json::json!({
             "protocolVersion": crate::era::LATEST_LEGACY,
             "capabilities": { "elicitation": { "form": {}, "url": {} }, "sampling": {} },
             "clientInfo": crate::probe::client_info(),
         });
-        Channel::launch(app, Era::Legacy, name, true, Some(params))
+        Channel::launch(app, Era::Legacy, name, true, Some(params), credential)
     }
 
     fn launch(
@@ -116,6 +126,7 @@ impl Channel {
         name: Arc<str>,
         spare: bool,
         handshake: Option<Value>,
+        credential: Option<Credential>,
     ) -> Arc<Channel> {
         let (link, _) = watch::channel(None);
         let own_handshake = handshake.is_some();
@@ -135,6 +146,7 @@ impl Channel {
             recycle: Notify::new(),
             spare,
             own_handshake,
+            credential: Mutex::new(credential),
         });
         tokio::spawn(supervise(channel.clone()));
         channel
@@ -236,6 +248,25 @@ impl Channel {
     /// exchange gives the turn back as soon as it starts (concurrent POSTs
     /// have no order), except for the handshake.
     pub(super) async fn send(&self, msg: Message) -> Result<(), String> {
+        self.send_as(msg, None).await
+    }
+
+    /// [`Channel::send`] with the upstream credential of the caller the
+    /// message is for; `None`: the channel's own (see `credential`).
+    pub(super) async fn send_as(
+        &self,
+        msg: Message,
+        credential: Option<Credential>,
+    ) -> Result<(), String> {
+        let credential = match credential {
+            Some(c) => {
+                if self.era == Era::Legacy {
+                    *self.credential.lock().unwrap() = Some(c.clone());
+                }
+                Some(c)
+            }
+            None => self.own_credential().await?,
+        };
         let turn = self.send_turn.lock().await;
         let mut rx = self.link.subscribe();
         let wait =
@@ -252,10 +283,10 @@ impl Channel {
         drop(rx);
         let handshake = matches!(msg.method(), "initialize" | "notifications/initialized");
         let sent = if link.is_queued() || handshake {
-            link.send(msg).await
+            link.send_as(msg, credential.as_ref()).await
         } else {
             drop(turn);
-            link.send(msg).await
+            link.send_as(msg, credential.as_ref()).await
         };
         match sent {
             Ok(Some(answer)) => {
@@ -264,6 +295,18 @@ impl Channel {
             }
             Ok(None) => Ok(()),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The credential of the channel's own messages: the facade's on a
+    /// modern server's shared channel, else the channel's caller's latest.
+    async fn own_credential(&self) -> Result<Option<Credential>, String> {
+        if !self.app.has_upstream_credentials() {
+            return Ok(None);
+        }
+        match self.era {
+            Era::Modern => self.app.facade_credential().await,
+            Era::Legacy => Ok(self.credential.lock().unwrap().clone()),
         }
     }
 
@@ -292,6 +335,11 @@ impl Channel {
         method: &str,
         params: &Value,
     ) -> Result<Message, String> {
+        // On the current link, `send` finds the credential itself.
+        let credential = match link {
+            Some(_) => self.own_credential().await?,
+            None => None,
+        };
         let n = self.mint();
         let (tx, rx) = oneshot::channel();
         self.register(
@@ -320,7 +368,7 @@ impl Channel {
         let msg = Message::parse(jsonrpc::request(&RequestId::number(n), method, params))
             .map_err(|_| "internal request".to_string())?;
         let sent = match link {
-            Some(link) => match link.send(msg).await {
+            Some(link) => match link.send_as(msg, credential.as_ref()).await {
                 Ok(Some(answer)) => {
                     self.server_response(answer);
                     Ok(())
@@ -555,7 +603,9 @@ impl Channel {
         if initialized {
             let note = jsonrpc::notification("notifications/initialized", &serde_json::json!({}));
             let note = Message::parse(note).map_err(|_| "internal notification".to_string())?;
-            link.send(note).await.map_err(|e| e.to_string())?;
+            link.send_as(note, self.own_credential().await?.as_ref())
+                .await
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -618,7 +668,12 @@ async fn supervise(channel: Arc<Channel>) {
         let connected = if first && channel.spare {
             app.spares.take().await
         } else {
-            upstream::connect(&app.target, &app.link_limits, &app.link_mode(channel.era)).await
+            let mut mode = app.link_mode(channel.era);
+            // A legacy link's GET stream and DELETE carry its caller's credential.
+            if channel.era == Era::Legacy {
+                mode.credential = channel.credential.lock().unwrap().clone();
+            }
+            upstream::connect(&app.target, &app.link_limits, &mode).await
         };
         let (link, mut events) = match connected {
             Ok(pair) => pair,

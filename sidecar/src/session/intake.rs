@@ -24,6 +24,8 @@ use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
 use crate::pipeline::identity::Identity;
 use crate::pipeline::methods::{self, ClientNotification, Who};
 use crate::pipeline::refusal::Refusal;
+use crate::spans::RequestSpan;
+use mcp_warden_telemetry::opentelemetry::KeyValue;
 
 impl Session {
     /// Take one client message. Requests must name the stream their answer
@@ -73,11 +75,20 @@ impl Session {
                     upstream: None,
                     mrtr: None,
                     log_level: None,
+                    caller: caller.clone(),
+                    trace: None,
                 },
             );
         }
+        // The request's span (nothing at all when tracing is off).
+        let span = if self.app.telemetry.is_on() {
+            self.request_span(&msg, &id, caller)
+        } else {
+            RequestSpan::NONE
+        };
         let refuse = |refusal: Refusal| {
-            self.refused(&id, msg.method(), caller, &refusal, started);
+            span.refused(&refusal);
+            self.refused(&id, msg.method(), caller, &refusal, started, &span);
             self.answer_call(&id, refusal.to_response(Some(&id)));
         };
         let modern = self.client_era == Era::Modern;
@@ -114,6 +125,12 @@ impl Session {
         }
         let policy = self.app.policy.load_full();
         let role = caller.role(&policy.compiled);
+        if let Some(role) = role.filter(|_| span.is_recording()) {
+            span.set(vec![KeyValue::new(
+                "mcpwarden.role",
+                mcp_warden_policy::role_name(role),
+            )]);
+        }
         if gates.who == Who::AnyRole && role.is_none() {
             return refuse(Refusal::Policy(mcp_warden_policy::Denial::NoRole));
         }
@@ -131,6 +148,7 @@ impl Session {
             role,
             policy,
             started,
+            span,
         };
         crate::pipeline::run(self.clone(), gates.step, ctx).await;
     }
@@ -255,6 +273,46 @@ impl Session {
     }
 
     /// Metrics and the audit line of a request refused before its step ran.
+    /// The SERVER span of request `id`, continuing the caller's trace
+    /// (`_meta`, else the HTTP header); its context is kept with the
+    /// pending request, for the exchanges with the server to be its children.
+    fn request_span(&self, msg: &Message, id: &RequestId, caller: &Identity) -> RequestSpan {
+        let value = msg
+            .mentions(mcp_warden_telemetry::carrier::TRACEPARENT.as_bytes())
+            .then(|| msg.to_value());
+        let parent = crate::spans::parent_of(value.as_ref());
+        let method = crate::metrics::method_label(msg.method());
+        let span = self.app.telemetry.request(parent, method, || {
+            let session = crate::pipeline::audit::hash_session(&self.id);
+            let request_id = id.as_json().trim_matches('"');
+            let mut kvs = vec![
+                KeyValue::new(
+                    "mcpwarden.call_id",
+                    format!("{session}:{}", crate::pipeline::audit::bounded(request_id)),
+                ),
+                KeyValue::new("mcpwarden.session", session),
+                KeyValue::new(
+                    "jsonrpc.request.id",
+                    crate::pipeline::audit::bounded(request_id).to_string(),
+                ),
+                KeyValue::new("mcpwarden.auth", caller.method.as_str()),
+            ];
+            if let Some(issuer) = &caller.issuer {
+                kvs.push(KeyValue::new("mcpwarden.issuer", issuer.to_string()));
+            }
+            if let Some(subject) = &caller.subject {
+                kvs.push(KeyValue::new("mcpwarden.subject", subject.to_string()));
+            }
+            kvs
+        });
+        if let Some(cx) = span.context() {
+            if let Some(p) = self.state.lock().unwrap().pending.get_mut(id) {
+                p.trace = Some(cx.clone());
+            }
+        }
+        span
+    }
+
     fn refused(
         &self,
         id: &RequestId,
@@ -262,6 +320,7 @@ impl Session {
         caller: &Identity,
         refusal: &Refusal,
         started: Instant,
+        span: &RequestSpan,
     ) {
         let known = methods::client_request(method, self.client_era == Era::Modern).is_some();
         self.app.metrics.observe_request(
@@ -274,7 +333,7 @@ impl Session {
             .policy_denials
             .with_label_values(&[refusal.reason()])
             .inc();
-        crate::pipeline::audit::denied(self, id, method, caller, refusal, started);
+        crate::pipeline::audit::denied(self, id, method, caller, refusal, started, span);
     }
 }
 

@@ -139,6 +139,9 @@ impl Session {
         if filter.is_empty() || self.is_closed() {
             return;
         }
+        let Ok(credential) = self.upstream_credential(&self.owner).await else {
+            return;
+        };
         let n = self.channel.mint();
         // Its answer (the server ended the subscription) is not awaited.
         let (answer, _) = oneshot::channel();
@@ -157,7 +160,7 @@ impl Session {
             return;
         };
         self.state.lock().unwrap().legacy.listen = Some(n);
-        if self.channel.send(msg).await.is_err() {
+        if self.channel.send_as(msg, credential).await.is_err() {
             self.channel.unregister(n);
         }
     }

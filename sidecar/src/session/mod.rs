@@ -87,6 +87,11 @@ struct Pending {
     /// A modern client's `_meta` log level for this request (log messages
     /// reach it only at or above this level; none without it).
     log_level: Option<u8>,
+    /// Who sent it: its upstream credential is chosen by this identity.
+    caller: Arc<Identity>,
+    /// The request's span (tracing on): exchanges with the server are its
+    /// children.
+    trace: Option<mcp_warden_telemetry::opentelemetry::Context>,
 }
 
 /// A request on the client, by the facade's id for it.
@@ -442,6 +447,18 @@ impl Session {
     /// The identity that opened the session.
     pub(crate) fn owner(&self) -> &Identity {
         &self.owner
+    }
+
+    /// The upstream credential of `caller`'s requests (none unless the
+    /// upstream is HTTP(S) and the policy has `upstreamAuth`).
+    pub(crate) async fn upstream_credential(
+        &self,
+        caller: &Identity,
+    ) -> Result<Option<crate::upstream::Credential>, String> {
+        if !self.app.has_upstream_credentials() {
+            return Ok(None);
+        }
+        self.app.credential_for(caller).await
     }
 
     /// Ask the client something (on `stream`) and wait for its answer.

@@ -123,15 +123,28 @@ impl Session {
     ) -> Forwarded {
         let channel = &self.channel;
         let n = channel.mint();
-        let (tx, mut rx) = oneshot::channel();
-        let (cancel_tx, mut cancel_rx) = oneshot::channel();
-        let progress = {
+        let (tx, rx) = oneshot::channel();
+        let (cancel_tx, cancel_rx) = oneshot::channel();
+        let (progress, caller, trace) = {
             let mut st = self.state.lock().unwrap();
             let Some(p) = st.pending.get_mut(client_id) else {
                 return Forwarded::Gone;
             };
             p.upstream = Some(n);
-            p.progress_token.is_some()
+            (
+                p.progress_token.is_some(),
+                p.caller.clone(),
+                p.trace.clone(),
+            )
+        };
+        // Tracing on: a CLIENT span for this exchange, whose context the
+        // server is sent in `_meta` (and in headers, over HTTP).
+        let span = match &trace {
+            Some(cx) => {
+                let method = crate::metrics::method_label(msg.method());
+                self.app.telemetry.upstream(cx, method, n)
+            }
+            None => crate::spans::RequestSpan::NONE,
         };
         channel.register(
             n,
@@ -143,18 +156,66 @@ impl Session {
             },
         );
         let id = RequestId::number(n);
-        let adjust = self.adjustments(client_id, msg);
-        let bytes = match outgoing(msg, &id, progress, edit, &adjust) {
+        let mut adjust = self.adjustments(client_id, msg);
+        if let Some(cx) = span.context() {
+            adjust.trace = mcp_warden_telemetry::carrier::inject(cx);
+        }
+        let forwarded = self
+            .exchange(
+                n,
+                &id,
+                msg,
+                (progress, edit, &adjust, &caller),
+                (rx, cancel_rx),
+                deadline,
+            )
+            .await;
+        span.outcome(match &forwarded {
+            Forwarded::Answer(a) if a.is_error => "error",
+            Forwarded::Answer(_) => "ok",
+            Forwarded::Failed(_) => "failed",
+            Forwarded::TimedOut(_) => "timeout",
+            Forwarded::Cancelled(_) | Forwarded::Gone => "cancelled",
+        });
+        forwarded
+    }
+
+    /// Send `msg` as request `n` (registered) and wait for its answer.
+    #[allow(clippy::type_complexity)]
+    async fn exchange(
+        self: &Arc<Self>,
+        n: u64,
+        id: &RequestId,
+        msg: &Message,
+        (progress, edit, adjust, caller): (
+            bool,
+            &mut Option<ParamsEdit<'_>>,
+            &Adjust,
+            &crate::pipeline::identity::Identity,
+        ),
+        (mut rx, mut cancel_rx): (
+            oneshot::Receiver<Result<Message, String>>,
+            oneshot::Receiver<()>,
+        ),
+        deadline: tokio::time::Instant,
+    ) -> Forwarded {
+        let channel = &self.channel;
+        let bytes = match outgoing(msg, id, progress, edit, adjust) {
             Ok(bytes) => bytes,
             Err(why) => {
                 channel.unregister(n);
                 return Forwarded::Failed(format!("the request cannot be forwarded: {why}"));
             }
         };
-        let out = Message::written(bytes, Kind::Request, Some(id), msg.method.clone());
-        // The limit covers sending too: over HTTP the answer may come back
-        // with the send itself.
-        let sent = tokio::time::timeout_at(deadline, channel.send(out)).await;
+        let out = Message::written(bytes, Kind::Request, Some(id.clone()), msg.method.clone());
+        // The limit covers sending too (over HTTP the answer may come back
+        // with the send itself), and getting the request's upstream
+        // credential: chosen by its caller, now that the policy let it pass.
+        let send = async {
+            let credential = self.upstream_credential(caller).await?;
+            channel.send_as(out, credential).await
+        };
+        let sent = tokio::time::timeout_at(deadline, send).await;
         match sent {
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
@@ -221,6 +282,9 @@ pub(super) struct Adjust {
     /// handle would be polled with `tasks/get`, which the facade does not
     /// serve, so the server must answer the call itself.
     strip_tasks: bool,
+    /// The trace context the server is sent (`traceparent`, `tracestate`):
+    /// the facade's span for the exchange, when tracing is on.
+    trace: Vec<(&'static str, String)>,
 }
 
 impl Adjust {
@@ -230,6 +294,7 @@ impl Adjust {
             && self.request_state.is_none()
             && !self.drop_approval
             && !self.strip_tasks
+            && self.trace.is_empty()
     }
 }
 
@@ -327,7 +392,8 @@ fn outgoing(
         if adjust.strip_tasks {
             strip_tasks_extension(params);
         }
-        let touch_meta = progress || adjust.add_meta.is_some() || adjust.to_legacy;
+        let touch_meta =
+            progress || adjust.add_meta.is_some() || adjust.to_legacy || !adjust.trace.is_empty();
         if !touch_meta {
             return;
         }
@@ -349,6 +415,9 @@ fn outgoing(
                         let raw = serde_json::value::to_raw_value(v).expect("values serialize");
                         meta.set(k, raw);
                     }
+                }
+                for (k, v) in &adjust.trace {
+                    meta.set(k, jsonrpc::raw_string(v));
                 }
                 if adjust.to_legacy {
                     for k in MODERN_META {
@@ -433,6 +502,32 @@ mod tests {
         assert!(
             text.contains("x/y") && text.contains("traceparent"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn with_tracing_the_server_gets_the_facades_span_and_the_rest_of_meta_as_sent() {
+        let msg = parse(
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01","baggage":"k=v","other":1}}}"#,
+        );
+        let adjust = Adjust {
+            trace: vec![(
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01".into(),
+            )],
+            ..Adjust::default()
+        };
+        let out = outgoing(&msg, &RequestId::number(9), false, &mut None, &adjust).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01","baggage":"k=v","other":1}}}"#
+        );
+        // A request without `_meta` gets one holding only the trace context.
+        let msg = parse(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+        let out = outgoing(&msg, &RequestId::number(10), false, &mut None, &adjust).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"jsonrpc":"2.0","id":10,"method":"ping","params":{"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01"}}}"#
         );
     }
 

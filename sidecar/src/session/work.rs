@@ -24,9 +24,17 @@ impl Work {
     pub fn new(session: &Arc<Session>, msg: Message, stream: u64, caller: &Arc<Identity>) -> Work {
         let session = session.clone();
         let caller = caller.clone();
-        Work(Some(Box::pin(async move {
-            session.client_message(msg, stream, &caller).await
-        })))
+        let work = async move { session.client_message(msg, stream, &caller).await };
+        // The trace context of the HTTP request that brought it goes with
+        // the work, wherever it ends up running (tracing on only).
+        if crate::spans::enabled() {
+            if let Ok(parent) = crate::spans::HEADER_PARENT.try_with(Clone::clone) {
+                return Work(Some(Box::pin(
+                    crate::spans::HEADER_PARENT.scope(parent, work),
+                )));
+            }
+        }
+        Work(Some(Box::pin(work)))
     }
 
     pub fn is_done(&self) -> bool {

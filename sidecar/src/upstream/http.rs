@@ -19,8 +19,13 @@
 //! `Mcp-Name` and the tool's `Mcp-Param-*` headers, taken from the body the
 //! facade sends (never from what a client sent), and a request is cancelled
 //! by closing its stream ([`abort`]).
-
-mod conn;
+//!
+//! The connections are the [`crate::net`] pool's: `https://` (TLS, HTTP/2
+//! when the server offers it) or `http://` on loopback. A redirect is never
+//! followed: to another host it is an egress refusal (audited), to the same
+//! host an error that names the URL to configure. The upstream credential
+//! ([`Credential`]) is a header on each request: the one the request was
+//! sent with, or the link's own.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,10 +40,11 @@ use hyper::{Method, Request, StatusCode, Uri};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{LinkEvent, LinkLimits, LinkMode, UpstreamError};
+use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
 use crate::jsonrpc::{Kind, Message, RequestId};
+use crate::net::pool::{Exchange, Pool};
+use crate::net::{EgressRefusal, Endpoint};
 use crate::sse;
-use conn::{Exchange, Pool};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -63,6 +69,8 @@ pub struct State {
     cancel: CancellationToken,
     get_started: AtomicBool,
     mode: LinkMode,
+    /// The credential of the link's own requests (see [`LinkMode::credential`]).
+    credential: Mutex<Option<Credential>>,
     /// Requests on their way, by the facade's id: cancelling one closes its stream.
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
 }
@@ -125,7 +133,7 @@ impl Drop for EndSession {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let req = state
-                    .request(Method::DELETE, None)
+                    .request(Method::DELETE, None, None)
                     .header(SESSION_HEADER, session)
                     .body(Full::new(Bytes::new()))
                     .expect("static request parts are valid");
@@ -140,25 +148,22 @@ impl Drop for EndSession {
     }
 }
 
-/// A new link to `uri`. Nothing is connected until the first message.
+/// A new link to `target`. Nothing is connected until the first message.
 pub fn connect(
-    uri: Uri,
+    target: &HttpTarget,
     limits: &LinkLimits,
     mode: LinkMode,
 ) -> Result<(Arc<State>, EndSession, mpsc::Receiver<LinkEvent>), UpstreamError> {
     let (events_tx, events_rx) = mpsc::channel(limits.queue_depth);
-    let pool = Pool::new(&uri).map_err(|why| UpstreamError::Connect {
-        path: uri.to_string(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
-    })?;
-    let host = uri
-        .authority()
-        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        .unwrap_or_else(|| HeaderValue::from_static("localhost"));
+    let endpoint = Endpoint::of(&target.uri).map_err(UpstreamError::BadUrl)?;
+    let host = HeaderValue::from_str(&endpoint.authority)
+        .map_err(|_| UpstreamError::BadUrl(format!("bad host in {}", target.uri)))?;
+    let credential = Mutex::new(mode.credential.clone());
     let state = Arc::new(State {
-        uri,
+        uri: target.uri.clone(),
         host,
-        pool,
+        pool: Pool::new(target.client.clone(), endpoint),
+        credential,
         session_id: Mutex::new(None),
         version: Mutex::new(None),
         max: limits.max_message_bytes,
@@ -173,7 +178,12 @@ pub fn connect(
 }
 
 impl State {
-    fn request(&self, method: Method, body: Option<&Bytes>) -> hyper::http::request::Builder {
+    fn request(
+        &self,
+        method: Method,
+        body: Option<&Bytes>,
+        credential: Option<&Credential>,
+    ) -> hyper::http::request::Builder {
         let path = self
             .uri
             .path_and_query()
@@ -189,6 +199,14 @@ impl State {
                 .header(ACCEPT, "application/json, text/event-stream");
         } else {
             req = req.header(ACCEPT, "text/event-stream");
+        }
+        match credential {
+            Some(c) => req = req.header(c.header().0, c.header().1.clone()),
+            None => {
+                if let Some(c) = self.credential.lock().unwrap().as_ref() {
+                    req = req.header(c.header().0, c.header().1.clone());
+                }
+            }
         }
         if self.mode.modern {
             return req.header(VERSION_HEADER, crate::era::LATEST_MODERN);
@@ -250,33 +268,113 @@ impl State {
     }
 
     /// Send one request on a pooled connection, unless the link is closing.
+    /// A redirect is an error (never followed).
     async fn exchange(&self, req: Request<Full<Bytes>>) -> Option<Result<Exchange, String>> {
-        tokio::select! {
-            r = self.pool.send(req) => Some(r),
-            _ = self.cancel.cancelled() => None,
+        let sent = tokio::select! {
+            r = self.pool.send(req) => r,
+            _ = self.cancel.cancelled() => return None,
+        };
+        Some(match sent {
+            Ok(ex) if ex.resp.status().is_redirection() => Err(self.redirected(&ex)),
+            Ok(ex) => Ok(ex),
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
+    /// Why a redirect is not followed: to another host it is an egress
+    /// refusal (reported to the observer: logged, counted, audited).
+    fn redirected(&self, ex: &Exchange) -> String {
+        let status = ex.resp.status();
+        let location = ex
+            .resp
+            .headers()
+            .get(hyper::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let here = self.pool.endpoint();
+        let target = location
+            .parse::<Uri>()
+            .ok()
+            .filter(|u| u.scheme().is_some())
+            .and_then(|u| Endpoint::of(&u).ok());
+        match target {
+            Some(there) if !here.same_origin(&there) => {
+                let shown: String = location.chars().take(200).collect();
+                self.pool
+                    .client()
+                    .refuse(EgressRefusal {
+                        reason: "redirect",
+                        host: there.host.clone(),
+                        address: None,
+                        detail: format!(
+                            "the upstream MCP server redirected (HTTP {}) to another host, {shown}; the facade never follows redirects",
+                            status.as_u16()
+                        ),
+                    })
+                    .to_string()
+            }
+            _ => format!(
+                "the upstream MCP server answered with a redirect (HTTP {} to {}); the facade does not follow redirects: configure the URL it names",
+                status.as_u16(),
+                location.chars().take(200).collect::<String>()
+            ),
         }
     }
+}
+
+/// Tracing on: the trace context a request carries in `_meta` (the
+/// facade's span, put there by the session) goes in the W3C headers too,
+/// for servers and gateways that read them there.
+fn trace_headers(
+    mut req: hyper::http::request::Builder,
+    msg: &Message,
+) -> hyper::http::request::Builder {
+    if msg.kind != Kind::Request || !msg.mentions(b"traceparent") {
+        return req;
+    }
+    let value = msg.to_value();
+    let Some(meta) = value.pointer("/params/_meta") else {
+        return req;
+    };
+    for key in ["traceparent", "tracestate", "baggage"] {
+        if let Some(v) = meta.get(key).and_then(serde_json::Value::as_str) {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                req = req.header(key, v);
+            }
+        }
+    }
+    req
 }
 
 /// Deliver one client message as a POST. Returns the server's answer when it
 /// came back as plain JSON; an SSE answer goes on through the link's events.
 /// A request that cannot be delivered is an error the caller answers.
-pub async fn post(state: &Arc<State>, msg: Message) -> Result<Option<Message>, UpstreamError> {
+pub async fn post(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
     if state.mode.modern && msg.kind != Kind::Request {
         // Stateless HTTP has no client notifications (a cancellation is the
         // stream closing) and the server sends the facade no requests.
         return Ok(None);
+    }
+    if let (Some(c), false) = (credential, state.mode.modern) {
+        // A legacy link is one caller's session: its own requests (GET
+        // stream, resumption, DELETE) carry that caller's latest credential.
+        // A modern link serves every caller and keeps none of theirs.
+        *state.credential.lock().unwrap() = Some(c.clone());
     }
     match (&msg.kind, &msg.id) {
         (Kind::Request, Some(id)) => {
             let in_flight = InFlight::start(state, id);
             let token = in_flight.token.clone();
             tokio::select! {
-                sent = post_message(state, msg, Some(in_flight)) => sent,
+                sent = post_message(state, msg, Some(in_flight), credential) => sent,
                 () = token.cancelled() => Err(UpstreamError::Refused("the request was cancelled".into())),
             }
         }
-        _ => post_message(state, msg, None).await,
+        _ => post_message(state, msg, None, credential).await,
     }
 }
 
@@ -284,6 +382,7 @@ async fn post_message(
     state: &Arc<State>,
     msg: Message,
     in_flight: Option<InFlight>,
+    credential: Option<&Credential>,
 ) -> Result<Option<Message>, UpstreamError> {
     // An HTTP body may hold line breaks, but the server behind this URL may
     // be a gateway to a stdio server: send one line, as to every framed link.
@@ -291,9 +390,12 @@ async fn post_message(
         std::borrow::Cow::Borrowed(_) => msg.bytes.clone(),
         std::borrow::Cow::Owned(line) => Bytes::from(line),
     };
-    let mut req = state.request(Method::POST, Some(&body));
+    let mut req = state.request(Method::POST, Some(&body), credential);
     if state.mode.modern {
         req = state.standard_headers(req, &msg);
+    }
+    if crate::spans::enabled() {
+        req = trace_headers(req, &msg);
     }
     let req = req.body(Full::new(body)).expect("request parts are valid");
     let Exchange { resp, mut conn } = match state.exchange(req).await {
@@ -390,7 +492,10 @@ async fn post_message(
             Ok(Some(answer))
         }
         _ => {
-            let snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            let mut snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            if let Some(c) = credential {
+                snippet = c.scrub(&snippet);
+            }
             refuse(
                 state,
                 &msg,
@@ -478,7 +583,7 @@ async fn read_post_stream(
         };
         tokio::select! { _ = tokio::time::sleep(delay) => {}, _ = cancel.cancelled() => return }
         let req = state
-            .request(Method::GET, None)
+            .request(Method::GET, None, None)
             .header(LAST_EVENT_HEADER, last)
             .body(Full::new(Bytes::new()))
             .expect("request parts are valid");
@@ -582,7 +687,7 @@ async fn get_stream(state: Arc<State>, attached: tokio::sync::oneshot::Sender<()
     let mut parser = sse::Parser::new(state.max);
     let mut failures = 0u32;
     while !state.cancel.is_cancelled() && failures < 5 {
-        let mut req = state.request(Method::GET, None);
+        let mut req = state.request(Method::GET, None, None);
         if let Some(last) = parser.last_event_id.clone() {
             req = req.header(LAST_EVENT_HEADER, last);
         }

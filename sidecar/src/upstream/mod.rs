@@ -26,14 +26,82 @@ use tokio::sync::mpsc;
 use crate::jsonrpc::{Message, RequestId};
 
 /// Where the MCP server is.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum UpstreamTarget {
     /// Spawn this command per session and speak over its stdio.
     Command { program: String, args: Vec<String> },
     /// Connect to a bridge's unix socket per session.
     Socket(PathBuf),
-    /// A Streamable HTTP endpoint.
-    Http(hyper::Uri),
+    /// A Streamable HTTP endpoint (`http://` on loopback, or `https://`).
+    Http(HttpTarget),
+}
+
+/// A Streamable HTTP upstream: its URL and how connections to it are made.
+#[derive(Clone)]
+pub struct HttpTarget {
+    pub uri: hyper::Uri,
+    pub client: Arc<crate::net::Client>,
+}
+
+impl std::fmt::Debug for UpstreamTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamTarget::Command { program, .. } => write!(f, "Command({program})"),
+            UpstreamTarget::Socket(path) => write!(f, "Socket({})", path.display()),
+            UpstreamTarget::Http(t) => write!(f, "Http({})", t.uri),
+        }
+    }
+}
+
+/// A credential the facade presents to the upstream for a request — chosen
+/// by the caller's identity after policy, never the caller's own token. One
+/// header, marked sensitive (HTTP/2 never indexes it); it never prints.
+#[derive(Clone)]
+pub struct Credential {
+    name: hyper::header::HeaderName,
+    value: hyper::header::HeaderValue,
+}
+
+impl Credential {
+    /// `name: value` (`Authorization: Bearer …` for bearer tokens).
+    pub fn new(name: hyper::header::HeaderName, value: &str) -> Result<Credential, String> {
+        let mut value = hyper::header::HeaderValue::from_str(value).map_err(|_| {
+            "the upstream credential holds characters a header cannot carry".to_string()
+        })?;
+        value.set_sensitive(true);
+        Ok(Credential { name, value })
+    }
+
+    /// `Authorization: Bearer <token>`.
+    pub fn bearer(token: &str) -> Result<Credential, String> {
+        Credential::new(
+            hyper::header::AUTHORIZATION,
+            &format!("Bearer {}", token.trim()),
+        )
+    }
+
+    pub fn header(&self) -> (&hyper::header::HeaderName, &hyper::header::HeaderValue) {
+        (&self.name, &self.value)
+    }
+
+    /// Remove the credential's secret from `text` (an upstream error body
+    /// could echo it).
+    pub fn scrub(&self, text: &str) -> String {
+        let Ok(value) = self.value.to_str() else {
+            return text.to_string();
+        };
+        let secret = value.strip_prefix("Bearer ").unwrap_or(value).trim();
+        if secret.len() < 4 {
+            return text.to_string();
+        }
+        text.replace(secret, "[REDACTED:upstream_credential]")
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credential({}: [redacted])", self.name)
+    }
 }
 
 impl UpstreamTarget {
@@ -93,6 +161,10 @@ pub struct LinkMode {
     /// and a request is cancelled by closing its stream.
     pub modern: bool,
     pub param_headers: Option<ParamHeaders>,
+    /// The credential of the link's own requests (a legacy session's GET
+    /// stream, resumption and DELETE): its caller's. Each request may carry
+    /// its own ([`Link::send_as`]); a legacy link then keeps the latest.
+    pub credential: Option<Credential>,
 }
 
 /// The sending half of a live link. Dropping it closes the link (kills the
@@ -126,6 +198,9 @@ pub enum UpstreamError {
     /// The server did not take a request (HTTP status, connection error).
     #[error("{0}")]
     Refused(String),
+    /// The upstream URL cannot be used.
+    #[error("the upstream URL cannot be used: {0}")]
+    BadUrl(String),
 }
 
 impl Link {
@@ -148,13 +223,23 @@ impl Link {
     /// server gave it in the POST's response. Everything else the server
     /// says arrives as [`LinkEvent`]s.
     pub async fn send(&self, msg: Message) -> Result<Option<Message>, UpstreamError> {
+        self.send_as(msg, None).await
+    }
+
+    /// [`Link::send`] presenting `credential` upstream (HTTP; other links
+    /// have no place for one). `None`: the link's own credential.
+    pub async fn send_as(
+        &self,
+        msg: Message,
+        credential: Option<&Credential>,
+    ) -> Result<Option<Message>, UpstreamError> {
         match &self.to_server {
             ToServer::Framed(tx) => tx
                 .send(msg)
                 .await
                 .map(|()| None)
                 .map_err(|_| UpstreamError::Closed),
-            ToServer::Http(state) => http::post(state, msg).await,
+            ToServer::Http(state) => http::post(state, msg, credential).await,
         }
     }
 
@@ -178,8 +263,8 @@ pub async fn connect(
     match target {
         UpstreamTarget::Command { program, args } => stdio::spawn(program, args, limits),
         UpstreamTarget::Socket(path) => socket::connect(path, limits).await,
-        UpstreamTarget::Http(uri) => {
-            let (state, guard, events) = http::connect(uri.clone(), limits, mode.clone())?;
+        UpstreamTarget::Http(target) => {
+            let (state, guard, events) = http::connect(target, limits, mode.clone())?;
             let link = Link {
                 to_server: ToServer::Http(state),
                 _guard: Some(Box::new(guard)),

@@ -120,7 +120,7 @@ pub(super) async fn serve(
         return crate::downstream::forward::relay(&app, &owner, parts, msg.bytes.clone()).await;
     }
     let quota_key = caller.quota_key(peer);
-    let channel = match app.modern_channel(&quota_key).await {
+    let channel = match app.modern_channel(&quota_key, &caller).await {
         Ok(channel) => channel,
         Err(e @ ChannelError::NotReady) => {
             return reject(

@@ -102,13 +102,22 @@ pub(super) async fn post(
             return reject(&app, "body_timeout", StatusCode::REQUEST_TIMEOUT, &text);
         }
     };
-    if session.is_none() && super::modern::wants(&parts.headers, &body) {
-        return super::modern::serve(app, &parts.headers, body, caller, peer).await;
-    }
-    match split_batch(&body) {
-        Err(e) => json_error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
-        Ok(Some(elements)) => batch(app, session, elements, caller).await,
-        Ok(None) => single(app, session, body, caller, peer).await,
+    let parent = crate::spans::header_parent(&parts.headers);
+    let dispatch = async move {
+        if session.is_none() && super::modern::wants(&parts.headers, &body) {
+            return super::modern::serve(app, &parts.headers, body, caller, peer).await;
+        }
+        match split_batch(&body) {
+            Err(e) => json_error(StatusCode::BAD_REQUEST, e.code(), &e.to_string()),
+            Ok(Some(elements)) => batch(app, session, elements, caller).await,
+            Ok(None) => single(app, session, body, caller, peer).await,
+        }
+    };
+    // Tracing on and a `traceparent` header: requests without trace
+    // context in `_meta` continue the header's trace.
+    match parent {
+        Some(parent) => crate::spans::HEADER_PARENT.scope(parent, dispatch).await,
+        None => dispatch.await,
     }
 }
 
@@ -192,6 +201,15 @@ async fn single(
             // nothing in it, and each session holds a server process.
             if caller.role(&app.policy.load().compiled).is_none() {
                 return no_role(&app, &msg, &caller);
+            }
+            // How the session is served depends on the server's era.
+            if app.upstream_info().await.is_none() {
+                return reject(
+                    &app,
+                    "not_ready",
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the MCP server has not answered yet; retry shortly",
+                );
             }
             match app
                 .sessions
