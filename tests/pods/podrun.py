@@ -8,7 +8,10 @@ What is the pod's, as `mcp-warden-operator render` wrote it:
   (`unshare --net --ipc --uts`, loopback up, nothing else: no route out) that every
   container and the test's client join with `nsenter`. The approved egress is
   checked on the rendered objects (NetworkPolicy, CiliumNetworkPolicy), not
-  exercised: this machine has no internet to reach;
+  exercised: this machine has no internet to reach. A test may stand in for
+  the internet inside the namespace (Pod(network=...), called once it is up:
+  tests/pods/internet.py) and name a cluster DNS (Pod(dns=...)), which each
+  container's /etc/resolv.conf then names as the kubelet's would;
 - per container: `bwrap --unshare-user --uid U --gid G` (runAsUser/runAsGroup),
   its own PID namespace, no capabilities (bwrap drops them all for a non-root
   user: `capabilities.drop: [ALL]`) and no_new_privs (`allowPrivilegeEscalation:
@@ -21,9 +24,11 @@ What is the pod's, as `mcp-warden-operator render` wrote it:
 - volumes: an emptyDir, a PersistentVolumeClaim and the projected Secret and
   ConfigMap volumes are directories under one temp dir, shared by the containers
   that mount them (as in a pod). ConfigMaps hold the data of the rendered (or
-  the example's own) ConfigMap, Secrets with `items` the example's values;
+  the example's own) ConfigMap;
   the JWKS ConfigMap (which the operator publishes from the API server) holds
-  the test's key set; the peer-key and admin-token Secrets hold fresh random bytes.
+  the test's key set; the peer-key and admin-token Secrets hold fresh random bytes;
+  a Secret volume that names its keys (`items`: credentials someone created)
+  holds the test's values for them.
 
 What stands in for what a real node would have (say so in each test's docstring):
 - images: the host's files. Every container sees the host's /usr and /etc
@@ -142,7 +147,7 @@ class Container:
         assert uid not in (None, 0), f"{self.name}: the rendered pod would run as root"
         mounts = self.spec.get("volumeMounts", [])
         dests = {m["mountPath"] for m in mounts} | set(self.image.binds) | set(self.image.symlinks) \
-            | set(self.image.files)
+            | set(self.image.files) | ({"/etc/resolv.conf"} if self.pod.dns else set())
         args = ["bwrap", "--unshare-user", "--uid", str(uid), "--gid", str(gid), "--unshare-pid",
                 "--unshare-cgroup", "--die-with-parent", "--new-session", "--clearenv"]
         for top in sorted(os.listdir("/")):
@@ -163,6 +168,8 @@ class Container:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
             args += ["--ro-bind", str(path), dest]
+        if self.pod.dns:
+            args += ["--ro-bind", str(self.pod.resolv_conf()), "/etc/resolv.conf"]
         for m in sorted(mounts, key=lambda m: m["mountPath"].count("/")):
             src = self.pod.volume_dir(m["name"])
             args += ["--ro-bind" if m.get("readOnly") else "--bind", str(src), m["mountPath"]]
@@ -201,7 +208,8 @@ class Pod:
     """One replica of a rendered Deployment."""
 
     def __init__(self, deployment: dict, objects: list[dict], secrets_data: dict[tuple[str, str], str],
-                 images: dict[str, Image], work: Path, jwks: str, prepare=None):
+                 images: dict[str, Image], work: Path, jwks: str, prepare=None, network=None,
+                 dns: str | None = None):
         self.deployment = deployment
         self.name = deployment["metadata"]["name"] + "-0"
         self.namespace = deployment["metadata"]["namespace"]
@@ -212,6 +220,8 @@ class Pod:
         self.work = work
         self.jwks = jwks
         self.prepare = prepare  # fills volumes (what a claim would hold) before the containers start
+        self.network = network  # called once the pod's network namespace is up, before any container
+        self.dns = dns  # the cluster DNS's address: the kubelet's /etc/resolv.conf for each container
         self.holder: subprocess.Popen | None = None
         self.containers: list[Container] = []
         self.volumes = {v["name"]: v for v in self.spec.get("volumes", [])}
@@ -232,6 +242,16 @@ class Pod:
             time.sleep(0.02)
         subprocess.run(["nsenter", f"--net=/proc/{self.holder.pid}/ns/net", "ip", "link", "set", "lo", "up"],
                        check=True)
+
+    def resolv_conf(self) -> Path:
+        """What the kubelet writes for `dnsPolicy: ClusterFirst`: the cluster DNS, the
+        namespace's search path."""
+        path = self.work / "resolv.conf"
+        if not path.exists():
+            ns = self.namespace
+            path.write_text(f"nameserver {self.dns}\nsearch {ns}.svc.cluster.local svc.cluster.local "
+                            "cluster.local\noptions ndots:5\n")
+        return path
 
     # -- volumes -------------------------------------------------------------
     def volume_dir(self, name: str) -> Path:
@@ -259,15 +279,15 @@ class Pod:
             elif "secret" in v:
                 secret = v["secret"]["secretName"]
                 if v["secret"].get("items"):
-                    # A user's Secret (the profile's static tokens): the values
-                    # the example's Secret holds; a missing one stays missing.
+                    # A Secret someone created (credentials): the test's values for its keys.
                     for item in v["secret"]["items"]:
                         value = self.secrets_data.get((secret, item["key"]))
-                        if value is not None:
-                            (d / item["path"]).write_text(value)
-                    continue
-                key = "peer.key" if secret.endswith("-peer-key") else "token"
-                (d / key).write_text(secrets.token_hex(32))
+                        assert value is not None, f"volume {name}: no test value for {secret}/{item['key']}"
+                        (d / item["path"]).write_text(value)
+                else:
+                    # The operator's own (peer key, admin token): fresh random bytes.
+                    key = "peer.key" if secret.endswith("-peer-key") else "token"
+                    (d / key).write_text(secrets.token_hex(32))
             elif "projected" in v:
                 raise AssertionError(f"volume {name}: projected volumes are not run here")
 
@@ -294,6 +314,8 @@ class Pod:
         if self.prepare:
             self.prepare(self)
         self.start_namespaces()
+        if self.network:
+            self.network(self)
         for spec in self.spec.get("initContainers", []):
             Container(self, spec, self.image(spec)).run_to_completion()
         for spec in self.spec["containers"]:

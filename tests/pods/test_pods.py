@@ -10,6 +10,17 @@ projected service-account token the compiled policy accepts, and must see
 exactly the tools the example's profile promises to that caller; one call
 proves the server behind them works.
 
+A remote server (spec.remote: the pod runs the facade alone) reaches its
+remote and its identity provider over HTTPS; the internet it would reach is
+stood in for inside the pod's network namespace (tests/pods/internet.py:
+public-looking addresses, the cluster DNS answering the spec's host names,
+an MCP server with the profile's tools behind a TLS front that records each
+request, an OAuth token endpoint). Its test checks that each caller's call
+reached the remote with the credential its rule names (a token from a
+mounted Secret; the caller's token exchanged at the identity provider), the
+facade's own requests with its client-credentials token, and no caller's
+own token ever. The example's Secrets hold the test's values (SECRET_VALUES).
+
 Stand-ins for the images (IMAGES below; the hosts' files, read-only, at the
 paths the image has them):
 - `ghcr.io/mcp-warden/sidecar`: target/debug/mcp-warden-sidecar at
@@ -26,14 +37,23 @@ paths the image has them):
   (`find-links`, `no-index`). uvx still unpacks them into its cache under the
   pod's writable home, as in the cluster;
 - `mcp/fetch`, `mcp/time`: .venv (PyPI mcp-server-fetch, mcp-server-time) at
-  /app/.venv, on PATH as in the images.
-No egress is exercised (this machine reaches no internet): the approved hosts
-are checked on the rendered CiliumNetworkPolicy instead.
+  /app/.venv, on PATH as in the images;
+- the sidecar image's trusted roots (distroless/static's
+  /etc/ssl/certs/ca-certificates.crt): the host's bundle plus a throwaway test
+  CA, which signs the stand-in internet's certificates as public CAs sign the
+  real one's;
+- the kubelet's /etc/resolv.conf (dnsPolicy ClusterFirst), for the remote
+  server's pod: the stand-in cluster DNS, with the namespace's search path.
+Egress from a container image's pod is not exercised (this machine reaches
+no internet): the approved hosts are checked on the rendered
+CiliumNetworkPolicy instead (for a remote server, exactly its remote's and
+token endpoints' hosts, which the stand-in internet then serves).
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -47,11 +67,13 @@ for p in (TESTS, TESTS / "e2e", Path(__file__).resolve().parent):
         sys.path.insert(0, str(p))
 
 from conftest import NODE22, NODE_MODULES, REPO_ROOT, sidecar_path  # noqa: E402
+from internet import Internet, egress_hosts  # noqa: E402
 from podrun import Image, Pod, bwrap_problem  # noqa: E402
+from remote_helpers import make_ca  # noqa: E402
 from warden_helpers import Keys, kubelet_sa_claims, oidc_claims  # noqa: E402
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
-VENV = (REPO_ROOT / ".venv").resolve()  # its scripts name the real path
+VENV = REPO_ROOT / ".venv"
 WHEELS = TESTS / "pods" / ".wheels"
 ISSUER = "https://kubernetes.default.svc.cluster.local"  # render's default --service-account-issuer
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -63,7 +85,7 @@ def operator_binary() -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-def images() -> dict[str, Image]:
+def images(ca_bundle: Path) -> dict[str, Image]:
     host_git = Path("/usr/local/bin/git")
     git_binds = {}
     if host_git.exists():  # a git built under /usr/local: its helpers come along
@@ -73,7 +95,8 @@ def images() -> dict[str, Image]:
                 git_binds[d] = Path(d)
     return {
         "ghcr.io/mcp-warden/sidecar": Image(
-            binds={"/usr/local/bin/mcp-warden-sidecar": sidecar_path()}, owned=("/usr/local",),
+            binds={"/usr/local/bin/mcp-warden-sidecar": sidecar_path(), "/etc/ssl/certs": ca_bundle},
+            owned=("/usr/local",),
             env={"PATH": PATH}, entrypoint=["/usr/local/bin/mcp-warden-sidecar"]),
         "node:22-slim": Image(
             binds={"/usr/local/bin/node": NODE22, "/usr/local/lib/node_modules/npm": HOST_NPM,
@@ -86,13 +109,13 @@ def images() -> dict[str, Image]:
                    "/opt/wheels": WHEELS, **git_binds},
             files={"/etc/uv/uv.toml": 'no-index = true\nfind-links = ["/opt/wheels"]\npython-downloads = "never"\n'},
             owned=("/usr/local",), env={"PATH": PATH}),
-        "mcp/time": Image(
-            binds={"/app/.venv": VENV, str(VENV): VENV,
+        "mcp/time": Image(  # (.venv also at its own paths: its scripts' shebangs name them)
+            binds={"/app/.venv": VENV, str(VENV): VENV, str(VENV.resolve()): VENV.resolve(),
                    str(Path(VENV / "bin" / "python").resolve().parents[1]):
                        Path(VENV / "bin" / "python").resolve().parents[1]},
             env={"PATH": f"/app/.venv/bin:{PATH}"}, workdir="/app", entrypoint=["mcp-server-time"]),
-        "mcp/fetch": Image(
-            binds={"/app/.venv": VENV, str(VENV): VENV,
+        "mcp/fetch": Image(  # (.venv also at its own paths: its scripts' shebangs name them)
+            binds={"/app/.venv": VENV, str(VENV): VENV, str(VENV.resolve()): VENV.resolve(),
                    str(Path(VENV / "bin" / "python").resolve().parents[1]):
                        Path(VENV / "bin" / "python").resolve().parents[1]},
             env={"PATH": f"/app/.venv/bin:{PATH}"}, workdir="/app", entrypoint=["mcp-server-fetch"]),
@@ -111,6 +134,30 @@ PROMISES = {
     "with-secrets": ("coding-agent", {"whoami", "get_block_children", "get_page"}, None),
     "with-egress": ("research-agent", {"fetch"}, None),
     "with-auth": ("coding-agent", {"now", "convert_time"}, ("now", {"timezone": "UTC"}, "UTC")),
+    # Two callers, each with the upstream credential its rule gives (UPSTREAM_CREDENTIALS).
+    # The profile grants create_issue to role user, but the facade infers from
+    # its definition that it writes (the profile does not say `writes: false`),
+    # and a remote server has no write-enabled sandbox: the facade withholds it
+    # (and would refuse a call). What the user is shown is the search.
+    "remote-server": [("triage-agent", {"search_issues"},
+                       ("search_issues", {"query": "timeout"}, "found 1 issue for 'timeout'")),
+                      ("research-agent", {"search_issues"},
+                       ("search_issues", {"query": "login"}, "found 1 issue for 'login'"))],
+}
+
+# The test's values for the Secrets an example names but does not hold (they
+# are created by whoever holds the credentials).
+SECRET_VALUES = {
+    "remote-server": {("tracker-oauth", "client-secret"): "client-secret-" + secrets.token_hex(8),
+                      ("tracker-tokens", "triage"): "triage-bot-token-" + secrets.token_hex(8)},
+}
+
+# What a remote server must be sent on each caller's tools/call: its rule's
+# credential (the triage bot's token from the Secret; the research agent's own
+# token exchanged at the identity provider), never the caller's token.
+UPSTREAM_CREDENTIALS = {
+    ("remote-server", "triage-agent"): lambda values: "Bearer " + values[("tracker-tokens", "triage")],
+    ("remote-server", "research-agent"): lambda values: "Bearer tx-system:serviceaccount:team-a:research-agent-",
 }
 
 
@@ -154,6 +201,26 @@ def keys():
     return Keys()
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A throwaway CA for the stand-in internet's hosts (every remote example's)."""
+    hosts = set()
+    for example in EXAMPLES:
+        for d in yaml.safe_load_all(example.read_text()):
+            if d and d["kind"] == "MCPServer" and "remote" in d["spec"]:
+                hosts |= egress_hosts(d["spec"]["remote"])
+    return make_ca(tmp_path_factory.mktemp("pki"), sorted(hosts) or ["example.com"])
+
+
+@pytest.fixture(scope="module")
+def ca_bundle(pki, tmp_path_factory):
+    """The sidecar image's stand-in /etc/ssl/certs: the host's roots and the test CA."""
+    d = tmp_path_factory.mktemp("ssl-certs")
+    (d / "ca-certificates.crt").write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+                                           + pki.ca.read_text())
+    return d
+
+
 def test_every_example_has_a_promise():
     assert {p.stem for p in EXAMPLES} == set(PROMISES)
 
@@ -176,48 +243,91 @@ def prepare_workspace(example: str, pod: Pod) -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_example_runs_as_its_pod(sandbox_ok, keys, tmp_path, example: Path):
+def test_example_runs_as_its_pod(sandbox_ok, keys, ca_bundle, pki, tmp_path, example: Path):
     docs, objects = approved_render(example, tmp_path)
     server = next(d for d in docs if d["kind"] == "MCPServer")
     name, ns = server["metadata"]["name"], server["metadata"]["namespace"]
+    remote = server["spec"].get("remote")
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     secret_values = {(d["metadata"]["name"], k): v for d in docs if d["kind"] == "Secret"
                      for k, v in d.get("stringData", {}).items()}
+    secret_values.update(SECRET_VALUES.get(example.stem, {}))
 
     # The approved egress, as the cluster would enforce it: every host the
-    # sandbox names is in the CiliumNetworkPolicy, nothing else.
+    # sandbox names is in the CiliumNetworkPolicy, nothing else; for a remote
+    # server exactly the remote's host and its token endpoints' hosts.
     sandbox = next((d for d in docs if d["kind"] == "SandboxProfile"), None)
     egress = (sandbox or {}).get("spec", {}).get("network", {}).get("egress", {})
     cnp = next((o for o in objects if o["kind"] == "CiliumNetworkPolicy"), None)
-    if egress.get("hosts") or egress.get("presets"):
-        fqdns = {m["matchName"] for rule in cnp["spec"]["egress"] for m in rule.get("toFQDNs", [])}
+    fqdns = {m["matchName"] for rule in (cnp or {}).get("spec", {}).get("egress", [])
+             for m in rule.get("toFQDNs", [])}
+    if remote:
+        assert fqdns == egress_hosts(remote), cnp
+        ports = {(p["port"], p["protocol"]) for rule in cnp["spec"]["egress"] if rule.get("toFQDNs")
+                 for to in rule.get("toPorts", []) for p in to.get("ports", [])}
+        assert ports == {("443", "TCP")}, cnp
+    elif egress.get("hosts") or egress.get("presets"):
         for host in egress.get("hosts", []):
             assert host["name"] in fqdns
         assert fqdns, cnp
     else:
         assert cnp is None
 
-    sa, promised, call = PROMISES[example.stem]
-    token = keys.mint(kubelet_sa_claims(ISSUER, ns, sa, f"mcpwarden.dev/{ns}/{name}"))
+    if remote:
+        # The pod runs the facade alone; the remote is on the (stand-in) internet.
+        assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == ["facade"]
+    internet = Internet(tmp_path, pki, remote, secret_values) if remote else None
+    promises = PROMISES[example.stem]
+    promises = promises if isinstance(promises, list) else [promises]
     work = tmp_path / "pod"
     work.mkdir()
-    user_config_maps = [d for d in docs if d["kind"] == "ConfigMap"]
-    pod = Pod(deployment, objects + user_config_maps, secret_values, images(), work, json.dumps(keys.jwks()),
-              prepare=lambda p: prepare_workspace(example.stem, p))
-    with pod:
-        service = f"{name}.{ns}.svc.cluster.local"
-        argv = [sys.executable, str(Path(__file__).with_name("pod_client.py")), service, "8080", token]
-        if call:
-            argv += [call[0], json.dumps(call[1])]
-        out = pod.run_in_network(argv, [service], timeout=120)
-        assert out.returncode == 0, f"{out.stderr[-3000:]}\n{pod.logs()}"
-        seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(seen["tools"]) == promised, f"{seen}\n{pod.logs()}"
-    if call:
-        assert call[2] in (seen["call"] or ""), seen
+    user_config_maps = [d for d in docs if d["kind"] == "ConfigMap"]  # e.g. an issuer's JWKS
+    pod = Pod(deployment, objects + user_config_maps, secret_values, images(ca_bundle), work,
+              json.dumps(keys.jwks()), prepare=lambda p: prepare_workspace(example.stem, p),
+              network=internet.start if internet else None, dns=internet.dns if internet else None)
+    tokens = []
+    try:
+        with pod:
+            service = f"{name}.{ns}.svc.cluster.local"
+            for sa, promised, call in promises:
+                token = keys.mint(kubelet_sa_claims(ISSUER, ns, sa, f"mcpwarden.dev/{ns}/{name}"))
+                tokens.append(token)
+                argv = [sys.executable, str(Path(__file__).with_name("pod_client.py")), service, "8080", token]
+                if call:
+                    argv += [call[0], json.dumps(call[1])]
+                out = pod.run_in_network(argv, [service], timeout=120)
+                logs = pod.logs() + (internet.logs() if internet else "")
+                assert out.returncode == 0, f"{out.stderr[-3000:]}\n{logs}"
+                seen = json.loads(out.stdout.strip().splitlines()[-1])
+                assert set(seen["tools"]) == promised, f"{sa}: {seen}\n{logs}"
+                if call:
+                    assert call[2] in (seen["call"] or ""), seen
+                expected = UPSTREAM_CREDENTIALS.get((example.stem, sa))
+                if expected:
+                    # The remote got this caller's call with the credential its rule gives.
+                    calls = internet.calls(call[0])
+                    assert calls, internet.requests()
+                    assert calls[-1]["headers"].get("authorization", "").startswith(expected(secret_values)), \
+                        calls[-1]["headers"]
+    finally:
+        if internet:
+            internet.stop()
+    if internet:
+        # The facade got its own token (client credentials, the spec's scope)
+        # and its readiness probe, before any caller, used it; no caller's own
+        # token ever reached the remote.
+        issued = internet.token_requests()
+        assert all(r["client_ok"] for r in issued), issued
+        own = {"Bearer " + r["issued"] for r in issued if r["grant_type"] == "client_credentials"}
+        assert own and all(r["scope"] == "issues:read" for r in issued if r["grant_type"] == "client_credentials")
+        first = internet.requests()[0]
+        assert first["headers"].get("authorization") in own, first
+        seen = json.dumps(internet.requests())
+        for token in tokens:
+            assert token.split(".")[2] not in seen, "a caller's own token reached the remote"
 
 
-def test_without_its_writable_home_the_package_server_does_not_start(sandbox_ok, keys, tmp_path):
+def test_without_its_writable_home_the_package_server_does_not_start(sandbox_ok, keys, ca_bundle, tmp_path):
     """The check above can fail, and item 1 of the issue is why it passes: the
     same git pod without the `home` emptyDir (HOME and uvx's cache then point
     into the read-only root) never gets a server to answer, so the facade
@@ -230,7 +340,7 @@ def test_without_its_writable_home_the_package_server_does_not_start(sandbox_ok,
     server["volumeMounts"] = [m for m in server["volumeMounts"] if m["name"] != "home"]
     work = tmp_path / "pod"
     work.mkdir()
-    pod = Pod(deployment, objects, {}, images(), work, json.dumps(keys.jwks()),
+    pod = Pod(deployment, objects, {}, images(ca_bundle), work, json.dumps(keys.jwks()),
               prepare=lambda p: prepare_workspace("stdio-server", p))
     token = keys.mint(kubelet_sa_claims(ISSUER, "team-a", "coding-agent", "mcpwarden.dev/team-a/git"))
     with pod:
@@ -240,6 +350,41 @@ def test_without_its_writable_home_the_package_server_does_not_start(sandbox_ok,
         logs = pod.logs()
     assert out.returncode != 0 and "never became ready" in out.stderr, out.stdout + out.stderr
     assert "Read-only file system" in logs or "os error 30" in logs, logs
+
+
+def test_the_remote_pod_trusts_its_image_roots_only(sandbox_ok, keys, tmp_path, tmp_path_factory):
+    """The remote example's facade verifies the remote's certificate: the same
+    pod and stand-in internet, with an image whose /etc/ssl/certs holds the
+    host's roots but not the test CA that signed the remote's certificate,
+    never becomes ready, and its log says why."""
+    example = REPO_ROOT / "examples" / "remote-server.yaml"
+    docs, objects = approved_render(example, tmp_path)
+    server = next(d for d in docs if d["kind"] == "MCPServer")
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    values = SECRET_VALUES["remote-server"]
+    pki = make_ca(tmp_path / "pki", sorted(egress_hosts(server["spec"]["remote"])))
+    roots = tmp_path_factory.mktemp("host-roots")
+    (roots / "ca-certificates.crt").write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text())
+    internet = Internet(tmp_path, pki, server["spec"]["remote"], values)
+    work = tmp_path / "pod"
+    work.mkdir()
+    pod = Pod(deployment, objects, values, images(roots), work, json.dumps(keys.jwks()),
+              network=internet.start, dns=internet.dns)
+    token = keys.mint(kubelet_sa_claims(ISSUER, "team-a", "triage-agent", "mcpwarden.dev/team-a/tracker"))
+    try:
+        with pod:
+            service = "tracker.team-a.svc.cluster.local"
+            argv = [sys.executable, str(Path(__file__).with_name("pod_client.py")), service, "8080", token]
+            out = pod.run_in_network(argv, [service], timeout=60, env={"READY_TIMEOUT": "10"})
+            logs = pod.logs()
+    finally:
+        internet.stop()
+    assert out.returncode != 0 and "never became ready" in out.stderr, out.stdout + out.stderr
+    # Its own token comes first, and the identity provider's certificate is refused.
+    assert "idp.example.com:443 failed: invalid peer certificate: UnknownIssuer" in logs, logs
+    # No handshake completed: neither the identity provider nor the remote was sent anything
+    # (the client secret never left the pod).
+    assert internet.token_requests() == [] and internet.requests() == []
 
 
 # Answers `initialize` with the given bearer token: the HTTP status only.
@@ -259,7 +404,7 @@ except urllib.error.HTTPError as e:
 """
 
 
-def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, tmp_path):
+def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, ca_bundle, tmp_path):
     """The ToolProfile's `auth`, end to end without a cluster: the rendered pod
     mounts the static-token Secret key and the issuer's JWKS ConfigMap into
     the facade only, the compiled policy names their files, and the facade
@@ -291,7 +436,7 @@ def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, tmp_pa
     wrong_audience = keys.mint(oidc_claims(issuer, "other", "u-123", ["team-a"], email="alice@example.com"))
     work = tmp_path / "pod"
     work.mkdir()
-    pod = Pod(deployment, objects + [jwks], secret_values, images(), work, json.dumps(keys.jwks()))
+    pod = Pod(deployment, objects + [jwks], secret_values, images(ca_bundle), work, json.dumps(keys.jwks()))
     service = "time.team-a.svc.cluster.local"
     client = Path(__file__).with_name("pod_client.py")
     with pod:
