@@ -466,7 +466,8 @@ pub struct MCPServerStatus {
     pub endpoint: Option<String>,
     /// Every capability above the baseline the server asks for, by stable
     /// name (`network.egress:<cidr>:<port>`, `network.dns`,
-    /// `workspace.write`, `serviceaccount.token`, `tool:<name>`), sorted.
+    /// `workspace.write`, `remote.write`, `serviceaccount.token`,
+    /// `tool:<name>`), sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 1024))]
     pub requested_capabilities: Vec<String>,

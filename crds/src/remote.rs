@@ -40,6 +40,12 @@ pub struct RemoteServer {
     #[schemars(inner(length(max = 64)))]
     #[x_kube(validation = kube::core::Rule::new("self.all(c, isCIDR(c))").message("each entry must be a CIDR block such as 10.0.0.0/8"))]
     pub private_cidrs: Vec<String>,
+    /// The remote's tools may change things there (create, update,
+    /// delete). A capability (`remote.write`) an admin approves: until then
+    /// the facade treats the remote as read-only, so write-capable tools
+    /// are hidden and refused (-32006), as in a read-only sandbox.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writes: bool,
 }
 
 /// TLS to the remote.

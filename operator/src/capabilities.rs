@@ -67,6 +67,8 @@ pub enum Capability {
     Dns,
     /// A writable workspace.
     WorkspaceWrite,
+    /// Write-capable tools of a remote server (`spec.remote.writes`).
+    RemoteWrite,
     /// A service-account token in the server container.
     ServiceAccountToken,
     /// A `high`/`critical` tool, by upstream name.
@@ -82,6 +84,7 @@ impl fmt::Display for Capability {
             }
             Capability::Dns => f.write_str("network.dns"),
             Capability::WorkspaceWrite => f.write_str("workspace.write"),
+            Capability::RemoteWrite => f.write_str("remote.write"),
             Capability::ServiceAccountToken => f.write_str("serviceaccount.token"),
             Capability::Tool(name) => write!(f, "tool:{name}"),
         }
@@ -94,6 +97,7 @@ impl Capability {
         match name {
             "network.dns" => return Some(Capability::Dns),
             "workspace.write" => return Some(Capability::WorkspaceWrite),
+            "remote.write" => return Some(Capability::RemoteWrite),
             "serviceaccount.token" => return Some(Capability::ServiceAccountToken),
             _ => {}
         }
@@ -152,7 +156,8 @@ pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTree
 
 /// What a remote server asks for: egress to its host and each token
 /// endpoint's (by name, or by address when the URL gives one), DNS when
-/// any of them is a name, and each private block on those ports.
+/// any of them is a name, each private block on those ports, and
+/// `remote.write` when its tools may write.
 pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
     let Some(remote) = &server.spec.remote else {
@@ -170,6 +175,9 @@ pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
                 set.insert(Capability::EgressHost { host, port })
             }
         };
+    }
+    if remote.writes {
+        set.insert(Capability::RemoteWrite);
     }
     for cidr in &remote.private_cidrs {
         for port in &ports {
@@ -430,6 +438,7 @@ mod tests {
             "workspace.write",
             "serviceaccount.token",
             "tool:git_push",
+            "remote.write",
         ] {
             assert_eq!(Capability::parse(name).unwrap().to_string(), name);
         }
@@ -467,6 +476,15 @@ mod tests {
                 .into_iter()
                 .collect::<Vec<_>>(),
             ["network.egress:203.0.113.7/32:8443"]
+        );
+        let writes: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s}\n\
+             spec: {toolProfileRef: {name: p}, remote: {url: 'https://203.0.113.7/mcp', writes: true}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            requested_remote(&writes).into_iter().collect::<Vec<_>>(),
+            ["network.egress:203.0.113.7/32:443", "remote.write"]
         );
     }
 

@@ -27,6 +27,8 @@ pub struct Approved {
     pub tools: BTreeSet<String>,
     /// The workspace may be written (`workspace.write`).
     pub workspace_write: bool,
+    /// A remote server's write-capable tools may be used (`remote.write`).
+    pub remote_write: bool,
     /// Outbound TCP (CIDR, port) pairs (`network.egress:…`).
     pub egress: BTreeSet<(String, i32)>,
     /// Outbound TCP (host name, port) pairs (`network.egress.host:…`).
@@ -51,6 +53,7 @@ impl Approved {
                 }
                 Capability::Dns => approved.dns = true,
                 Capability::WorkspaceWrite => approved.workspace_write = true,
+                Capability::RemoteWrite => approved.remote_write = true,
                 Capability::ServiceAccountToken => approved.service_account_token = true,
                 Capability::Tool(name) => {
                     approved.tools.insert(name);
@@ -69,8 +72,12 @@ pub fn compile_policy(
     approved: &Approved,
     cfg: &BuildConfig,
 ) -> FacadePolicy {
-    let write_allowed =
-        approved.workspace_write && sandbox.workspace_access == WorkspaceAccess::ReadWrite;
+    // A remote server has no workspace: what it writes is on the remote,
+    // and `remote.write` is what lets its write-capable tools through.
+    let write_allowed = match &server.spec.remote {
+        Some(remote) => remote.writes && approved.remote_write,
+        None => approved.workspace_write && sandbox.workspace_access == WorkspaceAccess::ReadWrite,
+    };
     FacadePolicy {
         server: Some(ServerRef {
             namespace: names::namespace(server),
@@ -262,6 +269,47 @@ mod tests {
         };
         assert!(
             compile_policy(&server(), &profile(), &sandbox, &approved, &cfg)
+                .sandbox
+                .write_allowed
+        );
+    }
+
+    #[test]
+    fn a_remote_servers_tools_write_only_when_it_says_so_and_an_admin_approved() {
+        let remote = |writes: bool| -> MCPServer {
+            serde_yaml_ng::from_str(&format!(
+                "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {{name: t, namespace: team-a}}\n\
+                 spec: {{toolProfileRef: {{name: tp}}, remote: {{url: 'https://mcp.example.com/mcp', writes: {writes}}}}}\n"
+            ))
+            .unwrap()
+        };
+        let cfg = BuildConfig::default();
+        let sandbox = SandboxProfileSpec::default();
+        let all =
+            Approved::from_names(&["remote.write".to_string(), "workspace.write".to_string()]);
+        let writable = |server: &MCPServer, approved: &Approved| {
+            compile_policy(server, &profile(), &sandbox, approved, &cfg)
+                .sandbox
+                .write_allowed
+        };
+        assert!(writable(&remote(true), &all));
+        assert!(
+            !writable(&remote(true), &Approved::default()),
+            "not before approval"
+        );
+        assert!(
+            !writable(&remote(false), &all),
+            "not unless the server asks"
+        );
+        // A server's workspace approval says nothing about a remote's writes, and
+        // the reverse: `remote.write` does not make a workspace writable.
+        let rw = SandboxProfileSpec {
+            workspace_access: WorkspaceAccess::ReadWrite,
+            ..Default::default()
+        };
+        let remote_only = Approved::from_names(&["remote.write".to_string()]);
+        assert!(
+            !compile_policy(&server(), &profile(), &rw, &remote_only, &cfg)
                 .sandbox
                 .write_allowed
         );

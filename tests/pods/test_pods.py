@@ -135,12 +135,10 @@ PROMISES = {
     "with-egress": ("research-agent", {"fetch"}, None),
     "with-auth": ("coding-agent", {"now", "convert_time"}, ("now", {"timezone": "UTC"}, "UTC")),
     # Two callers, each with the upstream credential its rule gives (UPSTREAM_CREDENTIALS).
-    # The profile grants create_issue to role user, but the facade infers from
-    # its definition that it writes (the profile does not say `writes: false`),
-    # and a remote server has no write-enabled sandbox: the facade withholds it
-    # (and would refuse a call). What the user is shown is the search.
-    "remote-server": [("triage-agent", {"search_issues"},
-                       ("search_issues", {"query": "timeout"}, "found 1 issue for 'timeout'")),
+    # create_issue writes (its definition says nothing else); the example asks
+    # for `remote.write`, approved here with the rest, so role user gets it.
+    "remote-server": [("triage-agent", {"search_issues", "create_issue"},
+                       ("create_issue", {"title": "login times out"}, "login times out")),
                       ("research-agent", {"search_issues"},
                        ("search_issues", {"query": "login"}, "found 1 issue for 'login'"))],
 }
