@@ -123,6 +123,114 @@ pub struct MCPServerSpec {
     /// `serviceaccount.token` capability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<ServiceAccountSettings>,
+    /// How agents outside the cluster reach the server: the host names the
+    /// facade accepts besides the Service's own. Without it, only in-cluster
+    /// callers (and port-forwards sending the Service's host name) get in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expose: Option<Expose>,
+}
+
+/// Exposure beyond the in-cluster Service.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("(!has(self.ingress) && !has(self.httpRoute)) || (has(self.hosts) && size(self.hosts) > 0)").message("an Ingress or HTTPRoute needs expose.hosts: the names it routes"))]
+pub struct Expose {
+    /// Host names agents use through an Ingress, a Gateway or a load
+    /// balancer (`git.mcp.example.com`). The facade refuses every other
+    /// `Host` (against DNS rebinding), so a host missing here gets HTTP 403.
+    /// The first one is the URL in `status.endpoint`
+    /// (`https://<host>/mcp`: whatever sits in front is expected to
+    /// terminate TLS, as bearer tokens must not cross a network in clear).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[schemars(inner(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    ))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub hosts: Vec<String>,
+    /// Serve the facade's port 8080 over TLS with the certificate of a
+    /// `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`; e.g. a
+    /// cert-manager Certificate's). The facade picks up a renewed
+    /// certificate without a restart; until the Secret exists the pod
+    /// waits. Clients then use `https://` (in the cluster too: give the
+    /// certificate the Service's names), and whatever proxies to the pod
+    /// must speak TLS to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ExposeTls>,
+    /// Generate an Ingress (`<name>`) routing `hosts`, path `/mcp`, to the
+    /// Service's port 8080.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<ExposeIngress>,
+    /// Generate a Gateway API HTTPRoute (`<name>`) routing `hosts`, path
+    /// `/mcp`, to the Service's port 8080, attached to these Gateways.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_route: Option<ExposeHttpRoute>,
+}
+
+/// The generated Ingress.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeIngress {
+    /// The IngressClass (default: the cluster's default class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub class_name: Option<String>,
+    /// Annotations of the Ingress, e.g. cert-manager's
+    /// `cert-manager.io/cluster-issuer`, or the controller's backend
+    /// protocol (`nginx.ingress.kubernetes.io/backend-protocol: HTTPS`)
+    /// when the facade serves TLS.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// The `kubernetes.io/tls` Secret the Ingress controller terminates TLS
+    /// with for `hosts` (cert-manager's ingress-shim fills it from the
+    /// annotation above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub tls_secret_name: Option<String>,
+}
+
+/// The generated HTTPRoute.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeHttpRoute {
+    /// The Gateways (listeners) the route attaches to.
+    #[schemars(length(min = 1, max = 8))]
+    pub parent_refs: Vec<GatewayRef>,
+}
+
+/// A Gateway, as an HTTPRoute's `parentRefs` name it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayRef {
+    /// The Gateway's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its namespace (default: the MCPServer's); the Gateway's listener
+    /// must allow routes from this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+    /// The listener (`sectionName`), e.g. the HTTPS one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub section_name: Option<String>,
+}
+
+/// The facade listener's certificate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeTls {
+    /// A `kubernetes.io/tls` Secret in the MCPServer's namespace.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub secret_name: String,
 }
 
 /// The keys `podTemplate.spec` may set; the rest of the pod is the operator's.
@@ -350,8 +458,10 @@ pub struct MCPServerStatus {
     /// The `metadata.generation` these conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The in-cluster URL agents connect to, e.g.
-    /// `http://git.team-a.svc.cluster.local:8080/mcp`.
+    /// The URL agents connect to: `https://<first expose.hosts>/mcp` when
+    /// the server is exposed, else the in-cluster one, e.g.
+    /// `http://git.team-a.svc.cluster.local:8080/mcp` (`https://` with
+    /// `expose.tls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Every capability above the baseline the server asks for, by stable

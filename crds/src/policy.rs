@@ -596,6 +596,26 @@ pub struct StaticTokens {
     /// Inline entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<StaticToken>,
+    /// Tokens kept in files, one raw token per file (a mounted Secret key),
+    /// each standing for a subject and its groups. A file is hashed when
+    /// read and re-read when it changes (rotation needs no restart); a
+    /// missing file, or a token shorter than 16 characters, is skipped with
+    /// a warning and its token refused until the file is right.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_files: Vec<StaticTokenFile>,
+}
+
+/// A static token held in a file.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StaticTokenFile {
+    /// The file holding the token (surrounding whitespace is ignored).
+    pub path: String,
+    /// Who holds it.
+    pub subject: String,
+    /// Groups of the holder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// One static token, by hash.
@@ -624,9 +644,17 @@ pub struct JwtIssuer {
     /// Allowed clock skew for `exp`/`nbf`, in seconds (default 60, at most 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_skew_seconds: Option<u64>,
-    /// Claim holding the groups (default `groups`).
+    /// Claim holding the groups (default `groups`): a claim name, or a JSON
+    /// pointer into the claims when it starts with `/`
+    /// (`/realm_access/roles`). A string is one group, an array of strings
+    /// several; anything else none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups_claim: Option<String>,
+    /// Claim holding the subject that role bindings name (default `sub`;
+    /// e.g. `email`, `preferred_username`), a name or a JSON pointer. A
+    /// token without it as a string is refused (`missing_claim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username_claim: Option<String>,
 }
 
 /// Kubernetes projected service-account tokens.

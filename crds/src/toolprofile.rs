@@ -123,6 +123,133 @@ pub struct ToolProfileSpec {
     #[serde(default)]
     #[schemars(transform = prompt_bounds)]
     pub prompts: PromptPolicy,
+    /// How callers authenticate besides Kubernetes service-account tokens
+    /// (which are always accepted, with the audience
+    /// `mcpwarden.dev/<namespace>/<server>`): static bearer tokens kept in
+    /// Secrets, and JWT/OIDC issuers. With more than one issuer, a binding
+    /// in `roles` that names `subjects` or `groups` must say whose they are
+    /// (`issuer`: `static`, an issuer URL, or the cluster's service-account
+    /// issuer): `alice` of one issuer is not `alice` of another.
+    #[serde(default, skip_serializing_if = "ProfileAuth::is_empty")]
+    pub auth: ProfileAuth,
+}
+
+/// Authentication a ToolProfile adds. Token values never leave their
+/// Secrets: the operator mounts them into the facade, which hashes them.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileAuth {
+    /// Static bearer tokens, one per Secret key (same namespace): the key's
+    /// value is the token (at least 16 characters; a shorter or missing one
+    /// is refused), its holder is `subject` of the issuer `static`. A
+    /// rotated Secret is picked up without a restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["secretName", "key"]))]
+    pub static_tokens: Vec<SecretToken>,
+    /// JWT/OIDC issuers whose tokens are accepted (RS256, ES256, EdDSA),
+    /// one entry per issuer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["issuer"]))]
+    pub jwt: Vec<OidcIssuer>,
+}
+
+impl ProfileAuth {
+    /// Nothing configured (left out when serializing).
+    pub fn is_empty(&self) -> bool {
+        self.static_tokens.is_empty() && self.jwt.is_empty()
+    }
+}
+
+/// A static bearer token held in a Secret key.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretToken {
+    /// The Secret, in the ToolProfile's namespace.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub secret_name: String,
+    /// The key in the Secret whose value is the token.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+    /// Who holds it: the subject role bindings name (issuer `static`).
+    #[schemars(length(min = 1, max = 256))]
+    pub subject: String,
+    /// Groups of the holder (issuer `static`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
+    pub groups: Vec<String>,
+}
+
+/// A JWT/OIDC issuer.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct OidcIssuer {
+    /// The issuer URL, exactly as in the tokens' `iss` (e.g.
+    /// `https://login.example.com/realms/team-a`); the name role bindings
+    /// use in `issuer`.
+    #[schemars(length(min = 9, max = 512), regex(pattern = r"^https://[^\s]+$"))]
+    pub issuer: String,
+    /// Accepted `aud` values; a token must carry at least one.
+    #[schemars(length(min = 1, max = 16), inner(length(min = 1, max = 256)))]
+    pub audiences: Vec<String>,
+    /// Where the issuer's signing keys (a JWKS document) come from: a
+    /// ConfigMap, or, when left out, the issuer itself: the operator reads
+    /// its discovery document (`<issuer>/.well-known/openid-configuration`)
+    /// and the `jwks_uri` it names, over HTTPS, and publishes the keys into
+    /// the ConfigMap `<server>-issuers` (looked at again every ten
+    /// minutes). The operator then needs egress to the issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks: Option<JwksSource>,
+    /// The claim that names the caller (default `sub`; e.g. `email` or
+    /// `preferred_username`), or a JSON pointer into the claims when it
+    /// starts with `/`. A token without it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub username_claim: Option<String>,
+    /// The claim holding the caller's groups (default `groups`), or a JSON
+    /// pointer (`/realm_access/roles`): a string is one group, a list of
+    /// strings several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub groups_claim: Option<String>,
+    /// Allowed clock skew for `exp` and `nbf`, in seconds (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 300))]
+    pub clock_skew_seconds: Option<i32>,
+}
+
+/// The source of an issuer's JWKS.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct JwksSource {
+    /// A ConfigMap (same namespace) holding the JWKS document; the facade
+    /// re-reads it when it changes. Until it exists, the issuer's tokens
+    /// are refused.
+    pub config_map: ConfigMapKey,
+}
+
+/// A key of a ConfigMap in the ToolProfile's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKey {
+    /// The ConfigMap's name.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    /// The key holding the document (default `jwks.json`).
+    #[serde(default = "default_jwks_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+}
+
+fn default_jwks_key() -> String {
+    "jwks.json".into()
 }
 
 fn default_true() -> bool {

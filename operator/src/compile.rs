@@ -12,8 +12,9 @@ use std::collections::BTreeSet;
 
 use mcp_warden_crds::remote::{KeyRef, RemoteAuth, RemoteClientCredentials};
 use mcp_warden_crds::{
-    sandboxprofile::WorkspaceAccess, AuthConfig, ClientCredentials, FacadeCredential, FacadePolicy,
-    MCPServer, RiskLevel, SandboxGrant, SandboxProfileSpec, ServerRef, ServiceAccountTokens,
+    sandboxprofile::WorkspaceAccess, toolprofile::ProfileAuth, AuthConfig, ClientCredentials,
+    FacadeCredential, FacadePolicy, JwtIssuer, MCPServer, RiskLevel, SandboxGrant,
+    SandboxProfileSpec, ServerRef, ServiceAccountTokens, StaticTokenFile, StaticTokens,
     TokenExchange, ToolProfileSpec, UpstreamAuth, UpstreamCredentialRule,
 };
 
@@ -94,14 +95,7 @@ pub fn compile_policy(
         risk_ceiling: RiskLevel::Medium,
         approved_tools: approved.tools.iter().cloned().collect(),
         roles: tools.roles.clone(),
-        auth: AuthConfig {
-            service_account_tokens: Some(ServiceAccountTokens {
-                issuer: cfg.service_account_issuer.clone(),
-                jwks_file: names::JWKS_FILE.into(),
-                audience: Some(names::token_audience(server)),
-            }),
-            ..AuthConfig::default()
-        },
+        auth: compile_auth(server, &tools.auth, cfg),
         sandbox: SandboxGrant { write_allowed },
         upstream_auth: server
             .spec
@@ -110,6 +104,49 @@ pub fn compile_policy(
             .and_then(|r| r.auth.as_ref())
             .map(upstream_auth),
         ..FacadePolicy::default()
+    }
+}
+
+/// The facade's `auth`: the cluster's service-account tokens always, plus
+/// the profile's static tokens and JWT issuers. Only file paths reach the
+/// policy (the mounts `crate::build::deployment` makes, named by
+/// [`names::token_file`] and [`names::issuer_jwks_file`]): token values stay
+/// in their Secrets, and the facade hashes them when it reads the files.
+fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> AuthConfig {
+    let static_tokens = (!auth.static_tokens.is_empty()).then(|| StaticTokens {
+        token_files: auth
+            .static_tokens
+            .iter()
+            .map(|t| StaticTokenFile {
+                path: names::token_file(&t.secret_name, &t.key),
+                subject: t.subject.clone(),
+                groups: t.groups.clone(),
+            })
+            .collect(),
+        ..StaticTokens::default()
+    });
+    let jwt = auth
+        .jwt
+        .iter()
+        .enumerate()
+        .map(|(i, j)| JwtIssuer {
+            issuer: j.issuer.clone(),
+            audiences: j.audiences.clone(),
+            jwks_file: names::issuer_jwks_file(i),
+            clock_skew_seconds: j.clock_skew_seconds.map(|s| s.max(0) as u64),
+            groups_claim: j.groups_claim.clone(),
+            username_claim: j.username_claim.clone(),
+        })
+        .collect();
+    AuthConfig {
+        static_tokens,
+        jwt,
+        service_account_tokens: Some(ServiceAccountTokens {
+            issuer: cfg.service_account_issuer.clone(),
+            jwks_file: names::JWKS_FILE.into(),
+            audience: Some(names::token_audience(server)),
+        }),
+        anonymous: None,
     }
 }
 
@@ -308,6 +345,47 @@ mod tests {
             p.risk_ceiling,
             RiskLevel::Medium,
             "approval lists tools, never raises the ceiling"
+        );
+    }
+
+    #[test]
+    fn profile_auth_compiles_to_mounted_files_and_issuers() {
+        let mut tools = profile();
+        tools.auth = serde_yaml_ng::from_str(
+            "staticTokens: [{secretName: tokens, key: ci, subject: ci-bot, groups: [ci]}]\n\
+             jwt: [{issuer: 'https://login.example.com', audiences: [mcp], \
+             jwks: {configMap: {name: idp}}, usernameClaim: email, clockSkewSeconds: 30}]\n",
+        )
+        .unwrap();
+        let p = compile_policy(
+            &server(),
+            &tools,
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &BuildConfig::default(),
+        );
+        let st = p.auth.static_tokens.as_ref().expect("static tokens");
+        assert!(
+            st.tokens.is_empty() && st.file.is_none(),
+            "no hash or value inline"
+        );
+        assert_eq!(st.token_files[0].path, "/etc/mcp-warden/tokens/tokens/ci");
+        assert_eq!(st.token_files[0].subject, "ci-bot");
+        assert_eq!(p.auth.jwt[0].issuer, "https://login.example.com");
+        assert_eq!(
+            p.auth.jwt[0].jwks_file,
+            "/etc/mcp-warden/issuers/0/jwks.json"
+        );
+        assert_eq!(p.auth.jwt[0].username_claim.as_deref(), Some("email"));
+        assert_eq!(p.auth.jwt[0].clock_skew_seconds, Some(30));
+        assert!(p.auth.service_account_tokens.is_some(), "still accepted");
+        assert_eq!(
+            mcp_warden_policy::issuers(&p.auth),
+            [
+                "static",
+                "https://login.example.com",
+                "https://kubernetes.default.svc.cluster.local"
+            ]
         );
     }
 

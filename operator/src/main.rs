@@ -1,11 +1,13 @@
 //! `mcp-warden-operator`: `run` (the controller), `crdgen` (write or check the
-//! CRD YAML) and `render -f FILE…` (print what would be applied, offline).
+//! CRD YAML), `render -f FILE…` (print what would be applied, offline) and
+//! `client-config NAME` (what an agent needs to call a server).
 #![forbid(unsafe_code)]
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use clap::{Parser, Subcommand};
 use mcp_warden_operator::{
+    client_config,
     config::{self, BuildConfig},
     crdgen, reconcile, render,
     runtime::{http, leader, logging, metrics::Metrics},
@@ -40,6 +42,22 @@ enum Command {
     Render {
         /// YAML files with MCPServers and their profiles.
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        build: BuildArgs,
+    },
+    /// Print what an agent needs to call an MCPServer: its URL, where each
+    /// accepted token comes from, and a ready mcp.json snippet (the lines
+    /// not starting with `#` are the JSON). Reads the server and its
+    /// ToolProfile from the cluster (current kubeconfig), or from files.
+    ClientConfig {
+        /// The MCPServer's name.
+        name: String,
+        /// Its namespace (default: the kubeconfig's, else `default`).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Read the resources from these YAML files instead of the cluster.
+        #[arg(short = 'f', long = "filename", num_args = 1..)]
         files: Vec<PathBuf>,
         #[command(flatten)]
         build: BuildArgs,
@@ -267,6 +285,25 @@ fn main() -> ExitCode {
             .config()
             .and_then(|cfg| render::render(&files, &cfg).map_err(|e| e.to_string()))
             .map(|yaml| print!("{yaml}")),
+        Command::ClientConfig {
+            name,
+            namespace,
+            files,
+            build,
+        } => build
+            .config()
+            .and_then(|cfg| {
+                if files.is_empty() {
+                    tokio::runtime::Runtime::new()
+                        .map_err(|e| e.to_string())
+                        .and_then(|rt| {
+                            rt.block_on(client_config_from_cluster(&name, namespace, &cfg))
+                        })
+                } else {
+                    client_config_from_files(&files, &name, namespace, &cfg)
+                }
+            })
+            .map(|text| print!("{text}")),
         Command::Run(args) => tokio::runtime::Runtime::new()
             .map_err(|e| e.to_string())
             .and_then(|rt| rt.block_on(run(args))),
@@ -278,6 +315,67 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `client-config` from files (as `render` reads them).
+fn client_config_from_files(
+    files: &[PathBuf],
+    name: &str,
+    namespace: Option<String>,
+    cfg: &BuildConfig,
+) -> Result<String, String> {
+    let catalog = render::load_files(files).map_err(|e| e.to_string())?;
+    let found: Vec<_> = catalog
+        .servers
+        .iter()
+        .filter(|((ns, n), _)| n == name && namespace.as_ref().is_none_or(|want| want == ns))
+        .collect();
+    let ((ns, _), server) = match found.as_slice() {
+        [one] => *one,
+        [] => return Err(format!("no MCPServer {name:?} in the files")),
+        _ => {
+            return Err(format!(
+                "MCPServer {name:?} is in several namespaces: give -n"
+            ))
+        }
+    };
+    let profile = catalog
+        .tool_profiles
+        .get(&(ns.clone(), server.spec.tool_profile_ref.name.clone()))
+        .map(|p| &p.spec);
+    Ok(client_config::describe(server, profile, cfg))
+}
+
+/// `client-config` from the cluster: the MCPServer (with its status) and its ToolProfile.
+async fn client_config_from_cluster(
+    name: &str,
+    namespace: Option<String>,
+    cfg: &BuildConfig,
+) -> Result<String, String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect to the API server: {e}"))?;
+    let ns = namespace.unwrap_or_else(|| client.default_namespace().to_string());
+    let servers: kube::Api<mcp_warden_crds::MCPServer> = kube::Api::namespaced(client.clone(), &ns);
+    let server = servers
+        .get(name)
+        .await
+        .map_err(|e| format!("MCPServer {ns}/{name}: {e}"))?;
+    let profiles: kube::Api<mcp_warden_crds::ToolProfile> = kube::Api::namespaced(client, &ns);
+    let profile = profiles
+        .get_opt(&server.spec.tool_profile_ref.name)
+        .await
+        .map_err(|e| {
+            format!(
+                "ToolProfile {ns}/{}: {e}",
+                server.spec.tool_profile_ref.name
+            )
+        })?;
+    Ok(client_config::describe(
+        &server,
+        profile.as_ref().map(|p| &p.spec),
+        cfg,
+    ))
 }
 
 /// The controller process: admin endpoints, leader election, the controller,
@@ -337,6 +435,7 @@ async fn run_traced(args: RunArgs) -> Result<(), String> {
         tools: Arc::new(reconcile::observe::HttpTools),
         jwks: Default::default(),
         engine: reconcile::observe::EngineCache::new(discover_engine),
+        issuer_keys: Default::default(),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({

@@ -41,6 +41,26 @@ pub const JWKS_FILE: &str = "/etc/mcp-warden/jwks/jwks.json";
 pub const ADMIN_TOKEN_DIR: &str = "/etc/mcp-warden/admin";
 pub const ADMIN_TOKEN_KEY: &str = "token";
 
+/// Where the ToolProfile's static-token Secrets are mounted in the facade:
+/// `<dir>/<secretName>/<key>`, only the keys the profile names.
+pub const TOKENS_DIR: &str = "/etc/mcp-warden/tokens";
+/// Where the ToolProfile's JWT issuers' JWKS ConfigMaps are mounted in the
+/// facade: `<dir>/<position in auth.jwt>/jwks.json`.
+pub const ISSUERS_DIR: &str = "/etc/mcp-warden/issuers";
+
+/// The file a static token Secret key is mounted as.
+pub fn token_file(secret: &str, key: &str) -> String {
+    format!("{TOKENS_DIR}/{secret}/{key}")
+}
+
+/// The file the JWKS of the `index`-th JWT issuer is mounted as.
+pub fn issuer_jwks_file(index: usize) -> String {
+    format!("{ISSUERS_DIR}/{index}/{JWKS_KEY}")
+}
+
+/// Where the listener's TLS Secret (`spec.expose.tls`) is mounted in the facade.
+pub const TLS_DIR: &str = "/etc/mcp-warden/tls";
+
 /// Where the Secrets of `spec.remote.auth` are mounted in the facade, one
 /// directory per Secret: `<dir>/<secret>/<key>`.
 pub const UPSTREAM_SECRETS_DIR: &str = "/etc/mcp-warden/upstream";
@@ -124,6 +144,12 @@ pub fn jwks_config_map(server: &MCPServer) -> String {
     format!("{}-jwks", server.name_any())
 }
 
+/// Name of the ConfigMap holding the JWKS the operator fetched for the
+/// ToolProfile's JWT issuers that name no ConfigMap (key `<position>.json`).
+pub fn issuers_config_map(server: &MCPServer) -> String {
+    format!("{}-issuers", server.name_any())
+}
+
 /// Name of the Secret holding the replicas' shared peer key (session-id HMAC).
 pub fn peer_key_secret(server: &MCPServer) -> String {
     format!("{}-peer-key", server.name_any())
@@ -199,28 +225,104 @@ pub fn owner_reference(server: &MCPServer) -> Option<OwnerReference> {
     server.controller_owner_ref(&())
 }
 
-/// Host names agents may use (the facade's `--allowed-host`, against DNS rebinding).
+/// Host names agents may use (the facade's `--allowed-host`, against DNS
+/// rebinding): the Service's names, then `spec.expose.hosts`.
 pub fn allowed_hosts(server: &MCPServer, cfg: &BuildConfig) -> Vec<String> {
     let (svc, ns) = (object_name(server), namespace(server));
-    vec![
+    let mut hosts = vec![
         svc.clone(),
         format!("{svc}.{ns}"),
         format!("{svc}.{ns}.svc"),
         format!("{svc}.{ns}.svc.{}", cfg.cluster_domain),
-    ]
+    ];
+    hosts.extend(exposed_hosts(server).iter().cloned());
+    hosts
 }
 
-/// The URL agents connect to (`status.endpoint`).
-pub fn endpoint(server: &MCPServer, cfg: &BuildConfig) -> String {
+/// `spec.expose.hosts` (empty when not exposed).
+pub fn exposed_hosts(server: &MCPServer) -> &[String] {
+    server
+        .spec
+        .expose
+        .as_ref()
+        .map(|e| e.hosts.as_slice())
+        .unwrap_or_default()
+}
+
+/// The Secret of the facade listener's certificate (`spec.expose.tls`).
+pub fn tls_secret(server: &MCPServer) -> Option<&str> {
+    server
+        .spec
+        .expose
+        .as_ref()
+        .and_then(|e| e.tls.as_ref())
+        .map(|t| t.secret_name.as_str())
+}
+
+/// The in-cluster URL: the Service's full name on the facade's port
+/// (`https` when the facade serves TLS).
+pub fn cluster_endpoint(server: &MCPServer, cfg: &BuildConfig) -> String {
+    let scheme = if tls_secret(server).is_some() {
+        "https"
+    } else {
+        "http"
+    };
     format!(
-        "http://{}.{}.svc.{}:{FACADE_PORT}/mcp",
+        "{scheme}://{}.{}.svc.{}:{FACADE_PORT}/mcp",
         object_name(server),
         namespace(server),
         cfg.cluster_domain
     )
 }
 
+/// The URL agents connect to (`status.endpoint`): the first exposed host
+/// (behind TLS-terminating Ingress or Gateway), else the in-cluster URL.
+pub fn endpoint(server: &MCPServer, cfg: &BuildConfig) -> String {
+    match exposed_hosts(server).first() {
+        Some(host) => format!("https://{host}/mcp"),
+        None => cluster_endpoint(server, cfg),
+    }
+}
+
 /// The audience a caller's projected service-account token must carry.
 pub fn token_audience(server: &MCPServer) -> String {
     format!("mcpwarden.dev/{}/{}", namespace(server), server.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(expose: &str) -> MCPServer {
+        serde_yaml_ng::from_str(&format!(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {{name: git, namespace: team-a}}\n\
+             spec: {{image: i, command: [x], toolProfileRef: {{name: p}}{expose}}}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn exposed_hosts_are_accepted_and_the_first_is_the_endpoint() {
+        let cfg = BuildConfig::default();
+        let inside = server("");
+        assert_eq!(allowed_hosts(&inside, &cfg).len(), 4);
+        assert_eq!(
+            endpoint(&inside, &cfg),
+            "http://git.team-a.svc.cluster.local:8080/mcp"
+        );
+        let outside = server(", expose: {hosts: [git.mcp.example.com, git.example.org]}");
+        let hosts = allowed_hosts(&outside, &cfg);
+        assert_eq!(hosts[4..], ["git.mcp.example.com", "git.example.org"]);
+        assert_eq!(endpoint(&outside, &cfg), "https://git.mcp.example.com/mcp");
+        assert_eq!(
+            cluster_endpoint(&outside, &cfg),
+            "http://git.team-a.svc.cluster.local:8080/mcp"
+        );
+        let tls = server(", expose: {tls: {secretName: git-tls}}");
+        assert_eq!(tls_secret(&tls), Some("git-tls"));
+        assert_eq!(
+            endpoint(&tls, &cfg),
+            "https://git.team-a.svc.cluster.local:8080/mcp"
+        );
+    }
 }

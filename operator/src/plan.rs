@@ -2,6 +2,8 @@
 //! resolved inputs → validate → compile → build. Whatever `render` prints is
 //! exactly what `run` applies.
 
+use std::collections::BTreeMap;
+
 use mcp_warden_crds::{FacadePolicy, MCPServer, SandboxProfileSpec, ToolProfileSpec};
 
 use crate::{
@@ -9,7 +11,7 @@ use crate::{
     capabilities::{self, Decision},
     compile::{compile_policy, policy_yaml, Approved},
     config::BuildConfig,
-    validate::{validate, ValidateError},
+    validate::{validate, validate_policy, ValidateError},
 };
 
 /// What the resolve step found for one MCPServer.
@@ -23,6 +25,9 @@ pub struct Inputs<'a> {
     pub sandbox_profile: Option<&'a SandboxProfileSpec>,
     /// The cluster's service-account issuer JWKS, if it was read.
     pub jwks: Option<&'a str>,
+    /// The JWKS of the profile's JWT issuers without a ConfigMap, by issuer
+    /// URL, as the operator fetched them (`None`: not fetched, e.g. `render`).
+    pub issuer_jwks: Option<&'a BTreeMap<String, String>>,
 }
 
 /// Why no objects can be built; the server waits for a change.
@@ -63,6 +68,8 @@ pub struct Plan {
     pub objects: DesiredObjects,
 }
 
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
 /// Validate, compile and build.
 pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError> {
     let spec = &inputs.server.spec;
@@ -84,12 +91,15 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
     );
     let approved = Approved::from_names(&decision.in_force);
     let policy = compile_policy(inputs.server, tools, &sandbox, &approved, config);
+    validate_policy(&policy)?;
     let yaml = policy_yaml(&policy);
     let objects = desired_objects(BuildInput {
         server: inputs.server,
         sandbox: &sandbox,
         policy_yaml: &yaml,
+        auth: &tools.auth,
         jwks: inputs.jwks,
+        issuer_jwks: inputs.issuer_jwks.unwrap_or(&EMPTY),
         approved: &approved,
         config,
     });

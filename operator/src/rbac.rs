@@ -60,6 +60,16 @@ pub const API_CALLS: &[Rule] = &[
         &["get", "create", "patch", "delete"],
     ),
     rule(
+        "networking.k8s.io",
+        "ingresses",
+        &["get", "create", "patch", "delete"],
+    ),
+    rule(
+        "gateway.networking.k8s.io",
+        "httproutes",
+        &["get", "create", "patch", "delete"],
+    ),
+    rule(
         "policy",
         "poddisruptionbudgets",
         &["get", "list", "watch", "create", "patch", "delete"],

@@ -56,15 +56,19 @@ pub enum RenderError {
 
 type Key = (String, String);
 
+/// The mcp-warden resources of some files, by (namespace, name).
 #[derive(Default)]
-struct Catalog {
-    servers: BTreeMap<Key, MCPServer>,
-    tool_profiles: BTreeMap<Key, ToolProfile>,
-    sandbox_profiles: BTreeMap<Key, SandboxProfile>,
+pub struct Catalog {
+    /// The MCPServers.
+    pub servers: BTreeMap<Key, MCPServer>,
+    /// The ToolProfiles.
+    pub tool_profiles: BTreeMap<Key, ToolProfile>,
+    /// The SandboxProfiles.
+    pub sandbox_profiles: BTreeMap<Key, SandboxProfile>,
 }
 
-/// Render the files into a YAML stream.
-pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderError> {
+/// Read the mcp-warden resources of `files` (other kinds are skipped).
+pub fn load_files(files: &[PathBuf]) -> Result<Catalog, RenderError> {
     let mut catalog = Catalog::default();
     for path in files {
         let text = std::fs::read_to_string(path).map_err(|source| RenderError::Read {
@@ -73,6 +77,12 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
         })?;
         load(&mut catalog, path, &text)?;
     }
+    Ok(catalog)
+}
+
+/// Render the files into a YAML stream.
+pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderError> {
+    let catalog = load_files(files)?;
     if catalog.servers.is_empty() {
         return Err(RenderError::NoServers);
     }
@@ -92,6 +102,7 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
                 .map(|p| &p.spec),
             // No cluster, no issuer keys: the JWKS ConfigMap is not rendered.
             jwks: None,
+            issuer_jwks: None,
         };
         let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
             namespace: ns.clone(),

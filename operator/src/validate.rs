@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use mcp_warden_crds::remote::{host_port, RemoteServer};
 use mcp_warden_crds::{
     mcpserver::{Transport, POD_TEMPLATE_SPEC_KEYS},
-    MCPServer, SandboxProfileSpec, ToolProfileSpec,
+    FacadePolicy, MCPServer, SandboxProfileSpec, ToolProfileSpec,
 };
 
 use crate::names::{ADMIN_PORT, FACADE_PORT, MAX_REPLICAS};
@@ -24,6 +24,9 @@ pub enum ValidateError {
         "transport streamable-http needs spec.port (1-65535, not {FACADE_PORT} or {ADMIN_PORT})"
     )]
     HttpPort,
+    /// `expose.ingress` or `expose.httpRoute` without `expose.hosts`.
+    #[error("an Ingress or HTTPRoute needs expose.hosts: the names it routes")]
+    ExposeWithoutHosts,
     /// Replicas outside 0..=10.
     #[error("spec.replicas {0} is out of range (0 to {MAX_REPLICAS})")]
     Replicas(i32),
@@ -63,6 +66,11 @@ pub enum ValidateError {
     /// A pod label or annotation the operator sets itself.
     #[error("spec.podTemplate.metadata: {0:?} is the operator's")]
     ReservedMetadata(String),
+    /// The compiled policy breaks a rule the facade checks when it loads it
+    /// (e.g. a role binding that does not name its issuer when the profile
+    /// accepts several).
+    #[error("the ToolProfile does not compile: {0}")]
+    Policy(String),
     /// An egress host that is not a plain lowercase host name.
     #[error("network.egress.hosts: {0:?} is not a lowercase host name with a dot (no wildcards, no trailing dot)")]
     EgressHost(String),
@@ -74,13 +82,14 @@ impl ValidateError {
         match self {
             ValidateError::StdioWithoutCommand
             | ValidateError::HttpPort
+            | ValidateError::ExposeWithoutHosts
             | ValidateError::Replicas(_)
             | ValidateError::ImageOrRemote
             | ValidateError::RemoteWithContainer
             | ValidateError::Remote(_) => "InvalidServerSpec",
-            ValidateError::Alias { .. } | ValidateError::DuplicateExposedName(_) => {
-                "InvalidToolProfile"
-            }
+            ValidateError::Alias { .. }
+            | ValidateError::DuplicateExposedName(_)
+            | ValidateError::Policy(_) => "InvalidToolProfile",
             ValidateError::PodTemplateField { .. }
             | ValidateError::PodTemplateValue(_)
             | ValidateError::ReservedMetadata(_) => "InvalidPodTemplate",
@@ -196,6 +205,11 @@ fn validate_server(server: &MCPServer) -> Result<(), ValidateError> {
     if !(0..=MAX_REPLICAS).contains(&spec.replicas) {
         return Err(ValidateError::Replicas(spec.replicas));
     }
+    if let Some(expose) = &spec.expose {
+        if (expose.ingress.is_some() || expose.http_route.is_some()) && expose.hosts.is_empty() {
+            return Err(ValidateError::ExposeWithoutHosts);
+        }
+    }
     Ok(())
 }
 
@@ -217,6 +231,28 @@ pub fn validate_tools(tools: &ToolProfileSpec) -> Result<(), ValidateError> {
         }
     }
     Ok(())
+}
+
+/// Who gets in, checked by the facade's own loader (the `mcp-warden-policy`
+/// crate) on the compiled policy: a role binding without its issuer when the
+/// profile accepts several, an issuer named twice, a binding to nobody. The
+/// facade would refuse to load such a policy; here it is refused first, with
+/// the same messages. Only the `roles` and `auth` findings count: the rest
+/// of the profile is checked above and by the API server.
+pub fn validate_policy(policy: &FacadePolicy) -> Result<(), ValidateError> {
+    let Err(errors) = mcp_warden_policy::CompiledPolicy::compile(policy) else {
+        return Ok(());
+    };
+    let found: Vec<String> = errors
+        .iter()
+        .map(ToString::to_string)
+        .filter(|e| e.starts_with("roles") || e.starts_with("auth"))
+        .collect();
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidateError::Policy(found.join("; ")))
+    }
 }
 
 /// A remote server: no container fields, https:// URLs with a host, each
@@ -360,6 +396,13 @@ mod tests {
         assert_eq!(validate(&clash, &none), Err(ValidateError::HttpPort));
         let many = server("{image: i, command: [x], replicas: 11, toolProfileRef: {name: p}}");
         assert_eq!(validate(&many, &none), Err(ValidateError::Replicas(11)));
+        let routed = server(
+            "{image: i, command: [x], toolProfileRef: {name: p}, expose: {httpRoute: {parentRefs: [{name: g}]}}}",
+        );
+        assert_eq!(
+            validate(&routed, &none),
+            Err(ValidateError::ExposeWithoutHosts)
+        );
         let three = server("{image: i, command: [x], replicas: 3, toolProfileRef: {name: p}}");
         assert_eq!(validate(&three, &none), Ok(()));
         let ok = server("{image: i, command: [x], toolProfileRef: {name: p}}");
@@ -468,6 +511,35 @@ mod tests {
                 "mcpwarden.dev/server".into()
             ))
         );
+    }
+
+    #[test]
+    fn several_issuers_need_bindings_that_name_theirs() {
+        use crate::compile::{compile_policy, Approved};
+        let server = server("{image: i, command: [x], toolProfileRef: {name: p}}");
+        let compiled = |roles: &str| {
+            let tools: ToolProfileSpec = serde_yaml_ng::from_str(&format!(
+                "tools: [{{name: a}}]\n\
+                 auth: {{staticTokens: [{{secretName: s, key: k, subject: ci-bot}}]}}\n\
+                 roles: {roles}\n"
+            ))
+            .unwrap();
+            validate_policy(&compile_policy(
+                &server,
+                &tools,
+                &SandboxProfileSpec::default(),
+                &Approved::default(),
+                &crate::config::BuildConfig::default(),
+            ))
+        };
+        let err = compiled("[{role: user, subjects: [ci-bot]}]").unwrap_err();
+        assert_eq!(err.reason(), "InvalidToolProfile");
+        assert!(err.to_string().contains("name the issuer"), "{err}");
+        assert_eq!(
+            compiled("[{role: user, issuer: static, subjects: [ci-bot]}, {role: viewer, serviceAccounts: [t/a]}]"),
+            Ok(())
+        );
+        assert!(compiled("[{role: user, issuer: 'https://nobody', subjects: [x]}]").is_err());
     }
 
     #[test]

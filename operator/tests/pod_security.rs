@@ -43,6 +43,7 @@ fn every_buildable_pod_is_restricted() {
         ", env: [{name: A, value: b}], secretEnv: [{name: T, secretName: s, key: k}]",
         ", replicas: 0",
         ", replicas: 3",
+        ", expose: {hosts: [git.mcp.example.com], tls: {secretName: git-tls}}",
         ", podTemplate: {metadata: {labels: {team: a}, annotations: {sidecar.istio.io/inject: 'false'}}, \
          spec: {nodeSelector: {pool: mcp}, imagePullSecrets: [{name: regcred}], \
          tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}], priorityClassName: low, \
@@ -64,6 +65,7 @@ fn every_buildable_pod_is_restricted() {
                         tool_profile: Some(&tools),
                         sandbox_profile: Some(&sandbox),
                         jwks: None,
+                        issuer_jwks: None,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
@@ -107,7 +109,7 @@ fn every_buildable_pod_is_restricted() {
             }
         }
     }
-    assert_eq!(checked, 2 * 2 * 3 * 5 * 6);
+    assert_eq!(checked, 2 * 2 * 3 * 6 * 6);
 }
 
 #[test]
@@ -121,6 +123,7 @@ fn the_matrix_would_catch_a_broken_builder() {
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
         jwks: None,
+        issuer_jwks: None,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
@@ -161,6 +164,7 @@ fn remote_server_pods_are_restricted() {
                 tool_profile: Some(&tools),
                 sandbox_profile: Some(&sandbox),
                 jwks: None,
+                issuer_jwks: None,
             };
             let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
             let mut approved_server = server.clone();
@@ -205,6 +209,7 @@ fn the_pod_template_lands_under_the_hardening() {
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
         jwks: None,
+        issuer_jwks: None,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;

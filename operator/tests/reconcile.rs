@@ -41,6 +41,8 @@ async fn create_applies_every_object_with_owner_references() {
         "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /api/v1/namespaces/team-a/secrets/git-peer-key".into(),
         "GET /api/v1/namespaces/team-a/secrets/git-admin-token".into(),
+        // an HTTPRoute is read even when not asked for, to remove a stale one of ours
+        "GET /apis/gateway.networking.k8s.io/v1/namespaces/team-a/httproutes/git".into(),
         "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
         "POST /api/v1/namespaces/team-a/secrets".into(),
@@ -50,6 +52,7 @@ async fn create_applies_every_object_with_owner_references() {
         "GET /api/v1/namespaces/team-a/services/git-peers".into(),
         "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /apis/policy/v1/namespaces/team-a/poddisruptionbudgets/git".into(),
+        "GET /apis/networking.k8s.io/v1/namespaces/team-a/ingresses/git".into(),
         "GET /api/v1/namespaces/team-a/pods".into(),
         "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
         "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
@@ -64,7 +67,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[21].body;
+    let event = &calls[23].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();

@@ -25,6 +25,7 @@ fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
         jwks: None,
+        issuer_jwks: None,
     };
     let config = BuildConfig::default();
     let pending = plan::plan(&inputs, &config).expect("a valid remote server");
@@ -301,6 +302,7 @@ fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses
         tool_profile: Some(&tools),
         sandbox_profile: Some(&sandbox),
         jwks: None,
+        issuer_jwks: None,
     };
     let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
     approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());

@@ -36,6 +36,7 @@ const EXAMPLES: &[&str] = &[
     "with-egress",
     "replicated",
     "remote-server",
+    "with-auth",
 ];
 
 #[test]

@@ -224,6 +224,7 @@ async fn reconcile_many_servers() {
                 tool_profile: Some(&profiles[ns].spec),
                 sandbox_profile: None,
                 jwks: None,
+                issuer_jwks: None,
             },
             &config,
         )

@@ -215,6 +215,26 @@ fn check_auth(auth: &AuthConfig, errors: &mut Vec<ConfigError>) {
             }
         }
     }
+    for (i, f) in auth
+        .static_tokens
+        .iter()
+        .flat_map(|st| &st.token_files)
+        .enumerate()
+    {
+        let at = format!("auth.staticTokens.tokenFiles[{i}]");
+        if f.path.trim().is_empty() {
+            errors.push(ConfigError::invalid(
+                format!("{at}.path"),
+                "must not be empty",
+            ));
+        }
+        if f.subject.trim().is_empty() {
+            errors.push(ConfigError::invalid(
+                format!("{at}.subject"),
+                "must not be empty",
+            ));
+        }
+    }
     for (i, j) in auth.jwt.iter().enumerate() {
         let at = format!("auth.jwt[{i}]");
         if j.issuer.trim().is_empty() {
@@ -275,7 +295,7 @@ fn check_auth(auth: &AuthConfig, errors: &mut Vec<ConfigError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcp_warden_crds::policy::{JwtIssuer, StaticToken, StaticTokens};
+    use mcp_warden_crds::policy::{JwtIssuer, StaticToken, StaticTokenFile, StaticTokens};
 
     fn bind(role: Role, subjects: &[&str], groups: &[&str], sas: &[&str]) -> RoleBinding {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
@@ -302,6 +322,7 @@ mod tests {
             jwks_file: "jwks.json".into(),
             clock_skew_seconds: None,
             groups_claim: None,
+            username_claim: None,
         }
     }
 
@@ -436,6 +457,11 @@ mod tests {
                         groups: vec![],
                     },
                 ],
+                token_files: vec![StaticTokenFile {
+                    path: " ".into(),
+                    subject: "d".into(),
+                    groups: vec![],
+                }],
             }),
             ..Default::default()
         };
@@ -458,6 +484,7 @@ mod tests {
                     jwks_file: "f".into(),
                     clock_skew_seconds: Some(301),
                     groups_claim: None,
+                    username_claim: None,
                 }],
                 ..Default::default()
             },
@@ -478,6 +505,7 @@ mod tests {
                 "auth.staticTokens.tokens[0].sha256",
                 "auth.staticTokens.tokens[1].subject",
                 "auth.staticTokens.tokens[2].sha256",
+                "auth.staticTokens.tokenFiles[0].path",
                 "auth.jwt[0].audiences",
                 "auth.jwt[0].clockSkewSeconds",
             ]

@@ -111,6 +111,15 @@ struct RunArgs {
     /// Default: the loopback names when listening on loopback, else any.
     #[arg(long, value_delimiter = ',')]
     allowed_host: Vec<String>,
+    /// PEM certificate (chain) of the MCP endpoint: with `--tls-key-file`,
+    /// `/mcp` is served over TLS only (the admin port stays plain HTTP). The
+    /// files are re-read every 10 s, so a renewed certificate (cert-manager)
+    /// is served without a restart.
+    #[arg(long, env = "MCP_WARDEN_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-file`.
+    #[arg(long, env = "MCP_WARDEN_TLS_KEY_FILE", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
     /// Browser origins allowed to call the endpoint. Default: loopback origins.
     #[arg(long, value_delimiter = ',')]
     allowed_origin: Vec<String>,
@@ -464,6 +473,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         return served;
     }
 
+    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            let certs = crate::tls::Certificates::load(cert, key).map_err(anyhow::Error::msg)?;
+            crate::downstream::forward::set_peer_tls(
+                certs.peer_client_config().map_err(anyhow::Error::msg)?,
+            );
+            let acceptor =
+                tokio_rustls::TlsAcceptor::from(certs.server_config().map_err(anyhow::Error::msg)?);
+            certs.watch();
+            Some(acceptor)
+        }
+        _ => None,
+    };
     let stop = CancellationToken::new();
     let mcp = TcpListener::bind(args.listen)
         .await
@@ -475,6 +497,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tokio::spawn(server::serve(
         app.clone(),
         admin_listener,
+        None,
         stop.clone(),
         admin::handle,
     ));
@@ -482,6 +505,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let serving = tokio::spawn(server::serve(
         app.clone(),
         mcp,
+        tls,
         stop.clone(),
         downstream::http::handle,
     ));

@@ -46,4 +46,5 @@ pub mod sinks;
 pub mod spans;
 pub mod sse;
 pub mod strict_json;
+pub mod tls;
 pub mod upstream;

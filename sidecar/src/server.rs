@@ -1,6 +1,7 @@
 //! Accept loops for the MCP and admin listeners: HTTP/1.1 with
 //! bounded headers and a header read timeout (slow clients cannot hold
-//! connections open for free).
+//! connections open for free), over TLS when the listener has a certificate
+//! (`crate::tls`; the handshake shares the header timeout).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,7 +11,9 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
@@ -19,6 +22,7 @@ use crate::downstream::http::{Peer, ResponseBody};
 pub async fn serve<F, Fut>(
     app: Arc<App>,
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     stop: CancellationToken,
     handler: F,
 ) where
@@ -50,6 +54,8 @@ pub async fn serve<F, Fut>(
         let peer = tcp.peer_addr().ok();
         let app = app.clone();
         let builder = builder.clone();
+        let tls = tls.clone();
+        let handshake_timeout = app.limits.header_read_timeout;
         tokio::spawn(async move {
             // The protocol sniffing before hyper's own header timeout has no
             // timeout of its own: a connection that sends nothing is dropped here.
@@ -65,9 +71,40 @@ pub async fn serve<F, Fut>(
                 }
                 async move { Ok::<_, std::convert::Infallible>(handler(app, req).await) }
             });
-            if let Err(e) = builder.serve_connection(TokioIo::new(tcp), service).await {
+            let served = match tls {
+                None => builder.serve_connection(TokioIo::new(tcp), service).await,
+                Some(acceptor) => {
+                    let handshake = acceptor.accept(tcp);
+                    match tokio::time::timeout(handshake_timeout, handshake).await {
+                        Ok(Ok(stream)) => serve_io(&builder, stream, service).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    }
+                }
+            };
+            if let Err(e) = served {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
         });
     }
+}
+
+/// Serve one connection of any stream type (TLS or not).
+async fn serve_io<I, S>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    service: S,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<ResponseBody>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    builder.serve_connection(TokioIo::new(io), service).await
 }

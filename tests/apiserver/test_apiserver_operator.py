@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from k8s_cluster import wait_for
-from k8s_fixtures import EXAMPLE_NAMESPACE, EXAMPLES
+from k8s_fixtures import EXAMPLE_NAMESPACE, EXAMPLES, operator_binary
 
 NS = EXAMPLE_NAMESPACE
 
@@ -129,7 +129,14 @@ def test_status_says_what_the_operator_did(cluster, reconciled_examples):
         live = reconciled(cluster, s["metadata"]["name"])
         conditions = {c["type"]: c for c in live["status"]["conditions"]}
         assert conditions["PolicyCompiled"]["status"] == "True", conditions["PolicyCompiled"]
-        assert live["status"]["endpoint"].startswith(f"http://{s['metadata']['name']}.{NS}.svc")
+        hosts = s["spec"].get("expose", {}).get("hosts")
+        if hosts:  # exposed: the first host, behind TLS in front of the Service
+            assert live["status"]["endpoint"] == f"https://{hosts[0]}/mcp"
+        else:
+            assert live["status"]["endpoint"].startswith(f"http://{s['metadata']['name']}.{NS}.svc")
+        if s["spec"].get("expose", {}).get("ingress"):
+            ingress = cluster.get("ingress", s["metadata"]["name"], NS)
+            assert ingress and ingress["spec"]["rules"][0]["host"] == hosts[0], ingress
 
 
 def test_the_charts_rbac_is_enough(reconciled_examples):
@@ -141,7 +148,8 @@ def test_the_charts_rbac_is_enough(reconciled_examples):
     assert refused == [], "\n".join(refused[:20])
 
 
-OWNED_KINDS = ["serviceaccounts", "configmaps", "services", "networkpolicies", "poddisruptionbudgets", "secrets"]
+OWNED_KINDS = ["serviceaccounts", "configmaps", "services", "networkpolicies", "poddisruptionbudgets", "secrets",
+               "ingresses"]
 
 
 def snapshot(cluster) -> dict:
@@ -221,3 +229,61 @@ def test_objects_it_does_not_own_are_not_taken_over(cluster, controller, example
     wait_for("the Deployment", lambda: cluster.get("deployment", "taken", ns), timeout=30)
     owners = cluster.get("configmap", "taken-policy", ns)["metadata"]["ownerReferences"]
     assert owners[0]["kind"] == "MCPServer" and owners[0]["name"] == "taken"
+
+
+def test_expose_routes_follow_the_spec(cluster, controller, examples_applied):
+    """`expose.ingress` makes an Ingress the server owns and removing it from
+    the spec removes it; `expose.httpRoute` on a cluster without the Gateway
+    API (this one) applies everything else and says so in `Degraded`."""
+    ns = "team-expose"
+    cluster.namespace(ns)
+    profile = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": ns},
+               "spec": {"tools": [{"name": "echo"}]}}
+    server = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "web", "namespace": ns},
+              "spec": {"image": "ghcr.io/example/mcp:1", "command": ["srv"], "toolProfileRef": {"name": "t"},
+                       "expose": {"hosts": ["web.mcp.example.com"], "ingress": {"className": "nginx"},
+                                  "httpRoute": {"parentRefs": [{"name": "public", "namespace": "infra"}]}}}}
+    cluster.apply([profile, server])
+
+    def degraded():
+        s = cluster.get("mcpserver", "web", ns) or {}
+        return next((c for c in s.get("status", {}).get("conditions", [])
+                     if c["type"] == "Degraded" and c["reason"] == "GatewayAPINotInstalled"), None)
+
+    condition = wait_for("Degraded=GatewayAPINotInstalled", degraded, timeout=30)
+    assert "install the Gateway API" in condition["message"]
+    ingress = cluster.get("ingress", "web", ns)
+    assert ingress["metadata"]["ownerReferences"][0]["name"] == "web"
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert cluster.get("deployment", "web", ns), "the rest is applied"
+    live = cluster.get("mcpserver", "web", ns)
+    assert live["status"]["endpoint"] == "https://web.mcp.example.com/mcp"
+
+    server["spec"]["expose"] = {"hosts": ["web.mcp.example.com"]}
+    cluster.apply(server)
+    wait_for("the Ingress removed", lambda: cluster.get("ingress", "web", ns) is None, timeout=30)
+    wait_for("Degraded cleared", lambda: degraded() is None, timeout=30)
+
+
+def test_client_config_prints_what_an_agent_needs(cluster, reconciled_examples):
+    """`mcp-warden-operator client-config` against the cluster (an admin's
+    kubeconfig): the URL from the server's status, every kind of token the
+    profile accepts with the command that gets it, and an mcp.json snippet
+    that holds no token."""
+    import subprocess
+    out = subprocess.run([str(operator_binary()), "client-config", "time", "-n", NS], capture_output=True, text=True,
+                         timeout=60, env={"KUBECONFIG": str(cluster.kubeconfig()), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    live = cluster.get("mcpserver", "time", NS)
+    snippet = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    entry = snippet["mcpServers"]["time"]
+    assert entry["url"] == live["status"]["endpoint"] == "https://time.mcp.example.com/mcp"
+    assert entry["headers"] == {"Authorization": "Bearer ${MCP_WARDEN_TOKEN}"}
+    assert f"kubectl -n {NS} create token <service-account> --audience mcpwarden.dev/{NS}/time" in text
+    assert f"kubectl -n {NS} get secret time-agent-tokens -o jsonpath='{{.data.ci-bot}}' | base64 -d" in text
+    assert "https://login.example.com/realms/team-a with audience mcp-time" in text
+    secret = cluster.get("secret", "time-agent-tokens", NS)
+    assert secret is not None
+    import base64
+    assert base64.b64decode(secret["data"]["ci-bot"]).decode() not in text

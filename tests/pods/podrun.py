@@ -23,7 +23,8 @@ What is the pod's, as `mcp-warden-operator render` wrote it:
   completion first.
 - volumes: an emptyDir, a PersistentVolumeClaim and the projected Secret and
   ConfigMap volumes are directories under one temp dir, shared by the containers
-  that mount them (as in a pod). ConfigMaps hold the rendered ConfigMap's data;
+  that mount them (as in a pod). ConfigMaps hold the data of the rendered (or
+  the example's own) ConfigMap;
   the JWKS ConfigMap (which the operator publishes from the API server) holds
   the test's key set; the peer-key and admin-token Secrets hold fresh random bytes;
   a Secret volume that names its keys (`items`: credentials someone created)
@@ -266,8 +267,12 @@ class Pod:
             if "configMap" in v:
                 cm = self._object("ConfigMap", v["configMap"]["name"])
                 if cm is not None:
-                    for key, text in cm.get("data", {}).items():
-                        (d / key).write_text(text)
+                    data = cm.get("data", {})
+                    # `items` picks keys and names their files, as the kubelet does.
+                    items = v["configMap"].get("items") or [{"key": k, "path": k} for k in data]
+                    for item in items:
+                        if item["key"] in data:
+                            (d / item["path"]).write_text(data[item["key"]])
                 elif v["configMap"]["name"].endswith("-jwks"):
                     # Published by the operator from the API server's issuer; here the test's keys.
                     (d / "jwks.json").write_text(self.jwks)

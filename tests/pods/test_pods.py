@@ -36,7 +36,8 @@ paths the image has them):
   wheels tests/setup.sh downloaded, named by a system /etc/uv/uv.toml
   (`find-links`, `no-index`). uvx still unpacks them into its cache under the
   pod's writable home, as in the cluster;
-- `mcp/fetch`: .venv (PyPI mcp-server-fetch) at /app/.venv, on PATH as in the image;
+- `mcp/fetch`, `mcp/time`: .venv (PyPI mcp-server-fetch, mcp-server-time) at
+  /app/.venv, on PATH as in the images;
 - the sidecar image's trusted roots (distroless/static's
   /etc/ssl/certs/ca-certificates.crt): the host's bundle plus a throwaway test
   CA, which signs the stand-in internet's certificates as public CAs sign the
@@ -69,7 +70,7 @@ from conftest import NODE22, NODE_MODULES, REPO_ROOT, sidecar_path  # noqa: E402
 from internet import Internet, egress_hosts  # noqa: E402
 from podrun import Image, Pod, bwrap_problem  # noqa: E402
 from remote_helpers import make_ca  # noqa: E402
-from warden_helpers import Keys, kubelet_sa_claims  # noqa: E402
+from warden_helpers import Keys, kubelet_sa_claims, oidc_claims  # noqa: E402
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
 VENV = REPO_ROOT / ".venv"
@@ -108,6 +109,11 @@ def images(ca_bundle: Path) -> dict[str, Image]:
                    "/opt/wheels": WHEELS, **git_binds},
             files={"/etc/uv/uv.toml": 'no-index = true\nfind-links = ["/opt/wheels"]\npython-downloads = "never"\n'},
             owned=("/usr/local",), env={"PATH": PATH}),
+        "mcp/time": Image(  # (.venv also at its own paths: its scripts' shebangs name them)
+            binds={"/app/.venv": VENV, str(VENV): VENV, str(VENV.resolve()): VENV.resolve(),
+                   str(Path(VENV / "bin" / "python").resolve().parents[1]):
+                       Path(VENV / "bin" / "python").resolve().parents[1]},
+            env={"PATH": f"/app/.venv/bin:{PATH}"}, workdir="/app", entrypoint=["mcp-server-time"]),
         "mcp/fetch": Image(  # (.venv also at its own paths: its scripts' shebangs name them)
             binds={"/app/.venv": VENV, str(VENV): VENV, str(VENV.resolve()): VENV.resolve(),
                    str(Path(VENV / "bin" / "python").resolve().parents[1]):
@@ -127,6 +133,7 @@ PROMISES = {
     "replicated": ("coding-agent", {"read_graph", "search_nodes"}, ("read_graph", {}, "entities")),
     "with-secrets": ("coding-agent", {"whoami", "get_block_children", "get_page"}, None),
     "with-egress": ("research-agent", {"fetch"}, None),
+    "with-auth": ("coding-agent", {"now", "convert_time"}, ("now", {"timezone": "UTC"}, "UTC")),
     # Two callers, each with the upstream credential its rule gives (UPSTREAM_CREDENTIALS).
     # create_issue writes (its definition says nothing else); the example asks
     # for `remote.write`, approved here with the rest, so role user gets it.
@@ -272,8 +279,9 @@ def test_example_runs_as_its_pod(sandbox_ok, keys, ca_bundle, pki, tmp_path, exa
     promises = promises if isinstance(promises, list) else [promises]
     work = tmp_path / "pod"
     work.mkdir()
-    pod = Pod(deployment, objects, secret_values, images(ca_bundle), work, json.dumps(keys.jwks()),
-              prepare=lambda p: prepare_workspace(example.stem, p),
+    user_config_maps = [d for d in docs if d["kind"] == "ConfigMap"]  # e.g. an issuer's JWKS
+    pod = Pod(deployment, objects + user_config_maps, secret_values, images(ca_bundle), work,
+              json.dumps(keys.jwks()), prepare=lambda p: prepare_workspace(example.stem, p),
               network=internet.start if internet else None, dns=internet.dns if internet else None)
     tokens = []
     try:
@@ -375,3 +383,78 @@ def test_the_remote_pod_trusts_its_image_roots_only(sandbox_ok, keys, tmp_path, 
     # No handshake completed: neither the identity provider nor the remote was sent anything
     # (the client secret never left the pod).
     assert internet.token_requests() == [] and internet.requests() == []
+
+
+# Answers `initialize` with the given bearer token: the HTTP status only.
+PROBE = """
+import json, sys, urllib.error, urllib.request
+host, port, token = sys.argv[1], sys.argv[2], sys.argv[3]
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}})
+req = urllib.request.Request(f"http://{host}:{port}/mcp", data=body.encode(), method="POST", headers={
+    "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream"})
+try:
+    with urllib.request.urlopen(req, timeout=20) as r:
+        print(r.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"""
+
+
+def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, ca_bundle, tmp_path):
+    """The ToolProfile's `auth`, end to end without a cluster: the rendered pod
+    mounts the static-token Secret key and the issuer's JWKS ConfigMap into
+    the facade only, the compiled policy names their files, and the facade
+    started from it accepts the Secret's token and a token of the OIDC issuer
+    (its `email` claim, its `groups`), and refuses any other token; it
+    accepts the `expose.hosts` name as `Host` and refuses names it was not
+    given. The JWKS ConfigMap holds the test's keys (what the issuer would
+    publish)."""
+    example = REPO_ROOT / "examples" / "with-auth.yaml"
+    docs, objects = approved_render(example, tmp_path)
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    secret_values = {(d["metadata"]["name"], k): v for d in docs if d["kind"] == "Secret"
+                     for k, v in d.get("stringData", {}).items()}
+    ci_token = secret_values[("time-agent-tokens", "ci-bot")]
+    policy = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "time-policy")
+    assert ci_token not in json.dumps(objects), "a token value was copied into a rendered object"
+    assert "/etc/mcp-warden/tokens/time-agent-tokens/ci-bot" in policy["data"]["policy.yaml"]
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    mounts = {m["mountPath"] for m in containers["facade"]["volumeMounts"]}
+    assert {"/etc/mcp-warden/tokens/time-agent-tokens", "/etc/mcp-warden/issuers/0"} <= mounts
+    assert not any(m["mountPath"].startswith(("/etc/mcp-warden/tokens", "/etc/mcp-warden/issuers"))
+                   for m in containers["server"]["volumeMounts"]), "the server must not see credentials"
+
+    jwks = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "corp-idp-jwks")
+    jwks["data"]["jwks.json"] = json.dumps(keys.jwks())
+    issuer = "https://login.example.com/realms/team-a"
+    person = keys.mint(oidc_claims(issuer, "mcp-time", "u-123", ["team-a"], email="alice@example.com"))
+    outsider = keys.mint(oidc_claims(issuer, "mcp-time", "u-456", ["team-b"], email="bob@example.com"))
+    wrong_audience = keys.mint(oidc_claims(issuer, "other", "u-123", ["team-a"], email="alice@example.com"))
+    work = tmp_path / "pod"
+    work.mkdir()
+    pod = Pod(deployment, objects + [jwks], secret_values, images(ca_bundle), work, json.dumps(keys.jwks()))
+    service = "time.team-a.svc.cluster.local"
+    client = Path(__file__).with_name("pod_client.py")
+    with pod:
+        for token in (ci_token, person):
+            out = pod.run_in_network([sys.executable, str(client), service, "8080", token, "now",
+                                      json.dumps({"timezone": "UTC"})], [service], timeout=120)
+            assert out.returncode == 0, f"{out.stderr[-3000:]}\n{pod.logs()}"
+            seen = json.loads(out.stdout.strip().splitlines()[-1])
+            assert set(seen["tools"]) == {"now", "convert_time"}, seen
+            assert "UTC" in (seen["call"] or ""), seen
+        statuses = {}
+        for label, host, token in (
+                ("another token", service, "x" * 40), ("the token with a character more", service, ci_token + "x"),
+                ("wrong audience", service, wrong_audience), ("no role", service, outsider),
+                # The Ingress or Gateway sends the exposed name; any other is refused (DNS rebinding).
+                ("exposed host", "time.mcp.example.com", ci_token), ("unknown host", "evil.example.com", ci_token)):
+            out = pod.run_in_network([sys.executable, "-c", PROBE, host, "8080", token], [host])
+            statuses[label] = out.stdout.strip()
+        logs = pod.logs()
+    assert statuses == {"another token": "401", "the token with a character more": "401",
+                        "wrong audience": "401", "no role": "403", "exposed host": "200",
+                        "unknown host": "403"}, f"{statuses}\n{logs}"
+    assert ci_token not in logs

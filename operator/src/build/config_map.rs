@@ -34,3 +34,28 @@ pub fn desired_jwks_config_map(input: BuildInput<'_>) -> Option<ConfigMap> {
         ..ConfigMap::default()
     })
 }
+
+/// The ConfigMap holding the JWKS the operator fetched for the profile's JWT
+/// issuers that name no ConfigMap, under `<position in auth.jwt>.json`
+/// (`None` when none was fetched: the facade refuses those issuers' tokens
+/// until one is).
+pub fn desired_issuers_config_map(input: BuildInput<'_>) -> Option<ConfigMap> {
+    let data: BTreeMap<String, String> = input
+        .auth
+        .jwt
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| j.jwks.is_none())
+        .filter_map(|(i, j)| {
+            Some((
+                format!("{i}.json"),
+                input.issuer_jwks.get(&j.issuer)?.clone(),
+            ))
+        })
+        .collect();
+    (!data.is_empty()).then(|| ConfigMap {
+        metadata: names::metadata(input.server, names::issuers_config_map(input.server)),
+        data: Some(data),
+        ..ConfigMap::default()
+    })
+}

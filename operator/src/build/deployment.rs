@@ -8,7 +8,9 @@
 //! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
 //! volumes: tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
 //!          the package runners' caches), policy + jwks (ConfigMaps, facade), peer-key
-//!          (Secret, facade), run-mcp + bridge-bin (stdio), workspace (read-only unless approved)
+//!          (Secret, facade), tokens-<n> + issuer-<i> (the profile's auth, facade),
+//!          tls (expose.tls: the listener's certificate, facade), run-mcp + bridge-bin
+//!          (stdio), workspace (read-only unless approved)
 //! ```
 //!
 //! Real servers start with `npx -y` or `uvx`, which download the server into
@@ -58,11 +60,11 @@ use k8s_openapi::{
 use mcp_warden_crds::mcpserver::Transport;
 use mcp_warden_crds::remote::{address_block, host_port};
 
-use super::{pod_template, BuildInput};
+use super::{facade_auth, pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
     HOME_DIR, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
-    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, UPSTREAM_CA_DIR,
+    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR, UPSTREAM_CA_DIR,
     UPSTREAM_SECRETS_DIR,
 };
 
@@ -380,6 +382,16 @@ fn facade_container(input: BuildInput<'_>) -> Container {
         mount("peer-key", PEER_KEY_DIR, true),
         mount("admin-token", ADMIN_TOKEN_DIR, true),
     ];
+    mounts.extend(facade_auth::mounts(input));
+    if names::tls_secret(input.server).is_some() {
+        args.extend([
+            "--tls-cert-file".into(),
+            format!("{TLS_DIR}/tls.crt"),
+            "--tls-key-file".into(),
+            format!("{TLS_DIR}/tls.key"),
+        ]);
+        mounts.push(mount("tls", TLS_DIR, true));
+    }
     let env_value = |name: &str, value: String| EnvVar {
         name: name.into(),
         value: Some(value),
@@ -619,6 +631,29 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             ..Volume::default()
         },
     ]);
+    volumes.extend(facade_auth::volumes(input));
+    if let Some(secret) = names::tls_secret(input.server) {
+        // Not optional: a facade asked to serve TLS must not start without
+        // it; the pod waits until the Secret (e.g. cert-manager's) exists.
+        volumes.push(Volume {
+            name: "tls".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.into()),
+                items: Some(
+                    ["tls.crt", "tls.key"]
+                        .map(|k| KeyToPath {
+                            key: k.into(),
+                            path: k.into(),
+                            mode: None,
+                        })
+                        .to_vec(),
+                ),
+                default_mode: Some(0o440),
+                optional: Some(false),
+            }),
+            ..Volume::default()
+        });
+    }
     if let Some(remote) = &spec.remote {
         if let Some(ca) = remote.tls.as_ref().and_then(|t| t.ca_config_map.as_ref()) {
             volumes.push(Volume {
@@ -684,4 +719,53 @@ fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
         volumes.push(service_account_token_volume());
     }
     volumes
+}
+
+#[cfg(test)]
+mod tests {
+    use mcp_warden_crds::{MCPServer, ToolProfileSpec};
+
+    use crate::{config::BuildConfig, plan};
+
+    #[test]
+    fn expose_tls_is_the_facades_alone_and_required() {
+        let server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: team-a}\n\
+             spec: {image: i, command: [x], toolProfileRef: {name: p}, expose: {tls: {secretName: git-tls}}}\n",
+        )
+        .unwrap();
+        let tools: ToolProfileSpec = serde_yaml_ng::from_str("tools: [{name: a}]").unwrap();
+        let inputs = plan::Inputs {
+            server: &server,
+            tool_profile: Some(&tools),
+            sandbox_profile: None,
+            jwks: None,
+            issuer_jwks: None,
+        };
+        let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
+        let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
+        let facade = pod.containers.iter().find(|c| c.name == "facade").unwrap();
+        let args = facade.args.as_ref().unwrap().join(" ");
+        assert!(
+            args.contains("--tls-cert-file /etc/mcp-warden/tls/tls.crt --tls-key-file /etc/mcp-warden/tls/tls.key"),
+            "{args}"
+        );
+        let mounted = |c: &k8s_openapi::api::core::v1::Container| {
+            c.volume_mounts.iter().flatten().any(|m| m.name == "tls")
+        };
+        assert!(mounted(facade));
+        assert!(!pod
+            .containers
+            .iter()
+            .any(|c| c.name == "server" && mounted(c)));
+        let volume = pod
+            .volumes
+            .unwrap()
+            .into_iter()
+            .find(|v| v.name == "tls")
+            .unwrap();
+        let secret = volume.secret.unwrap();
+        assert_eq!(secret.secret_name.as_deref(), Some("git-tls"));
+        assert_eq!(secret.optional, Some(false), "no TLS, no start");
+    }
 }

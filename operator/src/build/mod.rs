@@ -6,17 +6,21 @@
 //! ```text
 //! MCPServer ─┬─ ServiceAccount  (service_account.rs)  no token automount
 //!            ├─ ConfigMap       (config_map.rs)       the compiled FacadePolicy
-//!            ├─ Deployment      (deployment.rs)       server + facade (+ bridge init)
+//!            ├─ Deployment      (deployment.rs)       server + facade (+ bridge init);
+//!            │                  (facade_auth.rs)      the profile's token Secrets and JWKS, facade only
 //!            ├─ Service         (service.rs)          8080 /mcp, 9090 metrics
 //!            ├─ Service <n>-peers (service.rs)        headless, replicas > 1
 //!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
 //!            ├─ <n>-egress      (named_egress.rs)     Cilium/Calico policy for approved host names
 //!            ├─ PDB             (pod_disruption_budget.rs)  maxUnavailable 1, replicas > 1
+//!            ├─ Ingress/HTTPRoute <n> (exposure.rs)   expose.hosts → the Service, when asked
 //!            └─ Secret <n>-peer-key (secret.rs)       shaped here, its random bytes made in apply
 //! ```
 
 pub mod config_map;
 pub mod deployment;
+pub mod exposure;
+pub mod facade_auth;
 pub mod named_egress;
 pub mod network_policy;
 pub mod pod_disruption_budget;
@@ -28,11 +32,11 @@ pub mod service_account;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
-    networking::v1::NetworkPolicy,
+    networking::v1::{Ingress, NetworkPolicy},
     policy::v1::PodDisruptionBudget,
 };
 use kube::api::DynamicObject;
-use mcp_warden_crds::{MCPServer, SandboxProfileSpec};
+use mcp_warden_crds::{toolprofile::ProfileAuth, MCPServer, SandboxProfileSpec};
 
 use crate::{
     compile::Approved,
@@ -48,8 +52,14 @@ pub struct BuildInput<'a> {
     pub sandbox: &'a SandboxProfileSpec,
     /// The compiled policy, as YAML.
     pub policy_yaml: &'a str,
+    /// The ToolProfile's authentication (its Secrets and ConfigMaps are
+    /// mounted into the facade).
+    pub auth: &'a ProfileAuth,
     /// The cluster's service-account issuer JWKS, if the operator read it.
     pub jwks: Option<&'a str>,
+    /// The JWKS the operator fetched for the profile's JWT issuers that have
+    /// no ConfigMap, by issuer URL.
+    pub issuer_jwks: &'a std::collections::BTreeMap<String, String>,
     /// The capabilities in force (approved); everything else is baseline.
     pub approved: &'a Approved,
     /// Operator settings.
@@ -65,6 +75,8 @@ pub struct DesiredObjects {
     pub config_map: ConfigMap,
     /// The issuer's JWKS (only when it was read).
     pub jwks_config_map: Option<ConfigMap>,
+    /// The JWKS fetched for the profile's JWT issuers (only when any was).
+    pub issuers_config_map: Option<ConfigMap>,
     /// The pod.
     pub deployment: Deployment,
     /// The in-cluster endpoint.
@@ -80,6 +92,10 @@ pub struct DesiredObjects {
     pub named_egress: Option<DynamicObject>,
     /// At most one replica down at a time (replicas > 1).
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
+    /// The Ingress of `expose.ingress` (apply removes a stale one).
+    pub ingress: Option<Ingress>,
+    /// The HTTPRoute of `expose.httpRoute` (apply removes a stale one).
+    pub http_route: Option<DynamicObject>,
 }
 
 /// Build every object.
@@ -88,6 +104,7 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         service_account: service_account::desired_service_account(input),
         config_map: config_map::desired_config_map(input),
         jwks_config_map: config_map::desired_jwks_config_map(input),
+        issuers_config_map: config_map::desired_issuers_config_map(input),
         deployment: deployment::desired_deployment(input),
         service: service::desired_service(input),
         peers_service: service::desired_peers_service(input),
@@ -95,6 +112,8 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         named_egress_engine: input.config.named_egress,
         named_egress: named_egress::desired_named_egress_policy(input),
         pod_disruption_budget: pod_disruption_budget::desired_pod_disruption_budget(input),
+        ingress: exposure::desired_ingress(input),
+        http_route: exposure::desired_http_route(input),
     }
 }
 
@@ -106,6 +125,7 @@ impl DesiredObjects {
             typed_value(&self.config_map),
         ];
         values.extend(self.jwks_config_map.as_ref().map(typed_value));
+        values.extend(self.issuers_config_map.as_ref().map(typed_value));
         values.extend([typed_value(&self.deployment), typed_value(&self.service)]);
         values.extend(self.peers_service.as_ref().map(typed_value));
         values.push(typed_value(&self.network_policy));
@@ -115,6 +135,12 @@ impl DesiredObjects {
                 .map(|o| serde_json::to_value(o).expect("Kubernetes objects serialize")),
         );
         values.extend(self.pod_disruption_budget.as_ref().map(typed_value));
+        values.extend(self.ingress.as_ref().map(typed_value));
+        values.extend(
+            self.http_route
+                .as_ref()
+                .map(|o| serde_json::to_value(o).expect("Kubernetes objects serialize")),
+        );
         values
     }
 }

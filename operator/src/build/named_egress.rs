@@ -137,7 +137,9 @@ mod tests {
             server: &server,
             sandbox: &sandbox,
             policy_yaml: "",
+            auth: &Default::default(),
             jwks: None,
+            issuer_jwks: &Default::default(),
             approved: &approved,
             config: &config,
         })

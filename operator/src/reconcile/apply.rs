@@ -63,6 +63,9 @@ pub struct Applied {
     /// The token the facades ask for on `/tools` (from the admin-token
     /// Secret); `None` when that Secret holds no usable token.
     pub admin_token: Option<String>,
+    /// The server asks for an HTTPRoute and the cluster does not serve the
+    /// Gateway API (the rest is applied; the status says so).
+    pub route_unavailable: bool,
 }
 
 /// One desired object and what the API server has under its name.
@@ -107,6 +110,7 @@ pub async fn apply_all(
     let sa = read(client, ns, &objects.service_account).await?;
     let cm = read(client, ns, &objects.config_map).await?;
     let jwks = read_opt(client, ns, objects.jwks_config_map.as_ref()).await?;
+    let issuers = read_opt(client, ns, objects.issuers_config_map.as_ref()).await?;
     let deployment = read(client, ns, &objects.deployment).await?;
     let service = read(client, ns, &objects.service).await?;
     let peers = read_opt(client, ns, objects.peers_service.as_ref()).await?;
@@ -123,10 +127,30 @@ pub async fn apply_all(
         Some(api) => read_dynamic(client, ns, api, &egress_name).await?,
         None => None,
     };
+    // The routes of `expose`: read even when not asked for, to remove ours
+    // when `expose` drops them (an absent Gateway API answers 404: none).
+    let ingress = read_opt(client, ns, objects.ingress.as_ref()).await?;
+    let route_api = crate::build::exposure::http_route_api();
+    let route_name = names::object_name(server);
+    // A cluster without the Gateway API answers a bare 404 (no Status body),
+    // which get_opt does not read as "absent": it is.
+    let route = match read_dynamic(client, ns, &route_api, &route_name).await {
+        Err(ApplyError {
+            source: kube::Error::Api(e),
+            ..
+        }) if e.code == 404 => None,
+        read => read?,
+    };
+    // Someone else's route under this name blocks only a server that wants one.
+    let route_foreign =
+        objects.http_route.is_some() && route.as_ref().is_some_and(|r| !controlled_by(r, server));
     let not_owned: Vec<String> = [
+        ingress.as_ref().and_then(|r| r.foreign(server)),
+        route_foreign.then(|| format!("HTTPRoute/{route_name}")),
         sa.foreign(server),
         cm.foreign(server),
         jwks.as_ref().and_then(|r| r.foreign(server)),
+        issuers.as_ref().and_then(|r| r.foreign(server)),
         deployment.foreign(server),
         service.foreign(server),
         peers.as_ref().and_then(|r| r.foreign(server)),
@@ -162,6 +186,9 @@ pub async fn apply_all(
     write(client, ns, cm, written).await?;
     if let Some(jwks) = jwks {
         write(client, ns, jwks, written).await?;
+    }
+    if let Some(issuers) = issuers {
+        write(client, ns, issuers, written).await?;
     }
     let peer_key = || desired_peer_key_secret(server, random_key());
     let usable = |s: &Secret| has_usable_peer_key(s);
@@ -203,6 +230,38 @@ pub async fn apply_all(
             )
             .await?
         }
+    }
+    match ingress {
+        Some(ingress) => drop(write(client, ns, ingress, written).await?),
+        None => {
+            let name = names::object_name(server);
+            remove_owned::<k8s_openapi::api::networking::v1::Ingress>(
+                client, server, &name, written,
+            )
+            .await?
+        }
+    }
+    // Not wanted and not ours: leave it alone.
+    let route = route.filter(|r| objects.http_route.is_some() || controlled_by(r, server));
+    let desired_route = objects.http_route.as_ref();
+    let routed = write_dynamic(
+        client,
+        ns,
+        &route_api,
+        &route_name,
+        desired_route,
+        route,
+        written,
+    )
+    .await;
+    match routed {
+        Ok(()) => {}
+        // No HTTPRoute kind here: not an error to retry, a fact to report.
+        Err(ApplyError {
+            source: kube::Error::Api(e),
+            ..
+        }) if e.code == 404 => applied.route_unavailable = true,
+        Err(e) => return Err(e),
     }
     Ok(applied)
 }
@@ -431,10 +490,10 @@ async fn write_dynamic(
 
 /// The `kind` label of an [`ApplyError`] for a dynamic kind (a static str).
 fn kind_name(api: &ApiResource) -> &'static str {
-    if api.group == "cilium.io" {
-        "CiliumNetworkPolicy"
-    } else {
-        "NetworkPolicy (projectcalico.org)"
+    match api.group.as_str() {
+        "cilium.io" => "CiliumNetworkPolicy",
+        "gateway.networking.k8s.io" => "HTTPRoute",
+        _ => "NetworkPolicy (projectcalico.org)",
     }
 }
 

@@ -14,6 +14,7 @@
 pub mod apply;
 pub mod controller;
 pub mod observe;
+pub mod oidc;
 pub mod profiles;
 pub mod resolve;
 pub mod status;
@@ -52,6 +53,8 @@ pub struct Context {
     pub jwks: observe::JwksCache,
     /// The cluster's policy engine for egress by host name.
     pub engine: observe::EngineCache,
+    /// The signing keys of JWT issuers read from the issuers themselves.
+    pub issuer_keys: oidc::IssuerKeys,
 }
 
 impl Context {
@@ -71,6 +74,7 @@ impl Context {
             tools: Arc::new(observe::HttpTools),
             jwks: Default::default(),
             engine: observe::EngineCache::new(true),
+            issuer_keys: Default::default(),
         }
     }
 }
@@ -169,11 +173,24 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         config.service_account_issuer = keys.issuer.clone();
     }
     config.named_egress = ctx.engine.get(&ctx.client, config.named_egress).await;
+    // The profile's JWT issuers without a JWKS ConfigMap: their keys from the issuers.
+    let mut issuer_jwks = std::collections::BTreeMap::new();
+    for issuer in resolved
+        .tool_profile
+        .iter()
+        .flat_map(|p| &p.spec.auth.jwt)
+        .filter(|j| j.jwks.is_none())
+    {
+        if let Some(keys) = ctx.issuer_keys.get(&issuer.issuer).await {
+            issuer_jwks.insert(issuer.issuer.clone(), keys);
+        }
+    }
     let inputs = plan::Inputs {
         server,
         tool_profile: resolved.tool_profile.as_ref().map(|p| &p.spec),
         sandbox_profile: resolved.sandbox_profile.as_ref().map(|p| &p.spec),
         jwks: issuer_keys.as_ref().map(|k| k.jwks.as_str()),
+        issuer_jwks: Some(&issuer_jwks),
     };
     // 2.–4. validate, compile, build (pure)
     tracing::debug!(step = "plan", "reconcile step");
@@ -224,6 +241,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         endpoint: &endpoint,
         peer_key_unusable: applied.peer_key_unusable,
         not_owned: &applied.not_owned,
+        route_unavailable: applied.route_unavailable,
     };
     let desired = status::desired_status(server, outcome, &now);
     status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;

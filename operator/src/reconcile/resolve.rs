@@ -1,6 +1,6 @@
 //! Resolve (reads only): fetch what an MCPServer references — its
-//! ToolProfile, its SandboxProfile and the Secrets of `secretEnv` and
-//! `remote.auth`. A missing
+//! ToolProfile, its SandboxProfile and the Secrets of `secretEnv`,
+//! `remote.auth`, `expose.tls` and the profile's static tokens. A missing
 //! object is an answer, not an error; only API failures are errors.
 
 use std::collections::BTreeSet;
@@ -18,7 +18,7 @@ pub struct Resolved {
     pub tool_profile: Option<ToolProfile>,
     /// The SandboxProfile, if one is referenced and it exists.
     pub sandbox_profile: Option<SandboxProfile>,
-    /// Names of `secretEnv` Secrets that do not exist (sorted).
+    /// Names of `secretEnv` and static-token Secrets that do not exist (sorted).
     pub missing_secrets: Vec<String>,
 }
 
@@ -58,18 +58,27 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut missing_secrets = Vec::new();
-    // `secretEnv`'s Secrets, and those of a remote server's credentials.
+    // `secretEnv`'s Secrets, those of a remote server's credentials, the
+    // listener's certificate and the profile's static tokens.
     let remote = names::remote_secrets(server);
-    let mut wanted: BTreeSet<&String> = spec.secret_env.iter().map(|e| &e.secret_name).collect();
-    wanted.extend(remote.keys());
+    let mut wanted: BTreeSet<String> = spec
+        .secret_env
+        .iter()
+        .map(|e| e.secret_name.clone())
+        .collect();
+    wanted.extend(remote.keys().cloned());
+    wanted.extend(names::tls_secret(server).map(str::to_string));
+    if let Some(profile) = &tool_profile {
+        wanted.extend(crate::build::facade_auth::secret_names(&profile.spec.auth));
+    }
     for secret in wanted {
         // Metadata only: the operator never reads secret values.
         let found = secrets
-            .get_metadata_opt(secret)
+            .get_metadata_opt(&secret)
             .await
             .map_err(err(format!("Secret {ns}/{secret}")))?;
         if found.is_none() {
-            missing_secrets.push(secret.clone());
+            missing_secrets.push(secret);
         }
     }
     Ok(Resolved {

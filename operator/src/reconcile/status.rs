@@ -63,6 +63,8 @@ pub enum Outcome<'a> {
         /// Existing objects under this server's names that it does not own
         /// (`Kind/name`); when any, nothing was applied.
         not_owned: &'a [String],
+        /// `expose.httpRoute` asks for an HTTPRoute the cluster does not serve.
+        route_unavailable: bool,
     },
 }
 
@@ -119,6 +121,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             endpoint,
             peer_key_unusable,
             not_owned,
+            route_unavailable,
         } => {
             capability_fields = (
                 capabilities.requested.iter().cloned().collect(),
@@ -155,6 +158,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                         peer_key_unusable,
                     )
                     .or_unenforced(unenforced_hosts)
+                    .or_route_unavailable(route_unavailable)
                 }),
                 Some(endpoint.to_string()),
             )
@@ -253,6 +257,25 @@ impl OrUnenforced for (&'static str, &'static str, String) {
                 "approved but not applied: {}. This cluster serves neither CiliumNetworkPolicy nor Calico's NetworkPolicy, and a NetworkPolicy cannot allow a host name (only DNS and the port to every address, which is not what was approved), so these hosts stay unreachable",
                 hosts.join(", ")
             ),
+        )
+    }
+}
+
+/// `Degraded` for an HTTPRoute the cluster cannot take, unless something
+/// worse is already reported.
+trait OrRouteUnavailable {
+    fn or_route_unavailable(self, unavailable: bool) -> Self;
+}
+
+impl OrRouteUnavailable for (&'static str, &'static str, String) {
+    fn or_route_unavailable(self, unavailable: bool) -> Self {
+        if self.0 == "True" || !unavailable {
+            return self;
+        }
+        (
+            "True",
+            "GatewayAPINotInstalled",
+            "spec.expose.httpRoute asks for an HTTPRoute, but this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoutes: install the Gateway API (and a Gateway), or use expose.ingress".into(),
         )
     }
 }

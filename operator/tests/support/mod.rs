@@ -210,6 +210,7 @@ impl Fixture {
             tools: Arc::new(self.facades.clone()),
             jwks: Default::default(),
             engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
+            issuer_keys: Default::default(),
         });
         let action = reconcile::reconcile(Arc::new(self.server()), ctx)
             .await

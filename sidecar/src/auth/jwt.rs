@@ -29,7 +29,10 @@ pub enum Rejection {
 }
 
 enum Kind {
-    Oidc { groups_claim: String },
+    Oidc {
+        groups_claim: String,
+        username_claim: String,
+    },
     ServiceAccount,
 }
 
@@ -49,6 +52,7 @@ impl JwtVerifier {
     pub fn issuer(cfg: &JwtIssuer, base: &Path) -> Result<JwtVerifier, String> {
         let kind = Kind::Oidc {
             groups_claim: cfg.groups_claim.clone().unwrap_or_else(|| "groups".into()),
+            username_claim: cfg.username_claim.clone().unwrap_or_else(|| "sub".into()),
         };
         Self::new(
             &cfg.issuer,
@@ -90,7 +94,14 @@ impl JwtVerifier {
         }
         let path = base.join(jwks_file);
         let keys = match std::fs::read_to_string(&path) {
-            Ok(text) => Self::keys(&text, &path)?,
+            // A JWKS that does not parse or holds no usable key (an empty
+            // `{"keys": []}` placeholder, a half-edited ConfigMap) refuses
+            // this issuer's tokens only: failing the whole policy would lock
+            // out every other caller over one issuer's file.
+            Ok(text) => Self::keys(&text, &path).unwrap_or_else(|e| {
+                tracing::warn!(jwks = %path.display(), %issuer, error = %e, "unusable JWKS; tokens of this issuer are refused until it is fixed");
+                Vec::new()
+            }),
             // The operator publishes the cluster's JWKS after the pod may
             // start; until then this issuer's tokens are refused, and the
             // policy watcher picks the file up when it appears.
@@ -106,7 +117,9 @@ impl JwtVerifier {
         validation.validate_nbf = true;
         validation.set_issuer(&[issuer]);
         validation.set_audience(audiences);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // `sub` is checked where it is read: the username claim (OIDC, which
+        // may name another claim) or the service account's subject.
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         Ok(JwtVerifier {
             issuer: issuer.to_string(),
             keys,
@@ -194,8 +207,16 @@ impl JwtVerifier {
             .unwrap_or_default()
             .to_string();
         match &self.kind {
-            Kind::Oidc { groups_claim } => {
-                let groups = match claims.get(groups_claim) {
+            Kind::Oidc {
+                groups_claim,
+                username_claim,
+            } => {
+                let subject = claim(&claims, username_claim)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .ok_or(Rejection::Invalid("missing_claim"))?
+                    .to_string();
+                let groups = match claim(&claims, groups_claim) {
                     Some(Value::Array(a)) => a
                         .iter()
                         .filter_map(Value::as_str)
@@ -206,7 +227,7 @@ impl JwtVerifier {
                 };
                 Ok(Identity {
                     issuer: Some(self.issuer.clone()),
-                    subject: Some(sub),
+                    subject: Some(subject),
                     groups,
                     service_account: None,
                     method: AuthMethod::Jwt,
@@ -241,6 +262,15 @@ impl JwtVerifier {
     }
 }
 
+/// A claim by name, or by JSON pointer when `name` starts with `/`.
+fn claim<'a>(claims: &'a Value, name: &str) -> Option<&'a Value> {
+    if name.starts_with('/') {
+        claims.pointer(name)
+    } else {
+        claims.get(name)
+    }
+}
+
 fn reason(kind: &ErrorKind) -> &'static str {
     match kind {
         ErrorKind::ExpiredSignature => "token_expired",
@@ -253,5 +283,51 @@ fn reason(kind: &ErrorKind) -> &'static str {
         | ErrorKind::UnsupportedAlgorithm => "unsupported_algorithm",
         ErrorKind::MissingRequiredClaim(_) => "missing_claim",
         _ => "malformed_token",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    fn unsigned(claims: &Value) -> String {
+        let b64 = |v: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+        };
+        format!(
+            "{}.{}.c2ln",
+            b64(&serde_json::json!({"alg": "RS256", "typ": "JWT"})),
+            b64(claims)
+        )
+    }
+
+    #[test]
+    fn an_unusable_jwks_refuses_only_its_issuers_tokens() {
+        let dir = std::env::temp_dir().join(format!("jwt-unusable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("empty.json"), r#"{"keys": []}"#).unwrap();
+        std::fs::write(dir.join("broken.json"), "{not json").unwrap();
+        for file in ["empty.json", "broken.json", "absent.json"] {
+            let cfg = JwtIssuer {
+                issuer: "https://login.example.com".into(),
+                audiences: vec!["mcp".into()],
+                jwks_file: file.into(),
+                ..JwtIssuer::default()
+            };
+            let verifier = JwtVerifier::issuer(&cfg, &dir).expect("the policy still loads");
+            let token =
+                unsigned(&serde_json::json!({"iss": "https://login.example.com", "sub": "a"}));
+            assert!(
+                matches!(
+                    verifier.verify(&token),
+                    Err(Rejection::Invalid("jwks_unavailable"))
+                ),
+                "{file}"
+            );
+            let other = unsigned(&serde_json::json!({"iss": "https://elsewhere", "sub": "a"}));
+            assert!(matches!(verifier.verify(&other), Err(Rejection::NotMine)));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,13 +1,17 @@
-//! Static bearer tokens, stored only as sha256 hashes (inline in the policy
-//! or in a mounted Secret file), each with a subject and groups.
+//! Static bearer tokens, kept only as sha256 hashes: inline in the policy,
+//! in a hash-list file, or one raw token per file (a mounted Secret key,
+//! hashed when read), each with a subject and groups.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mcp_warden_crds::{StaticToken, StaticTokens as Config};
 use sha2::{Digest, Sha256};
 
 use crate::pipeline::identity::{AuthMethod, Identity};
+
+/// Raw tokens shorter than this are not accepted: a short token is guessable.
+pub const MIN_TOKEN_CHARS: usize = 16;
 
 #[derive(Default)]
 pub struct StaticTokens {
@@ -37,6 +41,15 @@ impl StaticTokens {
             })?;
             out.by_hash.insert(hash, (t.subject, t.groups));
         }
+        for f in &cfg.token_files {
+            let path = base.join(&f.path);
+            let Some(token) = read_token(&path)? else {
+                continue;
+            };
+            let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+            out.by_hash
+                .insert(hash, (f.subject.clone(), f.groups.clone()));
+        }
         Ok(out)
     }
 
@@ -53,5 +66,66 @@ impl StaticTokens {
             method: AuthMethod::StaticToken,
             token: None,
         })
+    }
+}
+
+/// The token in `path`, or `None` (with a warning) when the file is not
+/// there yet or holds no usable token. The token is never logged.
+fn read_token(path: &PathBuf) -> Result<Option<String>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        // A Secret the operator mounts as optional: until it exists, its
+        // token is refused and the policy watcher picks the file up later.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::warn!(file = %path.display(), "static token file not found; its token is refused until it appears");
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("cannot read static token {}: {e}", path.display())),
+    };
+    let token = text.trim();
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        tracing::warn!(file = %path.display(), min = MIN_TOKEN_CHARS, "static token file holds a token shorter than the minimum; it is refused");
+        return Ok(None);
+    }
+    Ok(Some(token.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_warden_crds::StaticTokenFile;
+
+    fn file_cfg(path: &str) -> Config {
+        Config {
+            token_files: vec![StaticTokenFile {
+                path: path.into(),
+                subject: "ci-bot".into(),
+                groups: vec!["agents".into()],
+            }],
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn token_files_hold_raw_tokens_hashed_on_load() {
+        let dir = std::env::temp_dir().join(format!("static-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), "0123456789abcdef0123\n").unwrap();
+        let tokens = StaticTokens::load(Some(&file_cfg("token")), &dir).unwrap();
+        let who = tokens
+            .find("0123456789abcdef0123")
+            .expect("the file's token");
+        assert_eq!(who.subject.as_deref(), Some("ci-bot"));
+        assert_eq!(who.groups, ["agents"]);
+        assert_eq!(who.issuer.as_deref(), Some("static"));
+        assert!(tokens.find("0123456789abcdef012").is_none());
+
+        // Not there yet, or too short: skipped, and nothing else breaks.
+        let missing = StaticTokens::load(Some(&file_cfg("absent")), &dir).unwrap();
+        assert!(missing.find("0123456789abcdef0123").is_none());
+        std::fs::write(dir.join("short"), "abc").unwrap();
+        let short = StaticTokens::load(Some(&file_cfg("short")), &dir).unwrap();
+        assert!(short.find("abc").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,11 +6,12 @@
 //! marked so it is never relayed twice. If the owner is gone the client gets
 //! 404, as the transport spec says, and re-initializes. A modern client's
 //! retry whose signed `requestState` names a call parked on another replica
-//! is relayed the same way ([`relay`]).
+//! is relayed the same way ([`relay`]). When the listener serves TLS, so do
+//! relays, trusting only the facade's own certificate (`crate::tls`).
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -26,6 +27,15 @@ use crate::app::App;
 
 /// Marks a relayed request.
 pub const FORWARDED_HEADER: &str = "x-mcp-warden-forwarded";
+
+/// The TLS client configuration for relays, when the listener serves TLS
+/// (set once at start).
+static PEER_TLS: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+
+/// Relay over TLS with `config` (the listener serves TLS).
+pub fn set_peer_tls(config: Arc<rustls::ClientConfig>) {
+    let _ = PEER_TLS.set(config);
+}
 
 fn client() -> &'static Client<HttpConnector, Full<Bytes>> {
     static CLIENT: OnceLock<Client<HttpConnector, Full<Bytes>>> = OnceLock::new();
@@ -97,7 +107,11 @@ pub async fn relay(
     );
     parts.version = hyper::Version::HTTP_11;
     let req = Request::from_parts(parts, Full::new(body));
-    match client().request(req).await {
+    let sent = match PEER_TLS.get() {
+        None => client().request(req).await.map_err(|e| e.to_string()),
+        Some(tls) => over_tls(tls.clone(), peer, req).await,
+    };
+    match sent {
         Ok(resp) => {
             app.metrics.forwarded.inc();
             let (parts, body) = resp.into_parts();
@@ -108,6 +122,37 @@ pub async fn relay(
             gone(app)
         }
     }
+}
+
+/// One request over a fresh TLS connection to `peer` (relays are rare: a
+/// client whose requests the Service spreads over replicas).
+async fn over_tls(
+    tls: Arc<rustls::ClientConfig>,
+    peer: &str,
+    req: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, String> {
+    let connect = async {
+        let tcp = tokio::net::TcpStream::connect(peer)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        // Peers are pod IPs; the verifier pins the certificate, not a name.
+        let host = peer.rsplit_once(':').map_or(peer, |(h, _)| h);
+        let name =
+            rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+        let stream = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let (mut sender, conn) = tokio::time::timeout(Duration::from_secs(3), connect)
+        .await
+        .map_err(|_| "connect timed out".to_string())??;
+    tokio::spawn(conn);
+    sender.send_request(req).await.map_err(|e| e.to_string())
 }
 
 /// A peer's body, ended cleanly if the peer connection breaks (the client

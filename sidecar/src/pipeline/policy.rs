@@ -61,6 +61,13 @@ impl LivePolicy {
                 .filter_map(|s| s.file.as_ref())
                 .map(|f| base.join(f)),
         );
+        referenced.extend(
+            doc.auth
+                .static_tokens
+                .iter()
+                .flat_map(|s| &s.token_files)
+                .map(|f| base.join(&f.path)),
+        );
         if let Some(cfg) = &doc.upstream_auth {
             referenced.extend(UpstreamCredentials::referenced(cfg, base));
         }

@@ -1,0 +1,160 @@
+//! `client-config NAME`: what an agent needs to call one MCPServer — the URL,
+//! where each accepted kind of token comes from, and a ready `mcp.json`
+//! snippet (the `mcpServers` shape Claude Code, Claude Desktop's remote
+//! servers, Cursor and VS Code read). Pure: the caller reads the server and
+//! its ToolProfile (from the cluster, or from files with `-f`).
+//!
+//! The output is a `#` comment block, then JSON: `… | grep -v '^#'` is a
+//! valid `.mcp.json`. It never contains a token, only how to get one: the
+//! snippet reads it from the `MCP_WARDEN_TOKEN` environment variable.
+
+use mcp_warden_crds::{MCPServer, ToolProfileSpec};
+use serde_json::json;
+
+use crate::{config::BuildConfig, names};
+
+/// The environment variable the snippet takes the bearer token from.
+pub const TOKEN_ENV: &str = "MCP_WARDEN_TOKEN";
+
+/// The client configuration of `server`, whose ToolProfile is `profile`
+/// (`None`: not found, so only service-account tokens are described).
+pub fn describe(
+    server: &MCPServer,
+    profile: Option<&ToolProfileSpec>,
+    cfg: &BuildConfig,
+) -> String {
+    let (ns, name) = (names::namespace(server), names::object_name(server));
+    let url = server
+        .status
+        .as_ref()
+        .and_then(|s| s.endpoint.clone())
+        .unwrap_or_else(|| names::endpoint(server, cfg));
+    let mut out = format!("# MCPServer {ns}/{name}\n# URL: {url}\n");
+    let in_cluster = names::cluster_endpoint(server, cfg);
+    if in_cluster != url {
+        out.push_str(&format!("#   in the cluster: {in_cluster}\n"));
+    }
+    out.push_str(&format!("# Tokens it accepts (put one in {TOKEN_ENV}):\n"));
+    let audience = names::token_audience(server);
+    out.push_str(&format!(
+        "#   a Kubernetes service-account token with audience {audience}:\n\
+         #     kubectl -n {ns} create token <service-account> --audience {audience}\n"
+    ));
+    let bound: Vec<&String> = profile
+        .iter()
+        .flat_map(|p| &p.roles)
+        .flat_map(|r| &r.service_accounts)
+        .collect();
+    if !bound.is_empty() {
+        let list: Vec<&str> = bound.iter().map(|s| s.as_str()).collect();
+        out.push_str(&format!(
+            "#     (service accounts with a role: {})\n",
+            list.join(", ")
+        ));
+    }
+    for t in profile.iter().flat_map(|p| &p.auth.static_tokens) {
+        // jsonpath needs the dots of a key escaped.
+        let key = t.key.replace('.', "\\.");
+        out.push_str(&format!(
+            "#   the static token of {:?} (Secret {}, key {}):\n\
+             #     kubectl -n {ns} get secret {} -o jsonpath='{{.data.{key}}}' | base64 -d\n",
+            t.subject, t.secret_name, t.key, t.secret_name
+        ));
+    }
+    for j in profile.iter().flat_map(|p| &p.auth.jwt) {
+        out.push_str(&format!(
+            "#   a token from {} with audience {} (the caller is its {:?} claim)\n",
+            j.issuer,
+            j.audiences.join(" or "),
+            j.username_claim.as_deref().unwrap_or("sub")
+        ));
+    }
+    let snippet = json!({
+        "mcpServers": {
+            name.clone(): {
+                "type": "http",
+                "url": url,
+                "headers": {"Authorization": format!("Bearer ${{{TOKEN_ENV}}}")}
+            }
+        }
+    });
+    out.push_str("# mcp.json:\n");
+    out.push_str(&serde_json::to_string_pretty(&snippet).expect("JSON serializes"));
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(expose: &str) -> MCPServer {
+        serde_yaml_ng::from_str(&format!(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {{name: time, namespace: team-a}}\n\
+             spec: {{image: i, command: [x], toolProfileRef: {{name: p}}{expose}}}\n"
+        ))
+        .unwrap()
+    }
+
+    fn profile() -> ToolProfileSpec {
+        serde_yaml_ng::from_str(
+            "auth:\n  staticTokens: [{secretName: tokens, key: ci.bot, subject: ci-bot}]\n  \
+             jwt: [{issuer: 'https://login.example.com', audiences: [mcp-time], jwks: {configMap: {name: j}}, usernameClaim: email}]\n\
+             roles: [{role: viewer, serviceAccounts: [team-a/coding-agent]}]\n",
+        )
+        .unwrap()
+    }
+
+    fn json_part(text: &str) -> serde_json::Value {
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        serde_json::from_str(&body).expect("the non-comment lines are JSON")
+    }
+
+    #[test]
+    fn in_cluster_server_gets_its_service_url_and_every_token_source() {
+        let text = describe(&server(""), Some(&profile()), &BuildConfig::default());
+        let entry = &json_part(&text)["mcpServers"]["time"];
+        assert_eq!(
+            entry["url"],
+            "http://time.team-a.svc.cluster.local:8080/mcp"
+        );
+        assert_eq!(entry["type"], "http");
+        assert_eq!(
+            entry["headers"]["Authorization"],
+            "Bearer ${MCP_WARDEN_TOKEN}"
+        );
+        assert!(text.contains(
+            "kubectl -n team-a create token <service-account> --audience mcpwarden.dev/team-a/time"
+        ));
+        assert!(text.contains("team-a/coding-agent"), "{text}");
+        assert!(
+            text.contains(
+                "kubectl -n team-a get secret tokens -o jsonpath='{.data.ci\\.bot}' | base64 -d"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("https://login.example.com with audience mcp-time"),
+            "{text}"
+        );
+        assert!(!text.contains("in the cluster:"), "one URL only: {text}");
+    }
+
+    #[test]
+    fn exposed_server_gets_its_external_url() {
+        let text = describe(
+            &server(", expose: {hosts: [time.mcp.example.com]}"),
+            None,
+            &BuildConfig::default(),
+        );
+        assert_eq!(
+            json_part(&text)["mcpServers"]["time"]["url"],
+            "https://time.mcp.example.com/mcp"
+        );
+        assert!(text.contains("#   in the cluster: http://time.team-a.svc.cluster.local:8080/mcp"));
+    }
+}
