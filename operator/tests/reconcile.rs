@@ -95,11 +95,7 @@ async fn steady_state_makes_no_writes() {
         .await;
     // Second pass: the Deployment now reports available → Ready flips once.
     let (_, calls, settled) = created.reconcile().await;
-    let writes: Vec<String> = calls
-        .iter()
-        .filter(|c| c.is_write())
-        .map(Call::short)
-        .collect();
+    let writes = writes_of(&calls);
     assert!(
         writes
             .iter()
@@ -109,11 +105,7 @@ async fn steady_state_makes_no_writes() {
     assert_eq!(condition(&settled.server(), "Ready").status, "True");
     // Third pass: nothing changed anywhere → reads only.
     let (action, calls, _) = settled.reconcile().await;
-    let writes: Vec<String> = calls
-        .iter()
-        .filter(|c| c.is_write())
-        .map(Call::short)
-        .collect();
+    let writes = writes_of(&calls);
     assert_eq!(writes, Vec::<String>::new());
     assert!(calls.len() >= 6, "it still looked: {calls:?}");
     assert_eq!(action, Action::requeue(RESYNC));
@@ -140,11 +132,7 @@ async fn profile_change_rewrites_only_the_policy() {
     let changed = settled
         .with_tool_profile(json!([{"name": "git_log", "alias": "log"}, {"name": "git_diff"}]));
     let (_, calls, after) = changed.reconcile().await;
-    let writes: Vec<String> = calls
-        .iter()
-        .filter(|c| c.is_write())
-        .map(Call::short)
-        .collect();
+    let writes = writes_of(&calls);
     assert_eq!(
         writes,
         [
@@ -221,11 +209,7 @@ async fn objects_under_its_names_that_it_does_not_own_are_not_taken_over() {
         let mut fixture = Fixture::new().with_server().with_tool_profile(tools_v1());
         fixture.objects.insert(path.into(), foreign.clone());
         let (action, calls, after) = fixture.reconcile().await;
-        let writes: Vec<String> = calls
-            .iter()
-            .filter(|c| c.is_write())
-            .map(Call::short)
-            .collect();
+        let writes = writes_of(&calls);
         assert!(
             writes
                 .iter()
@@ -280,11 +264,7 @@ async fn scale_out_adds_peer_objects_keeps_the_key_and_scale_in_removes_them() {
     // Scale to 3: headless Service + PDB appear; the key is neither re-created
     // nor rewritten, and the pod template does not change (no rollout).
     let (_, calls, scaled) = created.clone().with_replicas(3).reconcile().await;
-    let writes: Vec<String> = calls
-        .iter()
-        .filter(|c| c.is_write())
-        .map(Call::short)
-        .collect();
+    let writes = writes_of(&calls);
     assert!(writes.contains(&format!("PATCH {PEERS_SVC}")), "{writes:?}");
     assert!(writes.contains(&format!("PATCH {PDB}")), "{writes:?}");
     assert!(

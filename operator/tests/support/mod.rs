@@ -51,6 +51,15 @@ impl Call {
     }
 }
 
+/// The writes among `calls` (`METHOD path`), in order.
+pub fn writes_of(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| c.is_write())
+        .map(Call::short)
+        .collect()
+}
+
 /// Cluster state by object path (no query string).
 #[derive(Clone, Default)]
 pub struct Fixture {

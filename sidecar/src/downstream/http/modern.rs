@@ -18,13 +18,12 @@ use hyper::header::HeaderMap;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 
-use super::reply::{empty, json_response, reject};
+use super::reply::{empty, json_response, one_message, reject};
 use super::streams::{sse, SseBody};
 use super::{ResponseBody, VERSION_HEADER};
 use crate::app::{App, ChannelError};
-use crate::downstream::take;
 use crate::era;
-use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
+use crate::jsonrpc::{codes, Kind, Message, RequestId};
 use crate::pipeline::identity::Identity;
 use crate::pipeline::refusal::Refusal;
 use crate::session::channel::Era;
@@ -74,18 +73,9 @@ pub(super) async fn serve(
     caller: Arc<Identity>,
     peer: Option<IpAddr>,
 ) -> Response<ResponseBody> {
-    let msg = match take(body) {
-        Ok((msg, _)) => msg,
-        Err((e, id)) => {
-            app.metrics
-                .http_rejections
-                .with_label_values(&["invalid_message"])
-                .inc();
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
-            );
-        }
+    let msg = match one_message(&app, body) {
+        Ok(msg) => msg,
+        Err(refused) => return refused,
     };
     match msg.kind {
         Kind::Request => {}

@@ -12,7 +12,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Request, Response, StatusCode};
 
 use super::checks::{accepts, check_version, priming_version, session_of};
-use super::reply::{empty, json_error, json_response, reject};
+use super::reply::{empty, json_error, json_response, one_message, reject};
 use super::streams::{encode, sse, sse_response, SseBody};
 use super::{Peer, ResponseBody, RETRY_MS, SESSION_HEADER};
 use crate::app::App;
@@ -157,18 +157,9 @@ async fn single(
     caller: Arc<Identity>,
     peer: Option<IpAddr>,
 ) -> Response<ResponseBody> {
-    let msg = match take(body) {
-        Ok((msg, _)) => msg,
-        Err((e, id)) => {
-            app.metrics
-                .http_rejections
-                .with_label_values(&["invalid_message"])
-                .inc();
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
-            );
-        }
+    let msg = match one_message(&app, body) {
+        Ok(msg) => msg,
+        Err(refused) => return refused,
     };
     let is_initialize = msg.kind == Kind::Request && msg.method() == "initialize";
     let (session, new_session) = match (session, is_initialize) {

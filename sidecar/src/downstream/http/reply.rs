@@ -21,6 +21,26 @@ pub fn json_response(status: StatusCode, bytes: Bytes) -> Response<ResponseBody>
     resp
 }
 
+/// The one JSON-RPC message of a POST body, or the 400 that answers a body
+/// that is not one (counted as `invalid_message`): the same for both eras.
+pub(super) fn one_message(
+    app: &App,
+    body: Bytes,
+) -> Result<jsonrpc::Message, Response<ResponseBody>> {
+    crate::downstream::take(body)
+        .map(|(msg, _)| msg)
+        .map_err(|(e, id)| {
+            app.metrics
+                .http_rejections
+                .with_label_values(&["invalid_message"])
+                .inc();
+            json_response(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error_response(id.as_ref(), e.code(), &e.to_string(), None),
+            )
+        })
+}
+
 pub fn json_error(status: StatusCode, code: i64, message: &str) -> Response<ResponseBody> {
     json_response(status, jsonrpc::error_response(None, code, message, None))
 }
