@@ -5,17 +5,20 @@ facade counted. Runs in a few seconds on a fresh machine after `make setup`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parents[2]
 SIDECAR = os.environ.get("MCP_WARDEN_SIDECAR", str(ROOT / "target/debug/mcp-warden-sidecar"))
@@ -64,17 +67,27 @@ async def calls(url: str) -> None:
                 "trigger-long-running-operation", {"duration": 1, "steps": 4}, progress_callback=on_progress
             )
             show("tools/call  ", f"trigger-long-running-operation -> {len(progress)} progress notifications")
+            # A fake GitHub token: the server echoes it, the facade redacts it.
+            leaked = await session.call_tool("echo", {"message": "token ghp_" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"})
+            show("tools/call  ", f"echo(<a GitHub token>) -> {leaked.content[0].text}")
+            try:
+                await session.call_tool("get-env", {})
+                show("tools/call  ", "get-env -> allowed (it should not be)")
+                raise SystemExit("the policy let an anonymous caller run get-env")
+            except MCPError as refused:
+                show("tools/call  ", f"get-env -> refused: {refused.error.code} {refused.error.message}")
             resources = await session.list_resources()
-            show("resources   ", f"{len(resources.resources)} listed, first: {resources.resources[0].uri}")
+            first = f", first: {resources.resources[0].uri}" if resources.resources else ""
+            show("resources   ", f"{len(resources.resources)} listed{first}")
             prompts = await session.list_prompts()
-            show("prompts     ", ", ".join(p.name for p in prompts.prompts))
-
+            show("prompts     ", ", ".join(p.name for p in prompts.prompts) or "none listed")
 
 def main() -> None:
     if not EVERYTHING.exists() or not Path(SIDECAR).exists():
         raise SystemExit("run `make setup` and `cargo build -p mcp-warden-sidecar` first (make demo does both)")
     port, admin = free_port(), free_port()
-    cmd = [SIDECAR, "run", "--policy", str(ROOT / "tests/demo/policy.yaml"),
+    audit = Path(tempfile.mkdtemp(prefix="mcp-warden-demo-")) / "audit.jsonl"
+    cmd = [SIDECAR, "run", "--policy", str(ROOT / "tests/demo/policy.yaml"), "--audit", f"file:{audit}",
            "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
            "--", shutil.which("node") or "node", str(EVERYTHING), "stdio"]
     show("$", " ".join(cmd[:1] + ["run", "--policy", "tests/demo/policy.yaml", "--", "node", "server-everything", "stdio"]))
@@ -87,6 +100,11 @@ def main() -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5) as r:
             lines = [l for l in r.read().decode().splitlines() if l.startswith("mcpwarden_requests_total")]
         show("metrics     ", "\n             ".join(lines))
+        records = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+        refused = next((r for r in records if r.get("decision") == "deny"), None)
+        example = (f", e.g. {refused['tool']}: decision={refused['decision']} code={refused['code']} "
+                   f"reason={refused['reason']}" if refused else "")
+        show("audit       ", f"{len(records)} records in {audit} (who, what, hashes; never content){example}")
     finally:
         facade.terminate()
         try:
