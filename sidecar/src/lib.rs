@@ -23,6 +23,8 @@
 //! - [`app`]: the shared context; [`cli`]: the command line.
 #![forbid(unsafe_code)]
 
+pub use mcp_warden_protocol::{era, framing, jsonrpc, request_state, sse, strict_json};
+
 pub mod admin;
 pub mod app;
 pub mod approvals;
@@ -31,20 +33,14 @@ pub mod bridge;
 pub mod cli;
 pub mod credentials;
 pub mod downstream;
-pub mod era;
-pub mod framing;
-pub mod jsonrpc;
+pub mod gates;
 pub mod metrics;
 pub mod net;
-pub mod pipeline;
 pub mod policy_file;
-pub mod probe;
-pub mod request_state;
+pub mod router;
 pub mod server;
 pub mod session;
 pub mod sinks;
 pub mod spans;
-pub mod sse;
-pub mod strict_json;
 pub mod tls;
 pub mod upstream;

@@ -30,8 +30,8 @@ use serde_json::Value;
 use tokio::sync::{oneshot, watch, Notify};
 
 use super::Session;
-use crate::app::App;
 use crate::jsonrpc::{self, Kind, Message, RequestId};
+use crate::session::context::Context;
 use crate::upstream::{self, Credential, Link, LinkEvent};
 
 /// Which revision of MCP the server behind a channel speaks.
@@ -56,6 +56,11 @@ pub(super) struct Outbound {
     pub(super) cancelled: Option<oneshot::Sender<()>>,
 }
 
+/// The facade's own identity, for requests it makes itself.
+pub fn client_info() -> Value {
+    serde_json::json!({ "name": "mcp-warden", "version": env!("CARGO_PKG_VERSION") })
+}
+
 #[derive(Default)]
 struct State {
     outbound: HashMap<u64, Outbound>,
@@ -72,7 +77,7 @@ struct State {
 }
 
 pub struct Channel {
-    pub(crate) app: Arc<App>,
+    pub(crate) app: Arc<Context>,
     pub era: Era,
     /// For logs: the session it serves, or `shared`.
     name: Arc<str>,
@@ -100,7 +105,7 @@ pub struct Channel {
 
 impl Channel {
     /// A channel to the configured upstream, connecting in the background.
-    pub fn start(app: Arc<App>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
+    pub fn start(app: Arc<Context>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
         Channel::launch(app, era, name, spare, None, None)
     }
 
@@ -108,20 +113,20 @@ impl Channel {
     /// handshake (declaring that it can relay elicitation and sampling,
     /// which it turns into `input_required` results) on every link.
     pub fn start_bridge(
-        app: Arc<App>,
+        app: Arc<Context>,
         name: Arc<str>,
         credential: Option<Credential>,
     ) -> Arc<Channel> {
         let params = serde_json::json!({
             "protocolVersion": crate::era::LATEST_LEGACY,
             "capabilities": { "elicitation": { "form": {}, "url": {} }, "sampling": {} },
-            "clientInfo": crate::probe::client_info(),
+            "clientInfo": client_info(),
         });
         Channel::launch(app, Era::Legacy, name, true, Some(params), credential)
     }
 
     fn launch(
-        app: Arc<App>,
+        app: Arc<Context>,
         era: Era,
         name: Arc<str>,
         spare: bool,
@@ -357,8 +362,7 @@ impl Channel {
         let params = match (self.era, params) {
             (Era::Modern, Value::Object(p)) => {
                 let mut p = p.clone();
-                let meta =
-                    crate::era::modern_meta(&serde_json::json!({}), &crate::probe::client_info());
+                let meta = crate::era::modern_meta(&serde_json::json!({}), &client_info());
                 p.insert("_meta".into(), Value::Object(meta));
                 with_meta = Value::Object(p);
                 &with_meta

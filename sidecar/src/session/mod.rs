@@ -33,12 +33,13 @@
 //! whoever removes it from `pending` answers it.
 
 pub mod channel;
+pub mod context;
 pub mod ids;
 mod intake;
 mod local;
-pub mod manager;
 mod mrtr;
 mod route;
+pub mod steps;
 pub mod stream;
 mod upstream;
 pub mod work;
@@ -52,10 +53,10 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
-use crate::app::App;
+use crate::auth::identity::Identity;
+use crate::gates::budget::SessionBudget;
 use crate::jsonrpc::{self, codes, Message, RequestId};
-use crate::pipeline::budget::SessionBudget;
-use crate::pipeline::identity::Identity;
+use crate::session::context::Context;
 use channel::{Channel, Era};
 use stream::{Stream, StreamRx};
 
@@ -141,7 +142,7 @@ pub enum SessionError {
 
 pub struct Session {
     pub id: Arc<str>,
-    pub(crate) app: Arc<App>,
+    pub(crate) app: Arc<Context>,
     state: Mutex<State>,
     /// Where the session's requests go.
     pub(crate) channel: Arc<Channel>,
@@ -168,7 +169,7 @@ impl Session {
     /// Create a session with a channel of its own to the server (a legacy
     /// server: a process, or an upstream session, per client session).
     pub fn start(
-        app: Arc<App>,
+        app: Arc<Context>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
@@ -189,7 +190,7 @@ impl Session {
     /// A session on a channel it shares with other sessions (a modern
     /// server's, or a legacy server's the facade opened for a modern caller).
     pub fn on_channel(
-        app: Arc<App>,
+        app: Arc<Context>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
@@ -214,7 +215,7 @@ impl Session {
     }
 
     fn with_channel(
-        app: Arc<App>,
+        app: Arc<Context>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
@@ -440,6 +441,15 @@ impl Session {
     }
 
     /// Whether the client can answer an elicitation.
+    /// What the audit needs of this session.
+    pub(crate) fn trail(&self) -> crate::gates::audit::Trail<'_> {
+        crate::gates::audit::Trail {
+            audit: &self.app.audit,
+            metrics: &self.app.metrics,
+            session: &self.id,
+        }
+    }
+
     pub(crate) fn client_can_elicit(&self) -> bool {
         self.state.lock().unwrap().client_elicits
     }

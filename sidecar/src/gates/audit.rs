@@ -24,13 +24,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::forward::Ended;
-use super::identity::Identity;
 use super::refusal::Refusal;
+use super::Ended;
 use super::Request;
+use crate::auth::identity::Identity;
 use crate::jsonrpc::RequestId;
 use crate::metrics::Metrics;
-use crate::session::Session;
 use crate::sinks::file::{RotatingFile, Rotation};
 use crate::sinks::http::HttpSink;
 
@@ -350,10 +349,21 @@ impl Audit {
     }
 }
 
+/// Where a session's audit lines go, and what they name the session by:
+/// all the audit needs of a session (a session hands it down with
+/// `Session::trail`).
+#[derive(Clone, Copy)]
+pub struct Trail<'a> {
+    pub audit: &'a Audit,
+    pub metrics: &'a Metrics,
+    /// The session's id (lines carry only its hash).
+    pub session: &'a str,
+}
+
 /// The audit line of a request refused before its step ran (unknown
 /// method, no role, unreadable params).
 pub fn denied(
-    session: &Session,
+    trail: Trail<'_>,
     id: &RequestId,
     method: &str,
     caller: &Identity,
@@ -361,11 +371,10 @@ pub fn denied(
     started: std::time::Instant,
     span: &crate::spans::RequestSpan,
 ) {
-    let app = &session.app;
-    if !app.audit.is_on() {
+    if !trail.audit.is_on() {
         return;
     }
-    let hashed = hash_session(&session.id);
+    let hashed = hash_session(trail.session);
     let record = Record {
         time: now_rfc3339(),
         event: "request_denied",
@@ -382,15 +391,14 @@ pub fn denied(
         ..Default::default()
     }
     .traced(span);
-    app.audit.write(&record, &app.metrics);
+    trail.audit.write(&record, trail.metrics);
 }
 
 /// The audit line of a resource read or (un)subscribe, a prompt get or a
 /// completion: what it named as a hash (the URI), or by name (the prompt),
 /// the decision, the size of the answer; never its content.
-pub fn request(session: &Session, req: &Request, event: &'static str, ended: &Ended) {
-    let app = &session.app;
-    if !app.audit.is_on() {
+pub fn request(trail: Trail<'_>, req: &Request, event: &'static str, ended: &Ended) {
+    if !trail.audit.is_on() {
         return;
     }
     let params = req.params();
@@ -404,7 +412,7 @@ pub fn request(session: &Session, req: &Request, event: &'static str, ended: &En
         .or_else(|| params.pointer("/ref/name"))
         .and_then(serde_json::Value::as_str)
         .map(bounded);
-    let hashed = hash_session(&session.id);
+    let hashed = hash_session(trail.session);
     let (decision, code, reason) = match ended {
         Ended::Refused(r) => ("deny", Some(r.code()), Some(r.reason())),
         _ => ("allow", None, None),
@@ -435,7 +443,7 @@ pub fn request(session: &Session, req: &Request, event: &'static str, ended: &En
         ..Default::default()
     }
     .traced(&req.span);
-    app.audit.write(&record, &app.metrics);
+    trail.audit.write(&record, trail.metrics);
 }
 
 /// A caller-chosen name, bounded so an audit line stays small.

@@ -21,11 +21,11 @@ use mcp_warden_policy::{Decision, Denial, SchemaError};
 use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::Value;
 
-use super::audit::{self, Record};
 use super::forward;
-use super::output::{Filtered, OutputCheck};
-use super::refusal::Refusal;
-use super::Request;
+use crate::gates::audit::{self, Record};
+use crate::gates::output::{Filtered, OutputCheck};
+use crate::gates::refusal::Refusal;
+use crate::gates::Request;
 use crate::jsonrpc::{self, Members, ParamsEdit, RequestId};
 use crate::session::{Forwarded, Session};
 
@@ -401,7 +401,7 @@ impl Session {
 /// The call's arguments against the tool's input schema: no coercion,
 /// every violation listed.
 fn validate_input(
-    app: &crate::app::App,
+    app: &crate::session::context::Context,
     tool: &mcp_warden_policy::ObservedTool,
     exposed: &str,
     arguments: &Value,
@@ -431,7 +431,7 @@ fn validate_input(
 const MAX_IMPLICIT_TOOL_LABELS: usize = 256;
 
 fn metric_label<'a>(
-    policy: &super::policy::LivePolicy,
+    policy: &crate::gates::policy::LivePolicy,
     tool: Option<&'a str>,
     upstream_tools: usize,
 ) -> &'a str {
