@@ -10,6 +10,7 @@
 //!   one passes;
 //! - [`policy`]: the live policy, swapped atomically on reload;
 //! - [`budget`]: per-session and facade-wide call budgets;
+//! - [`input`]: a call's arguments against the tool's input schema;
 //! - [`registry`]: the upstream tools as observed (hashes, drift,
 //!   poisoning);
 //! - [`output`]: the filter every answer of the server passes;
@@ -19,6 +20,7 @@
 
 pub mod audit;
 pub mod budget;
+pub mod input;
 pub mod methods;
 pub mod output;
 pub mod policy;

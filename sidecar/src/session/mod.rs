@@ -6,7 +6,7 @@
 //! server (the server's state is the session's), or one shared by every
 //! caller for a modern server. The session's work is split by direction:
 //! - [`intake`]: client → facade: the method table, the role gate, and the
-//!   pipeline step that answers each request;
+//!   step that answers each request;
 //! - [`upstream`]: facade → server: every request goes out under an id of
 //!   the facade's own (per channel, monotonic), and the server's answer
 //!   comes back to the step that sent it, never straight to the client;
@@ -20,14 +20,23 @@
 //!   requests for modern clients, server requests for legacy ones), and the
 //!   signed `requestState` of a retry;
 //! - [`local`]: what the facade answers itself for a legacy client in front
-//!   of a modern server (`ping`, the log level, resource subscriptions).
+//!   of a modern server (`ping`, the log level, resource subscriptions);
+//! - [`steps`]: the step that answers each request (tools/call, tools/list,
+//!   the catalog, …), composed from the gates ([`crate::gates`]) and this
+//!   session's forwarding;
+//! - [`context`]: what every session shares (limits, policy, registry,
+//!   audit, metrics), handed down by the application.
+//!
+//! Where it sits: above the gates and the transports, below the router
+//! (which finds or makes a session and gives it its channel) and the
+//! application.
 //!
 //! A modern client has no session: each of its requests gets a session of
 //! its own (HTTP), or its connection does (stdio); either way on the shared
 //! channel of a modern server or the caller's bridge to a legacy one.
 //!
 //! Invariant: every client request gets exactly one response, from the
-//! pipeline step that took it, or from the facade when the session ends.
+//! step that took it, or from the facade when the session ends.
 //! Only a request the client itself cancelled gets none, as the MCP
 //! cancellation rules require. A request is registered when it is taken;
 //! whoever removes it from `pending` answers it.
