@@ -3,7 +3,7 @@
 //! agent does not control (unlike an elicitation, which the agent's own
 //! client answers).
 //!
-//! Flow: pipeline/approval.rs --[`Approvals::open`]--> a pending entry
+//! Flow: session/steps/approval.rs --[`Approvals::open`]--> a pending entry
 //! (listed by `GET /approvals`) and a [`Ticket`] the call waits on -->
 //! `POST /approvals/<id>` --[`Approvals::decide`]--> the ticket resolves
 //! with the decision and the approver's name --> the call goes on (or is

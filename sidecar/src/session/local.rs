@@ -53,7 +53,7 @@ impl LegacyClient {
         let mut meta = self
             .meta
             .clone()
-            .unwrap_or_else(|| era::modern_meta(&json!({}), &crate::probe::client_info()));
+            .unwrap_or_else(|| era::modern_meta(&json!({}), &super::channel::client_info()));
         if let Some(level) = &self.log_level {
             meta.insert(era::meta::LOG_LEVEL.into(), json!(level));
         }
@@ -64,11 +64,14 @@ impl LegacyClient {
 /// The answer a legacy client gets to `initialize` in front of a modern
 /// server: the version it asked for if the facade serves it, the server's
 /// capabilities as the policy leaves them.
-pub(crate) fn initialize_result(requested: Option<&str>, info: &crate::app::UpstreamInfo) -> Value {
+pub(crate) fn initialize_result(
+    requested: Option<&str>,
+    info: &crate::session::context::UpstreamInfo,
+) -> Value {
     let version = requested
         .filter(|v| era::LEGACY_VERSIONS.contains(v))
         .unwrap_or(era::LATEST_LEGACY);
-    let mut capabilities = crate::pipeline::discover::served_capabilities(&info.capabilities);
+    let mut capabilities = crate::session::steps::discover::served_capabilities(&info.capabilities);
     // The facade serves the log level itself (as `_meta` on each request).
     if info.capabilities.get("logging").is_some() {
         capabilities["logging"] = json!({});

@@ -16,12 +16,12 @@ use super::reply::{empty, json_error, json_response, one_message, reject};
 use super::streams::{encode, sse, sse_response, SseBody};
 use super::{Peer, ResponseBody, RETRY_MS, SESSION_HEADER};
 use crate::app::App;
+use crate::auth::identity::Identity;
 use crate::downstream::take;
+use crate::gates::audit;
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, codes, split_batch, Kind, Message};
-use crate::pipeline::audit;
-use crate::pipeline::identity::Identity;
-use crate::pipeline::refusal::Refusal;
-use crate::session::manager::CreateError;
+use crate::router::sessions::CreateError;
 use crate::session::stream::StreamRx;
 use crate::session::work::Work;
 use crate::session::Session;
@@ -202,10 +202,7 @@ async fn single(
                     "the MCP server has not answered yet; retry shortly",
                 );
             }
-            match app
-                .sessions
-                .create(&app, caller.clone(), caller.quota_key(peer))
-            {
+            match app.create_session(caller.clone(), caller.quota_key(peer)) {
                 Ok(session) => (session, true),
                 Err(e @ CreateError::TooManyForCaller(_)) => {
                     return reject(
@@ -240,7 +237,9 @@ async fn single(
     if new_session {
         if resp.status() != StatusCode::OK || session.protocol_version().is_none() {
             // The server refused initialize: no session was established.
-            app.sessions.remove(&app, &session.id, "initialize failed");
+            app.router
+                .sessions
+                .remove(&app, &session.id, "initialize failed");
         } else if let Ok(v) = HeaderValue::from_str(&session.id) {
             resp.headers_mut().insert(SESSION_HEADER, v);
         }

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::Request;
 use crate::era;
+use crate::gates::Request;
 use crate::jsonrpc::{self, Members};
 use crate::session::channel::Era;
 use crate::session::{Forwarded, Session};

@@ -96,6 +96,15 @@ impl Identity {
         }
     }
 
+    /// The hash a modern client's `requestState` binds the caller with.
+    pub fn state_hash(&self) -> String {
+        mcp_warden_protocol::request_state::caller_hash(
+            self.method.as_str(),
+            self.issuer.as_deref(),
+            self.subject.as_deref(),
+        )
+    }
+
     /// Whether `other` is the same caller: the same subject of the same
     /// issuer, proven the same way (anonymous callers are all one).
     pub fn same_caller(&self, other: &Identity) -> bool {

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::app::{App, EraChoice, UpstreamInfo};
 use crate::era;
 use crate::jsonrpc::{self, Kind, Message, RequestId};
-use crate::session::channel::{Channel, Era};
+use crate::session::channel::{client_info, Channel, Era};
+use crate::session::context::{Context, EraChoice, UpstreamInfo};
 use crate::upstream::{self, Link, LinkEvent, LinkMode};
 
 /// How long `server/discover` may stay unanswered once the same process
@@ -30,7 +30,7 @@ const DISCOVER_GRACE: Duration = Duration::from_secs(1);
 /// How long the server may take to answer at all.
 const ANSWER_WAIT: Duration = Duration::from_secs(60);
 
-pub async fn until_ready(app: Arc<App>) {
+pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
     let mut delay = Duration::from_millis(200);
     loop {
         match probe(&app).await {
@@ -40,7 +40,7 @@ pub async fn until_ready(app: Arc<App>) {
                 match era {
                     Era::Modern => {
                         let hub = Channel::start(app.clone(), Era::Modern, "shared".into(), false);
-                        let _ = app.hub.set(hub);
+                        let _ = router.hub.set(hub);
                     }
                     Era::Legacy => app.spares.refill(),
                 }
@@ -60,12 +60,7 @@ pub async fn until_ready(app: Arc<App>) {
     }
 }
 
-/// The facade's own identity, for requests it makes itself.
-pub fn client_info() -> Value {
-    json!({ "name": "mcp-warden", "version": env!("CARGO_PKG_VERSION") })
-}
-
-async fn probe(app: &App) -> Result<UpstreamInfo, String> {
+async fn probe(app: &Context) -> Result<UpstreamInfo, String> {
     let choice = app.limits.upstream_era;
     let modern_mode = LinkMode {
         modern: true,
@@ -103,7 +98,7 @@ async fn probe(app: &App) -> Result<UpstreamInfo, String> {
 }
 
 async fn connect(
-    app: &App,
+    app: &Context,
     mode: &LinkMode,
 ) -> Result<(Link, tokio::sync::mpsc::Receiver<LinkEvent>), String> {
     // The probe is the facade's own request: its credential is the facade's.

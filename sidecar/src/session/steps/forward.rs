@@ -8,36 +8,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::output::{self, Filtered};
-use super::refusal::Refusal;
-use super::Request;
+use crate::gates::output;
+use crate::gates::refusal::Refusal;
+use crate::gates::{Ended, Request};
 use crate::jsonrpc::{self, codes, ParamsEdit};
 use crate::session::{Forwarded, Session};
-
-/// How an exchange ended, for metrics and the audit line.
-pub enum Ended {
-    /// Answered with the server's (filtered) answer; `error`: it was an error.
-    Answered { filtered: Filtered, error: bool },
-    /// Answered with a refusal (the filter refused the answer, or the time ran out).
-    Refused(Refusal),
-    /// Answered with an upstream failure.
-    Failed,
-    /// Not answered: the client cancelled it, or the session ended.
-    Unanswered,
-}
-
-impl Ended {
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            Ended::Answered { error: false, .. } => "ok",
-            Ended::Answered { error: true, .. } => "error",
-            Ended::Refused(r) if r.reason() == "timeout" => "timeout",
-            Ended::Refused(_) => "denied",
-            Ended::Failed => "failed",
-            Ended::Unanswered => "cancelled",
-        }
-    }
-}
 
 /// `ping`, `logging/setLevel`: forwarded as they are.
 pub async fn plain(session: &Arc<Session>, req: Request) {

@@ -25,8 +25,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::pipeline::identity::Identity;
-
 type HmacSha256 = Hmac<Sha256>;
 
 const PREFIX: &str = "mw1.";
@@ -206,14 +204,16 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Hash of a caller, as states carry it.
-pub fn caller_hash(caller: &Identity) -> String {
+/// Hash of a caller (how it authenticated, its issuer and subject), as
+/// states carry it. The caller's identity type lives above this layer: it
+/// hands down only these parts.
+pub fn caller_hash(method: &str, issuer: Option<&str>, subject: Option<&str>) -> String {
     let mut h = Sha256::new();
-    h.update(caller.method.as_str());
+    h.update(method);
     h.update([0]);
-    h.update(caller.issuer.as_deref().unwrap_or(""));
+    h.update(issuer.unwrap_or(""));
     h.update([0]);
-    h.update(caller.subject.as_deref().unwrap_or(""));
+    h.update(subject.unwrap_or(""));
     hex::encode(&h.finalize()[..16])
 }
 

@@ -17,11 +17,12 @@ use mcp_warden_crds::Role;
 use mcp_warden_policy::{CompiledPolicy, Denial};
 use serde_json::Value;
 
-use super::audit;
-use super::forward::{exchange, Ended};
-use super::methods::Step;
-use super::refusal::Refusal;
-use super::Request;
+use super::forward::exchange;
+use crate::gates::audit;
+use crate::gates::methods::Step;
+use crate::gates::refusal::Refusal;
+use crate::gates::Ended;
+use crate::gates::Request;
 use crate::session::Session;
 
 pub async fn run(session: &Arc<Session>, step: Step, req: Request) {
@@ -127,5 +128,5 @@ fn account(session: &Session, req: &Request, step: Step, ended: &Ended) {
         (Step::Completion, _) => "completion",
         _ => return,
     };
-    audit::request(session, req, event, ended);
+    audit::request(session.trail(), req, event, ended);
 }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::forward::{exchange, Ended};
-use super::Request;
+use super::forward::exchange;
+use crate::gates::Ended;
+use crate::gates::Request;
 use crate::jsonrpc::Members;
 use crate::session::Session;
 

@@ -17,15 +17,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mcp_warden_crds::Role;
-use mcp_warden_policy::{Decision, Denial, SchemaError};
+use mcp_warden_policy::{Decision, Denial};
 use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::Value;
 
-use super::audit::{self, Record};
 use super::forward;
-use super::output::{Filtered, OutputCheck};
-use super::refusal::Refusal;
-use super::Request;
+use crate::gates::audit::{self, Record};
+use crate::gates::input;
+use crate::gates::output::{Filtered, OutputCheck};
+use crate::gates::refusal::Refusal;
+use crate::gates::Request;
 use crate::jsonrpc::{self, Members, ParamsEdit, RequestId};
 use crate::session::{Forwarded, Session};
 
@@ -158,7 +159,7 @@ impl Session {
                         }))
                     }
                     None => {
-                        validate_input(&app, &tool, grant.exposed_name, arguments)?;
+                        input::validate(&app.schemas, &tool, grant.exposed_name, arguments)?;
                         let question =
                             super::approval::question(grant.exposed_name, approval, arguments);
                         outcome.asked = true;
@@ -184,7 +185,7 @@ impl Session {
             req.span.gate("budget", "pass");
 
             // Input schema: no coercion, every violation listed.
-            validate_input(&app, &tool, grant.exposed_name, arguments)?;
+            input::validate(&app.schemas, &tool, grant.exposed_name, arguments)?;
             req.span.gate("schema", "pass");
 
             // Approval: an argument rule said `check`; ask the person: at a
@@ -398,40 +399,12 @@ impl Session {
     }
 }
 
-/// The call's arguments against the tool's input schema: no coercion,
-/// every violation listed.
-fn validate_input(
-    app: &crate::app::App,
-    tool: &mcp_warden_policy::ObservedTool,
-    exposed: &str,
-    arguments: &Value,
-) -> Result<(), Refusal> {
-    let Err(e) = app
-        .schemas
-        .validate_input(&tool.hash, &tool.definition, arguments)
-    else {
-        return Ok(());
-    };
-    let violations = match e {
-        SchemaError::Invalid(v) => v,
-        other => vec![mcp_warden_policy::Violation {
-            instance_path: String::new(),
-            keyword: "schema".into(),
-            message: other.to_string(),
-        }],
-    };
-    Err(Refusal::Policy(Denial::InvalidParams {
-        tool: exposed.to_string(),
-        violations,
-    }))
-}
-
 /// Tools that may have their own label value: the profile's, or any while
 /// the server lists a sane number of tools (it is not trusted to bound them).
 const MAX_IMPLICIT_TOOL_LABELS: usize = 256;
 
 fn metric_label<'a>(
-    policy: &super::policy::LivePolicy,
+    policy: &crate::gates::policy::LivePolicy,
     tool: Option<&'a str>,
     upstream_tools: usize,
 ) -> &'a str {

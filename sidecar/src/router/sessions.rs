@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use super::Session;
-use crate::app::App;
-use crate::pipeline::identity::Identity;
+use crate::auth::identity::Identity;
+use crate::session::channel::Channel;
+use crate::session::context::Context;
+use crate::session::Session;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -44,7 +45,7 @@ impl Sessions {
 
     /// Start a new (legacy) session with a fresh, unguessable id, if the
     /// facade and the caller (counted by `quota_key`) each have a slot left.
-    /// The server's era must be known (see `App::upstream_info`).
+    /// The server's era must be known (see `Context::upstream_info`).
     ///
     /// A caller at its share gets room by ending its own session that has
     /// been idle longest (clients often leave without DELETE; that one is
@@ -54,7 +55,8 @@ impl Sessions {
     /// abandoned session never locks its owner out.
     pub fn create(
         &self,
-        app: &Arc<App>,
+        app: &Arc<Context>,
+        hub: Option<&Arc<Channel>>,
         owner: Arc<Identity>,
         quota_key: String,
     ) -> Result<Arc<Session>, CreateError> {
@@ -83,14 +85,14 @@ impl Sessions {
         // A modern server serves every session from its one channel (the
         // facade makes the handshake); a legacy one gets a channel (a
         // process, an upstream session) per session.
-        let session = match app.hub.get() {
+        let session = match hub {
             Some(hub) => Session::on_channel(
                 app.clone(),
                 id.clone(),
                 owner,
                 quota_key,
                 hub.clone(),
-                super::channel::Era::Legacy,
+                crate::session::channel::Era::Legacy,
             ),
             None => Session::start(app.clone(), id.clone(), owner, quota_key),
         };
@@ -100,7 +102,7 @@ impl Sessions {
     }
 
     /// End a session and forget it.
-    pub fn remove(&self, app: &App, id: &str, reason: &str) -> bool {
+    pub fn remove(&self, app: &Context, id: &str, reason: &str) -> bool {
         let removed = self.map.write().unwrap().remove(id);
         app.metrics.sessions_active.set(self.len() as i64);
         match removed {
@@ -141,22 +143,23 @@ impl Sessions {
             .collect()
     }
 
-    /// Periodically end sessions idle past the limit, and forget closed ones.
-    pub async fn reap(app: Arc<App>) {
+    /// Periodically end sessions idle past the limit, and forget closed ones
+    /// (and the bridges and parked calls idle as long).
+    pub async fn reap(router: Arc<super::Router>, app: Arc<Context>) {
         let every = (app.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(30));
         loop {
             tokio::time::sleep(every).await;
-            app.reap_bridges();
+            router.reap_bridges(&app);
             app.sweep_parked();
-            let expired = app.sessions.matching(|s| {
+            let expired = router.sessions.matching(|s| {
                 s.is_closed()
                     || s.idle_for()
                         .is_some_and(|idle| idle > app.limits.idle_timeout)
             });
             for (id, _) in expired {
                 tracing::info!(session = %id, "ending idle session");
-                app.sessions.remove(
+                router.sessions.remove(
                     &app,
                     &id,
                     "the session was idle too long and has ended; start a new one",

@@ -15,52 +15,20 @@
 //! writer is woken once per batch, not per call); the facade flushes the
 //! queue before it exits.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod writer;
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::forward::Ended;
-use super::identity::Identity;
 use super::refusal::Refusal;
+use super::Ended;
 use super::Request;
+use crate::auth::identity::Identity;
 use crate::jsonrpc::RequestId;
 use crate::metrics::Metrics;
-use crate::session::Session;
-use crate::sinks::file::{RotatingFile, Rotation};
-use crate::sinks::http::HttpSink;
-
-/// Where audit lines go.
-#[derive(Clone, Debug)]
-pub enum AuditSink {
-    Stdout,
-    Stderr,
-    File(PathBuf),
-    Off,
-}
-
-impl std::str::FromStr for AuditSink {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "stdout" => AuditSink::Stdout,
-            "stderr" => AuditSink::Stderr,
-            "off" => AuditSink::Off,
-            other => match other.strip_prefix("file:") {
-                Some(path) if !path.is_empty() => AuditSink::File(PathBuf::from(path)),
-                _ => {
-                    return Err(format!(
-                        "audit sink must be stdout, stderr, off or file:PATH, not {other:?}"
-                    ))
-                }
-            },
-        })
-    }
-}
+pub use writer::{Audit, AuditConfig, AuditSink};
 
 /// The version of the record's format (`v`): a change that removes or
 /// retypes a field is a new version, with a new schema file.
@@ -167,164 +135,6 @@ impl Record<'_> {
     }
 }
 
-pub struct Audit {
-    tx: Option<SyncSender<ToWriter>>,
-    /// The HTTP store, when there is one.
-    http: Option<Arc<HttpSink>>,
-}
-
-/// Every audit destination, as the command line set it.
-#[derive(Clone, Debug)]
-pub struct AuditConfig {
-    pub sink: AuditSink,
-    /// How a `file:` sink is rotated.
-    pub rotation: Rotation,
-    pub http: Option<crate::sinks::http::Settings>,
-}
-
-enum ToWriter {
-    Line(Vec<u8>),
-    /// Write out everything queued so far, then say so.
-    Flush(mpsc::Sender<()>),
-}
-
-/// Lines queued before new ones are dropped.
-const QUEUE_DEPTH: usize = 4096;
-/// How long the writer lets lines gather after the first of a batch.
-const BATCH_WINDOW: Duration = Duration::from_millis(5);
-
-/// Where the writer thread writes.
-enum Out {
-    Stream(Box<dyn Write + Send>),
-    File(RotatingFile),
-}
-
-impl Out {
-    fn write_batch(&mut self, batch: &[u8]) -> std::io::Result<()> {
-        match self {
-            Out::Stream(w) => {
-                w.write_all(batch)?;
-                w.flush()
-            }
-            Out::File(f) => f.write_lines(batch),
-        }
-    }
-}
-
-impl Audit {
-    /// Start the writer thread for `config.sink` and, with an HTTP store,
-    /// its sending task (on the current runtime).
-    pub fn start(config: AuditConfig, metrics: &Metrics) -> std::io::Result<Audit> {
-        let http = config
-            .http
-            .map(|settings| HttpSink::start(settings, metrics.audit_http_meters()));
-        let out = match &config.sink {
-            AuditSink::Off => return Ok(Audit { tx: None, http }),
-            AuditSink::Stdout => Out::Stream(Box::new(std::io::stdout())),
-            AuditSink::Stderr => Out::Stream(Box::new(std::io::stderr())),
-            AuditSink::File(path) => Out::File(RotatingFile::open(path, config.rotation)?),
-        };
-        let dropped = metrics.audit_dropped("file");
-        let (tx, rx) = mpsc::sync_channel(QUEUE_DEPTH);
-        std::thread::Builder::new()
-            .name("audit-writer".into())
-            .spawn(move || write_lines(rx, out, dropped))?;
-        Ok(Audit { tx: Some(tx), http })
-    }
-
-    /// Whether audit lines go anywhere (when not, callers skip building them).
-    pub fn is_on(&self) -> bool {
-        self.tx.is_some() || self.http.is_some()
-    }
-
-    /// Queue a record; never waits.
-    pub fn write(&self, record: &Record<'_>, metrics: &Metrics) {
-        if !self.is_on() {
-            return;
-        }
-        let mut line = serde_json::to_vec(record).expect("audit records serialize");
-        line.push(b'\n');
-        if let Some(http) = &self.http {
-            http.push(if self.tx.is_some() {
-                line.clone()
-            } else {
-                std::mem::take(&mut line)
-            });
-        }
-        let Some(tx) = &self.tx else { return };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            tx.try_send(ToWriter::Line(line))
-        {
-            metrics.audit_dropped("queue").inc();
-        }
-    }
-
-    /// Wait (at most `timeout`) until every line queued so far is written:
-    /// the last thing the facade does before it exits.
-    pub fn flush(&self, timeout: Duration) {
-        let Some(tx) = &self.tx else { return };
-        let (done_tx, done_rx) = mpsc::channel();
-        if tx.send(ToWriter::Flush(done_tx)).is_ok() {
-            let _ = done_rx.recv_timeout(timeout);
-        }
-    }
-
-    /// Wait (at most `timeout`) for the HTTP store to take what is held.
-    pub async fn flush_http(&self, timeout: Duration) {
-        if let Some(http) = &self.http {
-            http.flush(timeout).await;
-            let left = http.pending();
-            if left > 0 {
-                tracing::warn!(
-                    records = left,
-                    "audit records not delivered to the HTTP store before exit"
-                );
-            }
-        }
-    }
-}
-
-fn write_lines(rx: mpsc::Receiver<ToWriter>, mut out: Out, dropped: prometheus::IntCounter) {
-    let mut batch = Vec::with_capacity(64 * 1024);
-    let mut flushed = Vec::new();
-    let mut failing = false;
-    // Blocks only while idle: a busy facade queues lines without waking anyone.
-    while let Ok(first) = rx.recv() {
-        let is_line = matches!(first, ToWriter::Line(_));
-        take(first, &mut batch, &mut flushed);
-        if is_line {
-            std::thread::sleep(BATCH_WINDOW);
-        }
-        while let Ok(msg) = rx.try_recv() {
-            take(msg, &mut batch, &mut flushed);
-        }
-        if !batch.is_empty() {
-            match out.write_batch(&batch) {
-                Ok(()) => failing = false,
-                Err(e) => {
-                    let lines = memchr::memchr_iter(b'\n', &batch).count();
-                    dropped.inc_by(lines as u64);
-                    if !failing {
-                        tracing::warn!(error = %e, lines, "audit records dropped: the audit sink cannot be written");
-                    }
-                    failing = true;
-                }
-            }
-            batch.clear();
-        }
-        for done in flushed.drain(..) {
-            let _ = done.send(());
-        }
-    }
-}
-
-fn take(msg: ToWriter, batch: &mut Vec<u8>, flushed: &mut Vec<mpsc::Sender<()>>) {
-    match msg {
-        ToWriter::Line(line) => batch.extend_from_slice(&line),
-        ToWriter::Flush(done) => flushed.push(done),
-    }
-}
-
 impl Audit {
     /// Write the record of an outbound connection the facade refused to
     /// make (the SSRF guard: an address it may not connect to, a redirect).
@@ -350,10 +160,21 @@ impl Audit {
     }
 }
 
+/// Where a session's audit lines go, and what they name the session by:
+/// all the audit needs of a session (a session hands it down with
+/// `Session::trail`).
+#[derive(Clone, Copy)]
+pub struct Trail<'a> {
+    pub audit: &'a Audit,
+    pub metrics: &'a Metrics,
+    /// The session's id (lines carry only its hash).
+    pub session: &'a str,
+}
+
 /// The audit line of a request refused before its step ran (unknown
 /// method, no role, unreadable params).
 pub fn denied(
-    session: &Session,
+    trail: Trail<'_>,
     id: &RequestId,
     method: &str,
     caller: &Identity,
@@ -361,11 +182,10 @@ pub fn denied(
     started: std::time::Instant,
     span: &crate::spans::RequestSpan,
 ) {
-    let app = &session.app;
-    if !app.audit.is_on() {
+    if !trail.audit.is_on() {
         return;
     }
-    let hashed = hash_session(&session.id);
+    let hashed = hash_session(trail.session);
     let record = Record {
         time: now_rfc3339(),
         event: "request_denied",
@@ -382,15 +202,14 @@ pub fn denied(
         ..Default::default()
     }
     .traced(span);
-    app.audit.write(&record, &app.metrics);
+    trail.audit.write(&record, trail.metrics);
 }
 
 /// The audit line of a resource read or (un)subscribe, a prompt get or a
 /// completion: what it named as a hash (the URI), or by name (the prompt),
 /// the decision, the size of the answer; never its content.
-pub fn request(session: &Session, req: &Request, event: &'static str, ended: &Ended) {
-    let app = &session.app;
-    if !app.audit.is_on() {
+pub fn request(trail: Trail<'_>, req: &Request, event: &'static str, ended: &Ended) {
+    if !trail.audit.is_on() {
         return;
     }
     let params = req.params();
@@ -404,7 +223,7 @@ pub fn request(session: &Session, req: &Request, event: &'static str, ended: &En
         .or_else(|| params.pointer("/ref/name"))
         .and_then(serde_json::Value::as_str)
         .map(bounded);
-    let hashed = hash_session(&session.id);
+    let hashed = hash_session(trail.session);
     let (decision, code, reason) = match ended {
         Ended::Refused(r) => ("deny", Some(r.code()), Some(r.reason())),
         _ => ("allow", None, None),
@@ -435,7 +254,7 @@ pub fn request(session: &Session, req: &Request, event: &'static str, ended: &En
         ..Default::default()
     }
     .traced(&req.span);
-    app.audit.write(&record, &app.metrics);
+    trail.audit.write(&record, trail.metrics);
 }
 
 /// A caller-chosen name, bounded so an audit line stays small.
@@ -490,6 +309,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::file::Rotation;
+    use std::time::Duration;
 
     fn config(sink: AuditSink) -> AuditConfig {
         AuditConfig {

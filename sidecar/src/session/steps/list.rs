@@ -18,9 +18,9 @@ use mcp_warden_policy::{clean_schema, Decision};
 use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::{json, Value};
 
-use super::output;
-use super::registry::ObservedTool;
-use super::Request;
+use crate::gates::output;
+use crate::gates::registry::ObservedTool;
+use crate::gates::Request;
 use crate::jsonrpc::{self, Members, ParamsEdit};
 use crate::session::{Forwarded, Session};
 

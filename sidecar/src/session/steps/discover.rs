@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::Request;
 use crate::era;
+use crate::gates::Request;
 use crate::jsonrpc;
 use crate::session::Session;
 

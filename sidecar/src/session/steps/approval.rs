@@ -23,10 +23,10 @@ use mcp_warden_crds::ApprovalChannel;
 use mcp_warden_policy::{Approval, Denial};
 use serde_json::{json, Value};
 
-use super::audit;
-use super::identity::Identity;
-use super::refusal::Refusal;
 use crate::approvals::{OpenError, PendingCall};
+use crate::auth::identity::Identity;
+use crate::gates::audit;
+use crate::gates::refusal::Refusal;
 use crate::session::Session;
 
 /// Longest wait for a person's answer to an elicitation.

@@ -59,7 +59,7 @@ pub enum Refusal {
     #[error("Authentication required: {hint}")]
     Auth { hint: &'static str },
     /// A method the facade does not serve (not in the method table).
-    #[error("Method not found: `{}` is not served through this facade", crate::pipeline::audit::bounded(.method))]
+    #[error("Method not found: `{}` is not served through this facade", crate::gates::audit::bounded(.method))]
     MethodNotAllowed { method: String },
     /// Params a strict reader refuses: a key given twice, or unreadable.
     #[error("Invalid params: {detail}")]
@@ -269,6 +269,18 @@ impl Refusal {
             _ => {}
         }
         jsonrpc::error_response(id, self.code(), &self.to_string(), Some(data))
+    }
+}
+
+impl crate::spans::Refused for Refusal {
+    fn gate(&self) -> &'static str {
+        Refusal::gate(self)
+    }
+    fn code(&self) -> i64 {
+        Refusal::code(self)
+    }
+    fn reason(&self) -> &'static str {
+        Refusal::reason(self)
     }
 }
 

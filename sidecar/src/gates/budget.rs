@@ -24,7 +24,7 @@ impl GlobalCalls {
 }
 
 /// One session's budget state (a modern caller's: one per caller, see
-/// `App::budget_for`).
+/// `Context::budget_for`).
 pub struct SessionBudget {
     started: Instant,
     /// When a call was last admitted (an idle caller's budget is forgotten).

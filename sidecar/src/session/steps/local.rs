@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Request;
+use crate::gates::Request;
 use crate::jsonrpc;
 use crate::session::Session;
 

@@ -1,7 +1,9 @@
-//! The policy pipeline: the step that answers each client request.
+//! The steps: what a session does with each client request it has taken
+//! in, composed from the gates below ([`crate::gates`]) and the session's
+//! own forwarding.
 //!
 //! The session takes a request (registered, its method looked up in
-//! [`methods`], read strictly, the role gate passed) and hands it here with
+//! [`crate::gates::methods`], read strictly, the role gate passed) and hands it here with
 //! the step the method table names. [`run`] is the one place a step is
 //! chosen:
 //! - `initialize` → [`handshake`]: capabilities cut to what the facade serves;
@@ -20,65 +22,24 @@
 //!
 //! Every step sends through [`Session::forward`] (the facade's own ids) and
 //! answers through [`Session::answer_call`], exactly once. Refusals become
-//! JSON-RPC errors only in [`refusal`]; the answers of the server pass
-//! [`output`] (redaction, size caps) on every path.
+//! JSON-RPC errors only in [`crate::gates::refusal`]; the answers of the server pass
+//! [`crate::gates::output`] (redaction, size caps) on every path.
 
 pub mod approval;
-pub mod audit;
-pub mod budget;
 pub mod call;
 pub mod catalog;
 pub mod discover;
 pub mod forward;
 pub mod handshake;
-pub mod identity;
 pub mod list;
 pub mod local;
-pub mod methods;
-pub mod output;
-pub mod policy;
-pub mod refusal;
-pub mod registry;
 pub mod subscriptions;
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use serde_json::Value;
-
-use crate::jsonrpc::{Message, RequestId};
+use crate::gates::methods::Step;
+use crate::gates::Request;
 use crate::session::Session;
-use identity::Identity;
-use methods::Step;
-use policy::LivePolicy;
-
-/// A client request as the session hands it to its step.
-pub struct Request {
-    /// The client's id (canonical).
-    pub id: RequestId,
-    pub msg: Message,
-    /// The whole request, read strictly (no duplicate keys).
-    pub value: Value,
-    /// The stream its answer goes on.
-    pub stream: u64,
-    pub caller: Arc<Identity>,
-    /// The caller's role under `policy` (checked by the role gate).
-    pub role: Option<mcp_warden_crds::Role>,
-    /// The policy this request is judged by, start to end.
-    pub policy: Arc<LivePolicy>,
-    pub started: Instant,
-    /// Its span (a no-op when tracing is off): gates add events, the step
-    /// the outcome; it ends when the request is dropped.
-    pub span: crate::spans::RequestSpan,
-}
-
-impl Request {
-    /// `params`, or an empty object.
-    pub fn params(&self) -> &Value {
-        static EMPTY: Value = Value::Null;
-        self.value.get("params").unwrap_or(&EMPTY)
-    }
-}
 
 /// Run `step` for `req`; it answers the request exactly once.
 pub async fn run(session: Arc<Session>, step: Step, req: Request) {
