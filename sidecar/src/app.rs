@@ -208,6 +208,11 @@ pub struct App {
     pub upstream_known: tokio::sync::Notify,
     /// A modern server's one channel, shared by every caller.
     pub hub: OnceLock<Arc<Channel>>,
+    /// Whether a modern server opens legacy sessions too, asked when the
+    /// first legacy client comes (`probe::legacy_sessions`): then legacy
+    /// clients get sessions of their own there, as on a legacy server, so
+    /// the server's requests (sampling, elicitation) reach them.
+    pub legacy_too: tokio::sync::OnceCell<bool>,
     /// A legacy server's channels for modern clients, one per caller (the
     /// facade made their handshake), by quota key.
     pub bridges: Mutex<HashMap<String, Bridge>>,
@@ -413,6 +418,7 @@ impl App {
             upstream: OnceLock::new(),
             upstream_known: tokio::sync::Notify::new(),
             hub: OnceLock::new(),
+            legacy_too: tokio::sync::OnceCell::new(),
             bridges: Mutex::new(HashMap::new()),
             budgets: Mutex::new(HashMap::new()),
             state_seal: session_ids.state_seal().with_lifetime(state_ttl),

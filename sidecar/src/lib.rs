@@ -14,6 +14,7 @@
 //! - [`net`]: outbound HTTP(S) connections (TLS, DNS, the SSRF guard, proxy);
 //! - [`credentials`]: what the facade presents upstream for each caller;
 //! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
+//! - [`json_stream`]: a body of JSON texts one after another (streamed listens);
 //! - [`admin`], [`metrics`]: health, readiness, Prometheus metrics, `/tools`;
 //! - [`sinks`]: where audit records go (a rotated file, an HTTP store);
 //! - [`spans`]: OpenTelemetry spans of policed requests (off by default);
@@ -33,6 +34,7 @@ pub mod credentials;
 pub mod downstream;
 pub mod era;
 pub mod framing;
+pub mod json_stream;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod net;

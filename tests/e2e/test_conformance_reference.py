@@ -80,7 +80,26 @@ def direct_results(reference) -> dict[str, dict]:
     return {label: run(reference) for label, run in SUITES.items()}
 
 
-TABLE: list[str] = []
+# Checks a scenario may only *warn* about through the facade, because they
+# mutate the server with diagnostic tools the server does not list and the
+# facade, by policy, refuses a tool it has not seen listed. Each is a SHOULD
+# (a WARNING, never a FAILURE); test_a_listen_stream_written_as_ndjson_…
+# shows the same list change relayed when the server makes it.
+UNLISTED_TRIGGER_CHECKS = {
+    "server-stateless": {
+        "sep-2575-server-sends-tools-list-changed-on-subscription",
+        "sep-2575-server-sends-prompts-list-changed-on-subscription",
+    },
+}
+
+
+def _passes(name: str, result: dict | None) -> bool:
+    if result is None or result["status"] == "fail":
+        return False
+    if result["status"] == "pass":
+        return True
+    warned = {c.get("id") for c in result["checks"] if c.get("status") == "WARNING"}
+    return bool(warned) and warned <= UNLISTED_TRIGGER_CHECKS.get(name, set())
 
 
 def _table(label: str, direct: dict, facade: dict) -> str:
@@ -101,7 +120,7 @@ def test_every_scenario_that_passes_directly_passes_through_the_facade(label, di
     facade = SUITES[label](through.url)
     table = _table(label, direct, facade)
     print("\n" + table)
-    lost = [n for n, d in direct.items() if d["status"] == "pass" and (facade.get(n) or {}).get("status") != "pass"]
+    lost = [n for n, d in direct.items() if d["status"] == "pass" and not _passes(n, facade.get(n))]
     detail = "\n".join(f"{n}: {(facade.get(n) or {'problems': ['not run']})['problems']}" for n in lost)
     assert not lost, f"{len(lost)} of {label}'s scenarios pass directly but not through the facade:\n{detail}\n{table}"
 
@@ -133,26 +152,28 @@ def test_resource_subscriptions_of_a_legacy_client_on_a_modern_link_are_answered
     assert took < 10, f"subscribe + unsubscribe took {took:.1f} s"
 
 
-def _frames(resp: httpx.Response, want: int, deadline: float) -> list[dict]:
-    """Read JSON-RPC messages off a streaming response, SSE or NDJSON, until
-    `want` arrived or the deadline passed."""
-    sse = resp.headers.get("content-type", "").startswith("text/event-stream")
-    out: list[dict] = []
-    buf = ""
-    for chunk in resp.iter_text():
-        buf += chunk
-        if sse:
-            *events, buf = buf.replace("\r\n", "\n").split("\n\n")
-            for event in events:
-                data = "\n".join(l[5:].lstrip(" ") for l in event.split("\n") if l.startswith("data:"))
-                if data.strip():
-                    out.append(json.loads(data))
-        else:
-            *lines, buf = buf.split("\n")
-            out += [json.loads(l) for l in lines if l.strip()]
-        if len(out) >= want or time.monotonic() > deadline:
-            break
-    return out
+class _Frames:
+    """JSON-RPC messages read off one streaming response, SSE or NDJSON."""
+
+    def __init__(self, resp: httpx.Response):
+        self.sse = resp.headers.get("content-type", "").startswith("text/event-stream")
+        self.chunks = resp.iter_text()
+        self.buf = ""
+        self.ready: list[dict] = []
+
+    def next(self) -> dict:
+        while not self.ready:
+            self.buf += next(self.chunks)  # httpx's read timeout bounds the wait
+            if self.sse:
+                *events, self.buf = self.buf.replace("\r\n", "\n").split("\n\n")
+                for event in events:
+                    data = "\n".join(l[5:].lstrip(" ") for l in event.split("\n") if l.startswith("data:"))
+                    if data.strip():
+                        self.ready.append(json.loads(data))
+            else:
+                *lines, self.buf = self.buf.split("\n")
+                self.ready += [json.loads(l) for l in lines if l.strip()]
+        return self.ready.pop(0)
 
 
 def _modern_post(http: httpx.Client, url: str, rid: int, method: str, params: dict) -> httpx.Request:
@@ -164,22 +185,25 @@ def _modern_post(http: httpx.Client, url: str, rid: int, method: str, params: di
     return http.build_request("POST", url, content=json.dumps(body), headers=headers)
 
 
-def test_a_listen_stream_written_as_ndjson_is_relayed_frame_by_frame(through):
+def test_a_listen_stream_written_as_ndjson_is_relayed_frame_by_frame(reference, through):
     """The reference server answers `subscriptions/listen` with one JSON
     message per line under `application/json`: the acknowledgement first,
-    then each list change while the stream is open."""
+    then each list change while the stream is open. The change is made on
+    the server directly (its trigger tool is not one it lists, so the
+    facade, rightly, does not let a client call it)."""
     with httpx.Client(timeout=httpx.Timeout(15, read=10)) as http:
         listen = http.send(_modern_post(http, through.url, 41, "subscriptions/listen",
                                         {"notifications": {"toolsListChanged": True}}), stream=True)
         try:
             assert listen.status_code == 200, listen.read()
-            (ack,) = _frames(listen, 1, time.monotonic() + 10)
+            frames = _Frames(listen)
+            ack = frames.next()
             assert ack["method"] == "notifications/subscriptions/acknowledged", ack
             assert ack["params"]["notifications"] == {"toolsListChanged": True}, ack
-            trigger = http.send(_modern_post(http, through.url, 42, "tools/call",
+            trigger = http.send(_modern_post(http, reference, 42, "tools/call",
                                              {"name": "test_trigger_tool_change", "arguments": {}}))
             assert trigger.status_code == 200, trigger.text
-            (change,) = _frames(listen, 1, time.monotonic() + 10)
+            change = frames.next()
             assert change["method"] == "notifications/tools/list_changed", change
         finally:
             listen.close()

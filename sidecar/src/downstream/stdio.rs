@@ -166,6 +166,7 @@ async fn open(
         app.upstream_info()
             .await
             .ok_or("the MCP server has not answered yet; retry shortly")?;
+        crate::probe::legacy_sessions(app).await;
         app.sessions
             .create(app, owner.clone(), owner.quota_key(None))
             .map_err(|e| e.to_string())?

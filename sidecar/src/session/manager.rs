@@ -51,7 +51,9 @@ impl Sessions {
     /// answered 404 if it comes back, and re-initializes). Only when every
     /// one of its sessions is busy (a call in flight, a stream open) is it
     /// refused: so one caller never holds more than its share, and an
-    /// abandoned session never locks its owner out.
+    /// abandoned session never locks its owner out. Whether a modern
+    /// server serves the session on a channel of its own is settled before
+    /// (`probe::legacy_sessions`).
     pub fn create(
         &self,
         app: &Arc<App>,
@@ -81,9 +83,11 @@ impl Sessions {
         }
         let id: Arc<str> = app.session_ids.mint().into();
         // A modern server serves every session from its one channel (the
-        // facade makes the handshake); a legacy one gets a channel (a
-        // process, an upstream session) per session.
-        let session = match app.hub.get() {
+        // facade makes the handshake); a legacy one — or a modern one that
+        // opens legacy sessions too — gets a channel (a process, an upstream
+        // session) per session.
+        let legacy_too = app.legacy_too.get().copied().unwrap_or(false);
+        let session = match app.hub.get().filter(|_| !legacy_too) {
             Some(hub) => Session::on_channel(
                 app.clone(),
                 id.clone(),

@@ -14,6 +14,11 @@
 //! paces. Dropping the link cancels everything and DELETEs the upstream
 //! session.
 //!
+//! Some servers write an `application/json` answer as several JSON texts
+//! ([`JsonStream`]): notifications, then the result. Such a body is relayed
+//! message by message like an SSE answer; a `subscriptions/listen` is read
+//! as it comes, since it never ends while the subscription lives.
+//!
 //! A modern server (2026-07-28, [`LinkMode::modern`]) has no session and no
 //! GET stream: every POST carries `MCP-Protocol-Version`, `Mcp-Method`,
 //! `Mcp-Name` and the tool's `Mcp-Param-*` headers, taken from the body the
@@ -41,6 +46,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
+use crate::json_stream::JsonStream;
 use crate::jsonrpc::{Kind, Message, RequestId};
 use crate::net::pool::{Exchange, Pool};
 use crate::net::{EgressRefusal, Endpoint};
@@ -467,6 +473,18 @@ async fn post_message(
         ));
         return Ok(None);
     }
+    if msg.method() == "subscriptions/listen" && status.is_success() {
+        // A subscription written as JSON texts, one after another, for as
+        // long as it lives: read it as it comes, never to its end.
+        conn.detach();
+        tokio::spawn(read_json_stream(
+            state.clone(),
+            msg,
+            resp.into_body(),
+            in_flight,
+        ));
+        return Ok(None);
+    }
     let body = match conn
         .drive(Limited::new(resp.into_body(), state.max).collect())
         .await
@@ -491,6 +509,7 @@ async fn post_message(
             }
             Ok(Some(answer))
         }
+        _ if relay_json_texts(state, &msg, &body).await => Ok(None),
         _ => {
             let mut snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
             if let Some(c) = credential {
@@ -504,6 +523,35 @@ async fn post_message(
             .await
         }
     }
+}
+
+/// A JSON body of several texts, one after another (notifications, then
+/// the answer), delivered as an SSE answer would be: each in order, related
+/// to the request. `false` (nothing delivered) unless it holds the answer.
+async fn relay_json_texts(state: &State, msg: &Message, body: &Bytes) -> bool {
+    let Ok(texts) = JsonStream::new(state.max).feed(body) else {
+        return false;
+    };
+    let parsed: Vec<(Bytes, Option<Message>)> = texts
+        .into_iter()
+        .map(|bytes| (bytes.clone(), Message::parse(bytes).ok()))
+        .collect();
+    let answered = parsed.iter().any(|(_, m)| {
+        m.as_ref()
+            .is_some_and(|m| m.kind == Kind::Response && m.id == msg.id)
+    });
+    if !answered || parsed.len() < 2 {
+        return false;
+    }
+    for (bytes, _) in parsed {
+        state
+            .report(LinkEvent::Message {
+                bytes,
+                related: msg.id.clone(),
+            })
+            .await;
+    }
+    true
 }
 
 /// A message the server did not take: requests fail with `reason`; anything
@@ -619,6 +667,32 @@ async fn read_post_stream(
         .await
 }
 
+/// Read a POST's answer written as a stream of JSON texts (see
+/// [`JsonStream`]) until the response arrives or the server ends it.
+async fn read_json_stream(
+    state: Arc<State>,
+    msg: Message,
+    body: Incoming,
+    in_flight: Option<InFlight>,
+) {
+    let cancel = in_flight
+        .as_ref()
+        .map_or_else(|| state.cancel.clone(), |f| f.token.clone());
+    let mut texts = JsonStream::new(state.max);
+    match pump(&state, &mut texts, body, msg.id.clone(), false, &cancel).await {
+        Pumped::Answered | Pumped::Cancelled => {}
+        Pumped::Failed(reason) => state.fail(&msg, reason).await,
+        Pumped::Ended => {
+            state
+                .fail(
+                    &msg,
+                    "the upstream ended the stream before answering".into(),
+                )
+                .await
+        }
+    }
+}
+
 enum Pumped {
     Answered,
     Ended,
@@ -626,9 +700,31 @@ enum Pumped {
     Failed(String),
 }
 
+/// What splits a streamed body into messages: SSE events or JSON texts.
+trait Frames {
+    fn frames(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, String>;
+}
+
+impl Frames for sse::Parser {
+    fn frames(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, String> {
+        let events = self.feed(chunk).map_err(|e| e.to_string())?;
+        Ok(events
+            .into_iter()
+            .filter(|ev| !ev.data.is_empty())
+            .map(|ev| Bytes::from(ev.data))
+            .collect())
+    }
+}
+
+impl Frames for JsonStream {
+    fn frames(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, String> {
+        self.feed(chunk).map_err(|e| e.to_string())
+    }
+}
+
 async fn pump(
     state: &State,
-    parser: &mut sse::Parser,
+    parser: &mut impl Frames,
     mut body: Incoming,
     related: Option<RequestId>,
     is_initialize: bool,
@@ -647,16 +743,12 @@ async fn pump(
                 Err(_) => continue,
             },
         };
-        let events = match parser.feed(&chunk) {
-            Ok(events) => events,
-            Err(e) => return Pumped::Failed(e.to_string()),
+        let messages = match parser.frames(&chunk) {
+            Ok(messages) => messages,
+            Err(e) => return Pumped::Failed(e),
         };
         let mut answered = false;
-        for ev in events {
-            if ev.data.is_empty() {
-                continue;
-            }
-            let bytes = Bytes::from(ev.data);
+        for bytes in messages {
             if related.is_some() {
                 if let Ok(m) = Message::parse(bytes.clone()) {
                     if m.kind == Kind::Response && m.id == related {

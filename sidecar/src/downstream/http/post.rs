@@ -202,6 +202,7 @@ async fn single(
                     "the MCP server has not answered yet; retry shortly",
                 );
             }
+            crate::probe::legacy_sessions(&app).await;
             match app
                 .sessions
                 .create(&app, caller.clone(), caller.quota_key(peer))
