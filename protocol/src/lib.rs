@@ -9,11 +9,13 @@
 //! - [`request_state`]: the signed `requestState` of modern retries;
 //! - [`framing`]: the one place a message becomes a line (and back);
 //! - [`sse`]: the Server-Sent Events codec both HTTP sides use;
+//! - [`json_stream`]: a body of JSON texts one after another (streamed answers);
 //! - [`strict_json`]: reading JSON that refuses duplicate keys.
 #![forbid(unsafe_code)]
 
 pub mod era;
 pub mod framing;
+pub mod json_stream;
 pub mod jsonrpc;
 pub mod request_state;
 pub mod sse;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::auth::identity::Identity;
 use crate::router::sessions::CreateError;
-use crate::router::{ChannelError, Router};
+use crate::router::{probe, ChannelError, Router};
 use crate::session::channel::Channel;
 use crate::session::context::Context;
 use crate::session::Session;
@@ -85,12 +85,15 @@ impl App {
     }
 
     /// Start a legacy client's session, on the route the router gives it.
-    pub fn create_session(
+    pub async fn create_session(
         &self,
         owner: Arc<Identity>,
         quota_key: String,
     ) -> Result<Arc<Session>, CreateError> {
-        let hub = self.router.hub.get();
+        // A modern server serves legacy sessions from its one channel (the
+        // facade makes the handshake) unless it opens legacy sessions too.
+        let own_channel = probe::legacy_sessions(&self.ctx, &self.router).await;
+        let hub = self.router.hub.get().filter(|_| !own_channel);
         self.router
             .sessions
             .create(&self.ctx, hub, owner, quota_key)

@@ -27,7 +27,8 @@
 //!  transports  upstream · net · tls · sinks · spans · bridge
 //!   │            bytes in and out: server links, outbound HTTP(S), audit
 //!   │            sinks, trace spans, the in-pod stdio bridge
-//!  protocol    jsonrpc · era · framing · sse · strict_json · request_state
+//!  protocol    jsonrpc · era · framing · sse · json_stream · strict_json ·
+//!              request_state
 //!                (crate mcp-warden-protocol) what an MCP message is
 //! ```
 //!
@@ -56,7 +57,9 @@
 //!   with labels from a bounded enum.
 #![forbid(unsafe_code)]
 
-pub use mcp_warden_protocol::{era, framing, jsonrpc, request_state, sse, strict_json};
+pub use mcp_warden_protocol::{
+    era, framing, json_stream, jsonrpc, request_state, sse, strict_json,
+};
 
 pub mod admin;
 pub mod app;
@@ -89,6 +92,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "era",
             "framing",
             "sse",
+            "json_stream",
             "strict_json",
             "request_state",
         ],

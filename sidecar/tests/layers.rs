@@ -249,9 +249,13 @@ fn declared_modules() -> BTreeSet<String> {
         {
             out.insert(name.trim_end_matches(';').to_string());
         }
-        if let Some(tree) = line.strip_prefix("pub use mcp_warden_protocol::") {
-            out.extend(heads(tree.trim_end_matches(';')));
-        }
+    }
+    // The re-export of the protocol crate's modules, however rustfmt wraps it.
+    let code: String = lib.lines().map(code_of).collect::<Vec<_>>().join(" ");
+    if let Some(at) = code.find("pub use mcp_warden_protocol::") {
+        let tree = &code[at + "pub use mcp_warden_protocol::".len()..];
+        let tree = &tree[..tree.find(';').expect("the use statement ends")];
+        out.extend(heads(tree));
     }
     out
 }

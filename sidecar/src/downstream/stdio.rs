@@ -171,6 +171,7 @@ async fn open(
             .await
             .ok_or("the MCP server has not answered yet; retry shortly")?;
         app.create_session(owner.clone(), owner.quota_key(None))
+            .await
             .map_err(|e| e.to_string())?
     };
     // The standalone stream is open-ended: every answer and server message

@@ -44,6 +44,11 @@ pub struct Router {
     pub sessions: Sessions,
     /// A modern server's one channel, shared by every caller.
     pub hub: OnceLock<Arc<Channel>>,
+    /// Whether a modern server opens legacy sessions too, asked when the
+    /// first legacy client comes ([`probe::legacy_sessions`]): then legacy
+    /// clients get sessions of their own there, as on a legacy server, so
+    /// the server's requests to the client (sampling, elicitation) reach it.
+    pub legacy_too: tokio::sync::OnceCell<bool>,
     /// A legacy server's channels for modern clients, one per caller (the
     /// facade made their handshake), by quota key.
     pub bridges: Mutex<HashMap<String, Bridge>>,

@@ -10,6 +10,10 @@
 //! makes it legacy, and the probe's `initialize` gives its capabilities (a
 //! process gets both at once: a legacy server may ignore requests before
 //! its handshake, and waiting on that silence would delay every start).
+//! When the first legacy client comes, a modern HTTP server is also asked
+//! `initialize` on a link of its own ([`legacy_sessions`]): one that opens
+//! legacy sessions too serves legacy clients on sessions of their own (its
+//! requests to the client need one), modern clients on the hub.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +31,9 @@ use crate::upstream::{self, Link, LinkEvent, LinkMode};
 /// answered `initialize` (a dual-era server answers both, in order; a
 /// legacy one may ignore requests before its handshake).
 const DISCOVER_GRACE: Duration = Duration::from_secs(1);
+/// How long a modern HTTP server may take to say whether it opens legacy
+/// sessions too.
+const LEGACY_TOO_WAIT: Duration = Duration::from_secs(5);
 /// How long the server may take to answer at all.
 const ANSWER_WAIT: Duration = Duration::from_secs(60);
 
@@ -95,6 +102,41 @@ async fn probe(app: &Context) -> Result<UpstreamInfo, String> {
             both(&link, &mut events).await
         }
     }
+}
+
+/// Whether legacy clients get sessions of their own on the server: always
+/// on a legacy server; on a modern HTTP server found by `auto`, if it opens
+/// legacy sessions too. Asked once, when the first legacy client comes, so
+/// a server only modern clients use never sees an `initialize`.
+pub async fn legacy_sessions(app: &Context, router: &super::Router) -> bool {
+    let Some(info) = app.upstream.get() else {
+        return false;
+    };
+    if info.era == Era::Legacy {
+        return true;
+    }
+    let asks = app.limits.upstream_era == EraChoice::Auto
+        && matches!(app.target, upstream::UpstreamTarget::Http(_));
+    *router
+        .legacy_too
+        .get_or_init(|| async { asks && opens_legacy_sessions(app).await })
+        .await
+}
+
+/// Whether a modern HTTP server opens legacy sessions too: a legacy
+/// `initialize` on a link of its own, ended at once (a modern-only server
+/// refuses it straight away; silence counts as no).
+async fn opens_legacy_sessions(app: &Context) -> bool {
+    let Ok((link, mut events)) = connect(app, &LinkMode::default()).await else {
+        return false;
+    };
+    let opened = tokio::time::timeout(LEGACY_TOO_WAIT, initialize(&link, &mut events))
+        .await
+        .is_ok_and(|answer| answer.is_ok());
+    if opened {
+        tracing::info!("the MCP server also opens legacy sessions; legacy clients get their own");
+    }
+    opened
 }
 
 async fn connect(

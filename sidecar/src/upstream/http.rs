@@ -14,6 +14,11 @@
 //! paces. Dropping the link cancels everything and DELETEs the upstream
 //! session.
 //!
+//! Some servers write an `application/json` answer as several JSON texts
+//! ([`JsonStream`]): notifications, then the result. Such a body is relayed
+//! message by message like an SSE answer; a `subscriptions/listen` is read
+//! as it comes, since it never ends while the subscription lives.
+//!
 //! A modern server (2026-07-28, [`LinkMode::modern`]) has no session and no
 //! GET stream: every POST carries `MCP-Protocol-Version`, `Mcp-Method`,
 //! `Mcp-Name` and the tool's `Mcp-Param-*` headers, taken from the body the
@@ -43,11 +48,12 @@ use tokio_util::sync::CancellationToken;
 mod streams;
 
 use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
+use crate::json_stream::JsonStream;
 use crate::jsonrpc::{Kind, Message, RequestId};
 use crate::net::pool::{Exchange, Pool};
 use crate::net::{EgressRefusal, Endpoint};
 use crate::sse;
-use streams::{get_stream, read_post_stream};
+use streams::{get_stream, read_json_stream, read_post_stream};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -470,6 +476,18 @@ async fn post_message(
         ));
         return Ok(None);
     }
+    if msg.method() == "subscriptions/listen" && status.is_success() {
+        // A subscription written as JSON texts, one after another, for as
+        // long as it lives: read it as it comes, never to its end.
+        conn.detach();
+        tokio::spawn(read_json_stream(
+            state.clone(),
+            msg,
+            resp.into_body(),
+            in_flight,
+        ));
+        return Ok(None);
+    }
     let body = match conn
         .drive(Limited::new(resp.into_body(), state.max).collect())
         .await
@@ -494,6 +512,7 @@ async fn post_message(
             }
             Ok(Some(answer))
         }
+        _ if relay_json_texts(state, &msg, &body).await => Ok(None),
         _ => {
             let mut snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
             if let Some(c) = credential {
@@ -507,6 +526,30 @@ async fn post_message(
             .await
         }
     }
+}
+
+/// A JSON body of several texts, one after another (notifications, then
+/// the answer), delivered as an SSE answer would be: each in order, related
+/// to the request. `false` (nothing delivered) unless it holds the answer.
+async fn relay_json_texts(state: &State, msg: &Message, body: &Bytes) -> bool {
+    let Ok(texts) = JsonStream::new(state.max).feed(body) else {
+        return false;
+    };
+    let answered = texts.iter().any(|bytes| {
+        Message::parse(bytes.clone()).is_ok_and(|m| m.kind == Kind::Response && m.id == msg.id)
+    });
+    if !answered || texts.len() < 2 {
+        return false;
+    }
+    for bytes in texts {
+        state
+            .report(LinkEvent::Message {
+                bytes,
+                related: msg.id.clone(),
+            })
+            .await;
+    }
+    true
 }
 
 /// A message the server did not take: requests fail with `reason`; anything

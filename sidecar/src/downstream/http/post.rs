@@ -202,7 +202,10 @@ async fn single(
                     "the MCP server has not answered yet; retry shortly",
                 );
             }
-            match app.create_session(caller.clone(), caller.quota_key(peer)) {
+            match app
+                .create_session(caller.clone(), caller.quota_key(peer))
+                .await
+            {
                 Ok(session) => (session, true),
                 Err(e @ CreateError::TooManyForCaller(_)) => {
                     return reject(

@@ -47,9 +47,7 @@ pub async fn run(session: &Arc<Session>, step: Step, req: Request) {
     if session.legacy_on_modern()
         && matches!(method, "resources/subscribe" | "resources/unsubscribe")
     {
-        session
-            .legacy_subscribe(text("uri"), method == "resources/subscribe")
-            .await;
+        session.legacy_subscribe(text("uri"), method == "resources/subscribe");
         session.answer_call(&req.id, crate::jsonrpc::result_response(&req.id, "{}"));
         let ended = Ended::Answered {
             filtered: Default::default(),

@@ -1,4 +1,5 @@
-//! The server's SSE streams on an HTTP link: a POST's answer stream (its
+//! The server's streams on an HTTP link: a POST's answer stream, SSE or a
+//! sequence of JSON texts (its
 //! events reported with the request's id; resumed with GET and
 //! `Last-Event-ID` when the server closes it before answering) and, for a
 //! legacy server, the standalone GET stream of messages that belong to no
@@ -96,6 +97,32 @@ pub(super) async fn read_post_stream(
         .await
 }
 
+/// Read a POST's answer written as a stream of JSON texts (see
+/// [`JsonStream`]) until the response arrives or the server ends it.
+pub(super) async fn read_json_stream(
+    state: Arc<State>,
+    msg: Message,
+    body: Incoming,
+    in_flight: Option<InFlight>,
+) {
+    let cancel = in_flight
+        .as_ref()
+        .map_or_else(|| state.cancel.clone(), |f| f.token.clone());
+    let mut texts = JsonStream::new(state.max);
+    match pump(&state, &mut texts, body, msg.id.clone(), false, &cancel).await {
+        Pumped::Answered | Pumped::Cancelled => {}
+        Pumped::Failed(reason) => state.fail(&msg, reason).await,
+        Pumped::Ended => {
+            state
+                .fail(
+                    &msg,
+                    "the upstream ended the stream before answering".into(),
+                )
+                .await
+        }
+    }
+}
+
 enum Pumped {
     Answered,
     Ended,
@@ -103,9 +130,31 @@ enum Pumped {
     Failed(String),
 }
 
+/// What splits a streamed body into messages: SSE events or JSON texts.
+trait Frames {
+    fn frames(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, String>;
+}
+
+impl Frames for sse::Parser {
+    fn frames(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, String> {
+        let events = self.feed(chunk).map_err(|e| e.to_string())?;
+        Ok(events
+            .into_iter()
+            .filter(|ev| !ev.data.is_empty())
+            .map(|ev| Bytes::from(ev.data))
+            .collect())
+    }
+}
+
+impl Frames for JsonStream {
+    fn frames(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, String> {
+        self.feed(chunk).map_err(|e| e.to_string())
+    }
+}
+
 async fn pump(
     state: &State,
-    parser: &mut sse::Parser,
+    parser: &mut impl Frames,
     mut body: Incoming,
     related: Option<RequestId>,
     is_initialize: bool,
@@ -124,16 +173,12 @@ async fn pump(
                 Err(_) => continue,
             },
         };
-        let events = match parser.feed(&chunk) {
-            Ok(events) => events,
-            Err(e) => return Pumped::Failed(e.to_string()),
+        let messages = match parser.frames(&chunk) {
+            Ok(messages) => messages,
+            Err(e) => return Pumped::Failed(e),
         };
         let mut answered = false;
-        for ev in events {
-            if ev.data.is_empty() {
-                continue;
-            }
-            let bytes = Bytes::from(ev.data);
+        for bytes in messages {
             if related.is_some() {
                 if let Ok(m) = Message::parse(bytes.clone()) {
                     if m.kind == Kind::Response && m.id == related {
