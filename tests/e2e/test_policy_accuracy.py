@@ -1,4 +1,4 @@
-"""Issue 15 through the facade: command rules an attacker cannot talk around,
+"""Policy accuracy through the facade: command rules an attacker cannot talk around,
 path rules that fold case, cover denied directories and read file:// URIs,
 poisoning findings that say why, and the out-of-band approval path.
 
