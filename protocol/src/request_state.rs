@@ -65,6 +65,11 @@ pub struct Claims {
     /// The replica holding a parked call (its peer address; empty: this one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// What makes one approval's state unlike any other: it is spent
+    /// ([`Spent`]) by the retry that uses it, so an approval runs its call
+    /// once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
 }
 
 /// Why a retry's state is refused.
@@ -84,6 +89,8 @@ pub enum StateError {
     OtherReplica,
     #[error("the call this requestState continues has ended or was continued already; send the request again without requestState")]
     Consumed,
+    #[error("the approval this requestState carries was used already; send the request again without requestState to be asked again")]
+    Used,
 }
 
 impl StateError {
@@ -95,6 +102,7 @@ impl StateError {
             StateError::OtherRequest => "request_state_other_arguments",
             StateError::OtherReplica => "request_state_other_replica",
             StateError::Consumed => "request_state_consumed",
+            StateError::Used => "request_state_used",
         }
     }
 }
@@ -196,6 +204,42 @@ impl StateSeal {
     }
 }
 
+/// The approvals' states already used, until they expire: a retry that
+/// carries an approval spends its state, and a replay of it is refused. On
+/// one replica: a state used here is refused here (each replica keeps its
+/// own record).
+#[derive(Default)]
+pub struct Spent {
+    used: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl Spent {
+    /// Spend the state whose claims are `claims`; [`StateError::Used`] if it
+    /// was spent before. A state without a nonce cannot be told apart from
+    /// another, so it cannot be spent: refused as altered.
+    pub fn spend(&self, claims: &Claims) -> Result<(), StateError> {
+        let nonce = claims.nonce.as_ref().ok_or(StateError::Tampered)?;
+        let mut used = self.used.lock().unwrap();
+        let now = now();
+        // Expired states are refused by their expiry: no need to remember them.
+        used.retain(|_, exp| *exp >= now);
+        match used.entry(nonce.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(StateError::Used),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(claims.exp);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A fresh nonce for a state's claims: 96 random bits, base64url.
+pub fn nonce() -> String {
+    let mut random = [0u8; 12];
+    getrandom::fill(&mut random).expect("the OS random source is available");
+    URL_SAFE_NO_PAD.encode(random)
+}
+
 /// Seconds since the epoch.
 pub fn now() -> u64 {
     SystemTime::now()
@@ -248,7 +292,35 @@ mod tests {
             upstream: None,
             park: None,
             owner: None,
+            nonce: Some(nonce()),
         }
+    }
+
+    #[test]
+    fn an_approvals_state_is_spent_once_and_only_its_own() {
+        let spent = Spent::default();
+        let (a, b) = (claims("r"), claims("r"));
+        assert_ne!(a.nonce, b.nonce, "two approvals of one request differ");
+        assert_eq!(spent.spend(&a), Ok(()));
+        assert_eq!(spent.spend(&a), Err(StateError::Used));
+        assert_eq!(spent.spend(&b), Ok(()));
+        let no_nonce = Claims {
+            nonce: None,
+            ..claims("r")
+        };
+        assert_eq!(spent.spend(&no_nonce), Err(StateError::Tampered));
+        // An expired state is forgotten (its expiry refuses it already).
+        let old = Claims {
+            exp: now() - 1,
+            ..claims("r")
+        };
+        spent.spend(&old).unwrap();
+        spent.spend(&claims("r")).unwrap();
+        assert!(!spent
+            .used
+            .lock()
+            .unwrap()
+            .contains_key(old.nonce.as_ref().unwrap()));
     }
 
     #[test]

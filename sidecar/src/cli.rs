@@ -128,6 +128,12 @@ struct RunArgs {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
+    /// Messages one JSON-RPC batch may hold (protocol revisions 2025-03-26
+    /// and earlier); a larger batch is refused whole with -32600
+    /// (`batch_too_large`). Each element counts as a request of its own
+    /// against every budget.
+    #[arg(long, default_value_t = Limits::default().max_batch_size)]
+    max_batch_size: usize,
     /// Largest request header block, in bytes.
     #[arg(long, default_value_t = Limits::default().max_header_bytes)]
     max_header_bytes: usize,
@@ -158,6 +164,11 @@ struct RunArgs {
     /// refused with -32008 (`approval_queue_full`).
     #[arg(long, default_value_t = Limits::default().max_pending_approvals)]
     max_pending_approvals: usize,
+    /// How many of those calls one caller may hold at once, so one identity
+    /// cannot fill the queue (-32008, `approval_share_exhausted`); 0: a
+    /// quarter of `--max-pending-approvals`, at least one.
+    #[arg(long, default_value_t = 0)]
+    max_pending_approvals_per_identity: usize,
     /// Seconds a client may take to send a request's headers (and the first
     /// byte of a connection); slower connections are closed.
     #[arg(long, default_value_t = Limits::default().header_read_timeout.as_secs())]
@@ -355,6 +366,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
+        max_batch_size: args.max_batch_size.max(1),
         max_header_bytes: args.max_header_bytes,
         max_sessions: args.max_sessions.unwrap_or(match target {
             UpstreamTarget::Http(_) => 1024,
@@ -385,6 +397,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         } else {
             args.max_pending_approvals
         },
+        max_pending_approvals_per_identity: args.max_pending_approvals_per_identity,
         ..Limits::default()
     };
     let hosts = HostPolicy {

@@ -4,10 +4,10 @@
 //! - tools/call results ([`OutputCheck`]): output size cap (truncate with a
 //!   visible marker, or fail), secret redaction over every string of the
 //!   result, and `structuredContent` checked against the tool's
-//!   `outputSchema`. Fast path: a result within the cap, with no JSON `\u`
-//!   escapes (which could hide a secret from a byte scan), at most one text
-//!   item (a secret split over two is only found in the parsed result) and
-//!   no redaction match in its raw bytes, goes on as the server wrote it.
+//!   `outputSchema`. Every filter reads the decoded result, as the client
+//!   will (never a scan of the raw bytes, which read `\"` for a quote and
+//!   `\n` for a line break); a result nothing changed goes on as the server
+//!   wrote it.
 //! - every other answer ([`finish`]): reshaped by its step (list
 //!   filtering), every string redacted, over the profile's `maxOutputBytes`
 //!   refused with -32005 (a resource or prompt cut in half is not the
@@ -83,13 +83,13 @@ impl OutputCheck<'_> {
         let needs_schema = self
             .definition
             .is_some_and(|d| d.definition.get("outputSchema").is_some());
-        let clean_raw = !self.redactor.is_enabled() || {
-            let mut counts = self.redactor.counts();
-            let raw = String::from_utf8_lossy(&msg.bytes);
-            let _ = self.redactor.redact(&raw, &mut counts);
-            counts.total() == 0 && !Redactor::needs_json_pass(&msg.bytes)
-        };
-        if size <= self.limits.max_output_bytes && clean_raw && !needs_schema {
+        // Redaction reads the decoded strings the client will read, never
+        // the raw bytes: in JSON a quote is `\"` and a line break `\n`, so a
+        // scan of the bytes misses `key="value"` and secrets after a line
+        // break. Only with nothing to redact, check or cut do the bytes pass
+        // unread.
+        let untouched_ok = !self.redactor.is_enabled() && !needs_schema;
+        if size <= self.limits.max_output_bytes && untouched_ok {
             let filtered = Filtered {
                 output_bytes: size,
                 ..Default::default()
@@ -133,6 +133,11 @@ impl OutputCheck<'_> {
                 .filter(|(_, n)| *n > 0)
                 .map(|(k, n)| (k.to_string(), n))
                 .collect();
+        }
+        if filtered.redactions.is_empty() && size <= self.limits.max_output_bytes {
+            // Nothing changed: the client gets the server's own bytes.
+            filtered.output_bytes = size;
+            return Ok((None, filtered));
         }
         let mut bytes = serde_json::to_vec(&value).expect("values serialize");
         if bytes.len() as u64 > self.limits.max_output_bytes {

@@ -111,7 +111,8 @@ pub enum Refusal {
     ApprovalUnavailable {
         tool: String,
         rule: String,
-        /// `approval_timeout`, `approval_queue_full` or `approval_unavailable`.
+        /// `approval_timeout`, `approval_queue_full`, `approval_share_exhausted`
+        /// (the caller holds its share of the queue) or `approval_unavailable`.
         reason: &'static str,
         limit_secs: u64,
     },

@@ -31,6 +31,8 @@ use crate::upstream::{Credential, LinkLimits, LinkMode, ParamHeaders, UpstreamTa
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_body_bytes: usize,
+    /// Messages one JSON-RPC batch may hold (revisions that allow batches).
+    pub max_batch_size: usize,
     pub max_header_bytes: usize,
     pub header_read_timeout: Duration,
     /// A body must arrive within this (slow-drip bodies are cut off).
@@ -68,6 +70,8 @@ pub struct Limits {
     /// Calls that may wait for an out-of-band approval at once (0: none can,
     /// as with `--stdio`, which has no admin listener).
     pub max_pending_approvals: usize,
+    /// How many of those one caller may hold (0: a quarter of them).
+    pub max_pending_approvals_per_identity: usize,
 }
 
 /// How the server's era is decided.
@@ -86,6 +90,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 4 * 1024 * 1024,
+            max_batch_size: 16,
             max_header_bytes: 64 * 1024,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
@@ -106,6 +111,7 @@ impl Default for Limits {
             request_state_ttl: crate::request_state::LIFETIME,
             approval_timeout: Duration::from_secs(300),
             max_pending_approvals: 64,
+            max_pending_approvals_per_identity: 0,
         }
     }
 }
@@ -153,6 +159,8 @@ pub struct Context {
     pub upstream_known: tokio::sync::Notify,
     /// Seals and opens the `requestState` of modern clients' retries.
     pub state_seal: crate::request_state::StateSeal,
+    /// Approvals' states already used (each runs its call once).
+    pub spent_states: crate::request_state::Spent,
     /// Calls on legacy servers that wait for a modern client's answer, by key.
     pub parked: Mutex<HashMap<String, crate::session::Parked>>,
     /// Budgets of callers without a session (modern clients), per caller.
@@ -264,7 +272,8 @@ impl Context {
             max_message_bytes: limits.max_upstream_message_bytes,
         };
         Arc::new(Context {
-            approvals: Approvals::new(limits.max_pending_approvals, limits.approval_timeout),
+            approvals: Approvals::new(limits.max_pending_approvals, limits.approval_timeout)
+                .with_share(limits.max_pending_approvals_per_identity),
             spares: Spares::new(target.clone(), link_limits.clone(), limits.spares),
             target,
             link_limits,
@@ -281,6 +290,7 @@ impl Context {
             upstream_known: tokio::sync::Notify::new(),
             budgets: Mutex::new(HashMap::new()),
             state_seal: session_ids.state_seal().with_lifetime(state_ttl),
+            spent_states: Default::default(),
             session_ids,
             parked: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),

@@ -337,6 +337,7 @@ pub(crate) fn seal_answer(app: &Context, round: &Round, bytes: Bytes) -> Bytes {
             .map(str::to_string),
         park: None,
         owner: None,
+        nonce: Some(crate::request_state::nonce()),
     };
     result.insert("requestState".into(), json!(app.state_seal.seal(&claims)));
     Bytes::from(serde_json::to_vec(&value).expect("values serialize"))
@@ -358,6 +359,7 @@ pub(crate) fn approval_request(
         upstream: None,
         park: None,
         owner: None,
+        nonce: Some(crate::request_state::nonce()),
     };
     let result = json!({
         "resultType": "input_required",
@@ -399,6 +401,18 @@ impl Session {
             ),
             Some(_) => return Err(Refusal::RequestState(StateError::Tampered)),
         };
+        // A state that carries an approval (the facade's own question, or a
+        // modern server's after an approval) runs its call once: the retry
+        // spends it, and a replay is refused.
+        if let Some(c) = claims
+            .as_ref()
+            .filter(|c| c.kind == StateKind::Approval || c.approved)
+        {
+            self.app
+                .spent_states
+                .spend(c)
+                .map_err(Refusal::RequestState)?;
+        }
         let responses = params.get("inputResponses");
         match claims {
             Some(c) if c.kind == StateKind::Parked => {
@@ -478,6 +492,8 @@ impl Session {
             upstream: None,
             park: Some(park.clone()),
             owner: self.app.session_ids.me().map(str::to_string),
+            // The parked call itself is continued once (see `resume_parked`).
+            nonce: None,
         };
         let mut question = Map::new();
         question.insert("method".into(), json!(msg.method()));

@@ -269,6 +269,30 @@ async fn batch(
         };
         return reject(&app, "batch_not_allowed", StatusCode::BAD_REQUEST, &text);
     };
+    // One POST must not make the facade hold, or the server answer, more
+    // than a few requests' worth: the batch is bounded, and below the bound
+    // each element is a request of its own for every budget and limit.
+    let limit = app.limits.max_batch_size;
+    if elements.len() > limit {
+        app.metrics
+            .http_rejections
+            .with_label_values(&["batch_too_large"])
+            .inc();
+        let message = format!(
+            "Invalid Request: a batch of {} messages is over the limit of {limit}; send at most {limit} per POST",
+            elements.len()
+        );
+        let data = serde_json::json!({
+            "reason": "batch_too_large",
+            "limit": limit,
+            "observed": elements.len(),
+            "hint": "split the batch, or send one message per POST",
+        });
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error_response(None, codes::INVALID_REQUEST, &message, Some(data)),
+        );
+    }
     let parsed: Vec<_> = elements
         .into_iter()
         .map(|e| take(e).map(|(msg, _)| msg))

@@ -138,12 +138,14 @@ async fn out_of_band(
             issuer: caller.issuer.clone(),
             subject: caller.subject.clone(),
             session: audit::hash_session(&session.id),
+            owner: session.quota_key.clone(),
             requested_at: 0,
             expires_at: 0,
         })
         .map_err(|e| match e {
             OpenError::Unreachable => unavailable("approval_unavailable"),
             OpenError::Full => unavailable("approval_queue_full"),
+            OpenError::ShareExhausted(_) => unavailable("approval_share_exhausted"),
         })?;
     tracing::info!(
         id = ticket.id(),
