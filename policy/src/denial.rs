@@ -12,7 +12,7 @@ use crate::args::RuleHit;
 use crate::schema::Violation;
 use crate::tools::Quarantine;
 
-/// The stable error codes of DESIGN §6 (contract).
+/// The stable error codes of the facade's gates (contract).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// -32001: no or invalid token.
