@@ -26,11 +26,14 @@ pub struct PendingCall {
     pub id: String,
     /// The tool as the caller named it.
     pub tool: String,
-    /// The argument rule that asked for approval, and why.
+    /// The (first) argument rule that asked for approval, and why.
     pub rule: String,
     pub reason: &'static str,
     /// The argument's value, cut to a readable length.
     pub argument: String,
+    /// Every argument rule that asked, each with its value: the person
+    /// approves all of them at once.
+    pub rules: Vec<PendingRule>,
     /// Who is calling.
     pub issuer: Option<String>,
     pub subject: Option<String>,
@@ -43,6 +46,15 @@ pub struct PendingCall {
     /// Unix seconds.
     pub requested_at: u64,
     pub expires_at: u64,
+}
+
+/// One argument rule that asked for a pending call's approval.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct PendingRule {
+    pub rule: String,
+    pub reason: &'static str,
+    /// The argument's value, cut to a readable length and redacted.
+    pub argument: String,
 }
 
 /// A person's decision.
@@ -228,6 +240,7 @@ mod tests {
             rule: "cmd".into(),
             reason: "command_needs_approval",
             argument: "\"git push\"".into(),
+            rules: Vec::new(),
             issuer: Some("static".into()),
             subject: Some("alice".into()),
             session: "s1".into(),

@@ -260,6 +260,15 @@ impl Refusal {
                     .collect();
             }
             Refusal::Policy(d) => {
+                // Every argument rule that refused or asked, so nothing a
+                // person approves (or a model fixes) is left unnamed.
+                if !d.rules().is_empty() {
+                    data["rules"] = d
+                        .rules()
+                        .iter()
+                        .map(|r| json!({ "rule": r.rule, "reason": r.reason }))
+                        .collect();
+                }
                 if let Some(limit) = d.limit() {
                     data["limit"] = json!(limit);
                 }
@@ -312,6 +321,39 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("smaller arguments"));
+    }
+
+    #[test]
+    fn argument_denials_name_every_rule_in_their_data() {
+        use mcp_warden_policy::RuleReason;
+        let r = Refusal::Policy(Denial::ApprovalRequired {
+            tool: "run".into(),
+            rules: vec![
+                RuleReason {
+                    rule: "cwd".into(),
+                    reason: "path_needs_approval",
+                },
+                RuleReason {
+                    rule: "command".into(),
+                    reason: "command_needs_approval",
+                },
+            ],
+        });
+        let v: serde_json::Value =
+            serde_json::from_slice(&r.to_response(Some(&RequestId::number(1)))).unwrap();
+        assert_eq!(v["error"]["code"], -32008);
+        assert_eq!(
+            v["error"]["data"]["rules"],
+            json!([
+                {"rule": "cwd", "reason": "path_needs_approval"},
+                {"rule": "command", "reason": "command_needs_approval"}
+            ])
+        );
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("`cwd`") && message.contains("`command`"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use mcp_warden_crds::ApprovalChannel;
 use mcp_warden_policy::{Approval, Denial};
 use serde_json::{json, Value};
 
-use crate::approvals::{OpenError, PendingCall};
+use crate::approvals::{OpenError, PendingCall, PendingRule};
 use crate::auth::identity::Identity;
 use crate::gates::audit;
 use crate::gates::refusal::Refusal;
@@ -37,7 +37,7 @@ pub async fn ask(
     session: &Session,
     stream: u64,
     tool: &str,
-    approval: Approval<'_>,
+    approval: &Approval<'_>,
     arguments: &Value,
     caller: &Identity,
 ) -> Result<Option<String>, Refusal> {
@@ -55,14 +55,13 @@ async fn elicit(
     session: &Session,
     stream: u64,
     tool: &str,
-    approval: Approval<'_>,
+    approval: &Approval<'_>,
     arguments: &Value,
 ) -> Result<(), Refusal> {
     let denial = || {
         Refusal::Policy(Denial::ApprovalRequired {
             tool: tool.to_string(),
-            rule: approval.rule.to_string(),
-            reason: approval.reason,
+            rules: approval.owned_rules(),
         })
     };
     if !session.client_can_elicit() {
@@ -83,19 +82,28 @@ async fn elicit(
     } else {
         Err(Refusal::ApprovalDeclined {
             tool: tool.to_string(),
-            rule: approval.rule.to_string(),
+            rule: approval.names(),
             approver: None,
         })
     }
 }
 
-/// The elicitation that asks a person to approve a call.
-pub fn question(tool: &str, approval: Approval<'_>, arguments: &Value) -> Value {
-    let value = argument_preview(arguments, approval.rule);
+/// The elicitation that asks a person to approve a call: it names every
+/// argument a rule asked about, with its value and why, so the person sees
+/// all of what they approve.
+pub fn question(tool: &str, approval: &Approval<'_>, arguments: &Value) -> Value {
+    let asked: Vec<String> = approval
+        .rules
+        .iter()
+        .map(|h| {
+            let value = argument_preview(arguments, h.rule);
+            format!("{} = {value} ({})", h.rule, h.reason.replace('_', " "))
+        })
+        .collect();
     json!({
         "message": format!(
-            "The assistant wants to call `{tool}` with {} = {value}. The server's policy asks a person to approve this ({}). Allow it?",
-            approval.rule, approval.reason.replace('_', " "),
+            "The assistant wants to call `{tool}` with {}. The server's policy asks a person to approve this. Allow it?",
+            asked.join("; "),
         ),
         "requestedSchema": {
             "type": "object",
@@ -108,33 +116,44 @@ pub fn question(tool: &str, approval: Approval<'_>, arguments: &Value) -> Value 
 async fn out_of_band(
     session: &Session,
     tool: &str,
-    approval: Approval<'_>,
+    approval: &Approval<'_>,
     arguments: &Value,
     caller: &Identity,
 ) -> Result<String, Refusal> {
     let approvals = &session.app.approvals;
     let unavailable = |reason: &'static str| Refusal::ApprovalUnavailable {
         tool: tool.to_string(),
-        rule: approval.rule.to_string(),
+        rule: approval.names(),
         reason,
         limit_secs: approvals.wait.as_secs(),
     };
     // The person sees the value, with the policy's redaction applied: the
     // pending list is not a way to read secrets the agent put there.
-    let argument = {
-        let preview = argument_preview(arguments, approval.rule);
+    let rules: Vec<PendingRule> = {
         let policy = session.app.policy.load();
         let redactor = policy.compiled.redactor();
         let mut counts = redactor.counts();
-        redactor.redact(&preview, &mut counts).into_owned()
+        approval
+            .rules
+            .iter()
+            .map(|h| PendingRule {
+                rule: h.rule.to_string(),
+                reason: h.reason,
+                argument: redactor
+                    .redact(&argument_preview(arguments, h.rule), &mut counts)
+                    .into_owned(),
+            })
+            .collect()
     };
+    let first = rules.first().cloned().unwrap_or_default();
     let ticket = approvals
         .open(PendingCall {
             id: String::new(),
             tool: tool.to_string(),
-            rule: approval.rule.to_string(),
-            reason: approval.reason,
-            argument,
+            rule: first.rule,
+            reason: first.reason,
+            argument: first.argument,
+            rules,
             issuer: caller.issuer.clone(),
             subject: caller.subject.clone(),
             session: audit::hash_session(&session.id),
@@ -150,14 +169,14 @@ async fn out_of_band(
     tracing::info!(
         id = ticket.id(),
         tool,
-        rule = approval.rule,
+        rules = approval.names(),
         "call waiting for an out-of-band approval"
     );
     match ticket.decision(approvals.wait).await {
         Some(v) if v.approved => Ok(v.approver),
         Some(v) => Err(Refusal::ApprovalDeclined {
             tool: tool.to_string(),
-            rule: approval.rule.to_string(),
+            rule: approval.names(),
             approver: Some(v.approver),
         }),
         None => Err(unavailable("approval_timeout")),
@@ -184,5 +203,40 @@ fn argument_preview(arguments: &Value, rule: &str) -> String {
         format!("{}…", &text[..cut])
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_warden_policy::RuleHit;
+
+    #[test]
+    fn the_question_names_every_rule_that_asked() {
+        let approval = Approval {
+            rules: vec![
+                RuleHit {
+                    rule: "cwd",
+                    reason: "path_needs_approval",
+                },
+                RuleHit {
+                    rule: "command",
+                    reason: "command_needs_approval",
+                },
+            ],
+            channel: ApprovalChannel::OutOfBand,
+        };
+        let q = question(
+            "run",
+            &approval,
+            &json!({"cwd": "/work/prod/app", "command": "git push origin main"}),
+        );
+        let text = q["message"].as_str().unwrap();
+        for part in [
+            "cwd = \"/work/prod/app\" (path needs approval)",
+            "command = \"git push origin main\" (command needs approval)",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
     }
 }

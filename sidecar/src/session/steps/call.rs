@@ -139,6 +139,7 @@ impl Session {
             let round = self.round(&id);
             let elicited = grant
                 .approval
+                .as_ref()
                 .filter(|a| a.channel == mcp_warden_crds::ApprovalChannel::Elicitation);
             if let (Some(approval), Some(round)) = (elicited, round.as_ref()) {
                 match round.approval() {
@@ -146,7 +147,7 @@ impl Session {
                     Some(false) => {
                         return Err(Refusal::ApprovalDeclined {
                             tool: grant.exposed_name.to_string(),
-                            rule: approval.rule.to_string(),
+                            rule: approval.names(),
                             approver: None,
                         })
                     }
@@ -154,8 +155,7 @@ impl Session {
                     None if !round.can_answer("elicitation/create") => {
                         return Err(Refusal::Policy(Denial::ApprovalRequired {
                             tool: grant.exposed_name.to_string(),
-                            rule: approval.rule.to_string(),
-                            reason: approval.reason,
+                            rules: approval.owned_rules(),
                         }))
                     }
                     None => {
@@ -194,8 +194,9 @@ impl Session {
             let asked_already = round.is_some()
                 && grant
                     .approval
+                    .as_ref()
                     .is_some_and(|a| a.channel == mcp_warden_crds::ApprovalChannel::Elicitation);
-            if let (Some(approval), false) = (grant.approval, asked_already) {
+            if let (Some(approval), false) = (grant.approval.as_ref(), asked_already) {
                 outcome.approver = super::approval::ask(
                     &self,
                     req.stream,
