@@ -7,10 +7,12 @@ pod's network namespace (this machine reaches no internet).
 
 Inside the namespace (as root, with `nsenter --net`; nothing of it is in the
 pod's containers):
-- public-looking addresses on its loopback, from the documentation range
-  203.0.113.0/24 (the facade's SSRF guard refuses loopback and private
-  addresses, as it would in the cluster): one for the remote's host, one
-  for the identity provider's;
+- two global unicast addresses on its loopback, one for the remote's host
+  and one for the identity provider's: the facade's SSRF guard refuses
+  every block the IANA special-purpose registries do not mark globally
+  reachable (loopback, private, documentation, benchmarking …), as it
+  would in the cluster, so the stand-in internet must use ordinary public
+  addresses. The namespace has no route out: nothing sent to them leaves it;
 - the cluster DNS (tests/fixtures/dns_server.py) at 10.96.0.10, the usual
   kube-dns Service address, answering those two names; the kubelet's
   /etc/resolv.conf names it (Pod(dns=...));
@@ -36,8 +38,8 @@ from urllib.parse import urlparse
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DNS_IP = "10.96.0.10"
-REMOTE_IP = "203.0.113.7"
-IDP_IP = "203.0.113.8"
+REMOTE_IP = "11.111.0.7"
+IDP_IP = "11.111.0.8"
 BACKEND_PORT = 8000  # the tracker server behind its TLS front, on the remote's address
 
 
