@@ -66,6 +66,8 @@ fn every_buildable_pod_is_restricted() {
                         sandbox_profile: Some(&sandbox),
                         jwks: None,
                         issuer_jwks: None,
+                        content: None,
+                        revoke: false,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
@@ -124,6 +126,8 @@ fn the_matrix_would_catch_a_broken_builder() {
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
@@ -165,6 +169,8 @@ fn remote_server_pods_are_restricted() {
                 sandbox_profile: Some(&sandbox),
                 jwks: None,
                 issuer_jwks: None,
+                content: None,
+                revoke: false,
             };
             let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
             let mut approved_server = server.clone();
@@ -210,6 +216,8 @@ fn the_pod_template_lands_under_the_hardening() {
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;

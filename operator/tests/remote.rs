@@ -26,6 +26,8 @@ fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let config = BuildConfig::default();
     let pending = plan::plan(&inputs, &config).expect("a valid remote server");
@@ -303,6 +305,8 @@ fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
     approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());
