@@ -397,6 +397,18 @@ impl Decision {
                     approve_command(server, &self.digest)
                 ),
             ),
+            // Not held and nothing waits: the change only took away (applied at once).
+            ApprovalState::Pending if !self.changed.is_empty() && self.pending().is_empty() => (
+                "True",
+                "Tightened",
+                format!(
+                    "a change that only takes away from the approved policy is in force at once ({}); still approved from {}: {}. To record the new workload as approved: {}",
+                    self.changed.join(", "),
+                    self.approved_digest.as_deref().unwrap_or("?"),
+                    join(self.in_force.iter().map(String::as_str)),
+                    approve_command(server, &self.digest)
+                ),
+            ),
             ApprovalState::Pending => {
                 let in_force = if self.in_force.is_empty() {
                     "nothing above the baseline is in force".to_string()
@@ -407,12 +419,7 @@ impl Decision {
                         join(self.in_force.iter().map(String::as_str))
                     )
                 };
-                let pending = self.pending();
-                let what = if pending.is_empty() {
-                    format!("the workload changed ({})", self.changed.join(", "))
-                } else {
-                    join(pending.into_iter())
-                };
+                let what = join(self.pending().into_iter());
                 (
                     "False",
                     PENDING_REASON,

@@ -142,7 +142,13 @@ async fn a_profile_change_that_only_takes_away_applies_at_once() {
     assert_eq!(writes_to(&calls, CM_PATH), 1, "the tightening is not held");
     assert!(!policy(&tightened).contains("git_diff"));
     let cond = condition(&tightened.server(), "CapabilitiesApproved").clone();
-    assert_ne!(cond.reason, "ApprovalPending", "{}", cond.message);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("True", "Tightened"),
+        "{}",
+        cond.message
+    );
+    assert!(cond.message.contains("(toolProfile)"), "{}", cond.message);
     // …and it stays applied on the next pass.
     let (_, calls, tightened) = tightened.reconcile().await;
     assert_eq!(writes_to(&calls, CM_PATH), 0);
