@@ -196,6 +196,11 @@ struct RunArgs {
         default_value = "mcp-warden"
     )]
     webhook_config_name: String,
+    /// The webhook accepts an approval from a user who changed what it
+    /// covers (separation of duties off; the chart's
+    /// `approval.allowSelfApproval`).
+    #[arg(long, env = "MCP_WARDEN_ALLOW_SELF_APPROVAL")]
+    allow_self_approval: bool,
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     #[arg(long, env = "MCP_WARDEN_ADMIN_LISTEN", default_value = "0.0.0.0:8081")]
     admin_listen: SocketAddr,
@@ -512,6 +517,7 @@ async fn start_webhook(
     let tls = certs::server_config(&pair).map_err(|e| e.to_string())?;
     let authorizer = Arc::new(webhook::KubeAuthorizer {
         client: client.clone(),
+        allow_self_approval: args.allow_self_approval,
     });
     let listen = args.webhook_listen;
     tokio::spawn(async move {

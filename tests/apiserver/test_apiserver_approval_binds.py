@@ -10,7 +10,9 @@ content. Each time the Deployment's pod template stays the approved one (no
 rollout), `CapabilitiesApproved` is `ApprovalPending` naming the part that
 changed and the command that approves the new digest, and approving that
 digest rolls it out. A ToolProfile change that only takes away (a tool
-removed) is written at once.
+removed) is written at once. carol, who also holds the approver role, may
+not approve her own change (the webhook names who changed it) unless the
+webhook runs with `approval.allowSelfApproval`.
 """
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ def team(cluster, installed, webhook, controller):
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "carol-edits", "namespace": NS},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
+        # carol also holds the approver role here: separation of duties, not RBAC, stops her
+        # approving her own change.
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "carol-approves", "namespace": NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
     ])
 
@@ -159,3 +167,37 @@ def test_a_profile_change_waits_unless_it_only_takes_away(team):
     cond = wait_for("Tightened", lambda: (lambda c: c if c.get("reason") == "Tightened" else None)(
         capability_condition(cluster)), timeout=30)
     assert cond["status"] == "True" and "(toolProfile)" in cond["message"], cond
+
+
+def test_whoever_changed_it_may_not_approve_it(team, webhook):
+    cluster = team
+    digest = wait_for("a digest", lambda: status(cluster).get("capabilityDigest"), timeout=30)
+    if status(cluster).get("approvedDigest") != digest:
+        approve(cluster, digest)
+    carol_patches(cluster, "mcpserver", "everything", {"spec": {"image": "ghcr.io/example/everything:2"}})
+    live = cluster.get("mcpserver", "everything", NS)
+    assert live["metadata"]["annotations"]["mcpwarden.dev/changed-by"] == '["carol"]'
+    new = pending_digest(cluster, digest)
+    out = cluster.kubectl("annotate", "mcpserver", "everything", "-n", NS, f"{APPROVE}={new}", "--overwrite",
+                          user="carol", check=False)
+    assert out.code != 0, "carol approved her own change"
+    assert 'changed since the last approval by "carol"' in out.stderr, out.stderr
+    assert status(cluster).get("approvedDigest") == digest
+    # Someone else approves; the record is cleared.
+    approve(cluster, new)
+    assert "mcpwarden.dev/changed-by" not in cluster.get("mcpserver", "everything", NS)["metadata"]["annotations"]
+    # With approval.allowSelfApproval (the chart sets MCP_WARDEN_ALLOW_SELF_APPROVAL), she may.
+    webhook.stop()
+    webhook.process.args.append("--allow-self-approval")
+    try:
+        webhook.start()
+        carol_patches(cluster, "mcpserver", "everything", {"spec": {"image": "ghcr.io/example/everything:3"}})
+        newer = pending_digest(cluster, new)
+        out = cluster.kubectl("annotate", "mcpserver", "everything", "-n", NS, f"{APPROVE}={newer}", "--overwrite",
+                              user="carol", check=False)
+        assert out.code == 0, out.stderr
+        wait_for("carol's approval in force", lambda: status(cluster).get("approvedDigest") == newer, timeout=30)
+    finally:
+        webhook.stop()
+        webhook.process.args.remove("--allow-self-approval")
+        webhook.start()
