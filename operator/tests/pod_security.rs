@@ -52,7 +52,8 @@ fn every_buildable_pod_is_restricted() {
          topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]}}, \
          serviceAccount: {annotations: {iam.gke.io/gcp-service-account: a@b.iam.gserviceaccount.com}}",
     ];
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let config = BuildConfig::default();
     let mut checked = 0;
     for transport in ["stdio", "streamable-http"] {
@@ -118,7 +119,8 @@ fn every_buildable_pod_is_restricted() {
 fn the_matrix_would_catch_a_broken_builder() {
     // Guard against a vacuous pass: the same check flags a pod with one field broken.
     let server = server("stdio", "none", "");
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
     let inputs = plan::Inputs {
         server: &server,
@@ -153,7 +155,8 @@ fn remote_server_pods_are_restricted() {
         ))
         .unwrap()
     };
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let config = BuildConfig::default();
     let mut checked = 0;
     for extra in [
@@ -207,7 +210,8 @@ fn the_pod_template_lands_under_the_hardening() {
         ", podTemplate: {metadata: {labels: {team: a}}, spec: {nodeSelector: {pool: mcp}, \
          tolerations: [{key: mcp, operator: Exists}]}}",
     );
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox: SandboxProfileSpec =
         serde_yaml_ng::from_str("{runtimeClassName: gvisor}").unwrap();
     let inputs = plan::Inputs {

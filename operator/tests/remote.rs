@@ -18,7 +18,8 @@ fn server(remote: &str) -> MCPServer {
 
 /// Plan the server as is, then with the digest it asks for approved.
 fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
     let inputs = plan::Inputs {
         server,
@@ -292,7 +293,8 @@ fn a_remote_without_auth_carries_no_credentials() {
 #[test]
 fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses() {
     let server = server(FULL);
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
     let config = BuildConfig {
         named_egress: mcp_warden_operator::config::NamedEgress::Cilium,
