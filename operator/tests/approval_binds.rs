@@ -105,6 +105,7 @@ async fn a_changed_image_is_held_until_its_own_digest_is_approved() {
         compiled.contains("not written until approved"),
         "{compiled}"
     );
+    assert_status_snapshot(&held, "status-held.yaml");
 
     // Held across reconciles (a restart reads the same status and annotation).
     let (_, calls, still) = held.reconcile().await;
@@ -181,5 +182,28 @@ async fn with_nothing_approved_live_the_new_workload_runs_without_capabilities()
     assert_eq!(
         condition(&after.server(), "CapabilitiesApproved").reason,
         "PendingApproval"
+    );
+}
+
+/// The whole status as YAML (transition times dropped: they are the clock's)
+/// against `tests/snapshots/<name>`; `UPDATE_SNAPSHOTS=1` rewrites it.
+fn assert_status_snapshot(f: &Fixture, name: &str) {
+    let mut status = serde_json::to_value(f.server().status.unwrap()).unwrap();
+    for c in status["conditions"].as_array_mut().unwrap() {
+        c.as_object_mut().unwrap().remove("lastTransitionTime");
+    }
+    let got = serde_yaml_ng::to_string(&status).unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        got,
+        want,
+        "{} (UPDATE_SNAPSHOTS=1 to accept)",
+        path.display()
     );
 }

@@ -206,7 +206,7 @@ def test_objects_it_does_not_own_are_not_taken_over(cluster, controller, example
     cluster.apply(foreign, field_manager="another-team")
     cluster.apply([
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": ns},
-         "spec": {}},
+         "spec": {"tools": [{"name": "echo"}]}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "taken", "namespace": ns},
          "spec": {"image": "ghcr.io/example/mcp:1", "command": ["srv"], "toolProfileRef": {"name": "t"}}},
     ])

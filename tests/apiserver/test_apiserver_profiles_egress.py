@@ -66,7 +66,7 @@ def test_named_egress_waits_for_an_engine_then_follows_the_approval(cluster, con
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "npm", "namespace": NS},
          "spec": {"network": {"egress": {"presets": ["npm"]}}}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": NS},
-         "spec": {}},
+         "spec": {"tools": [{"name": "echo"}]}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "pkg", "namespace": NS},
          "spec": {"image": "node:22-slim", "command": ["npx", "-y", "@modelcontextprotocol/server-memory"],
                   "toolProfileRef": {"name": "t"}, "sandboxProfileRef": {"name": "npm"}}},
