@@ -233,6 +233,12 @@ async fn objects_under_its_names_that_it_does_not_own_are_not_taken_over() {
         };
         assert!(degraded.message.contains(kind_name), "{}", degraded.message);
         assert_eq!(condition(&server, "Ready").reason, "ObjectNotOwned");
+        // The status never claims a ConfigMap that was not written.
+        let compiled = condition(&server, "PolicyCompiled").message.clone();
+        assert!(
+            compiled.contains("not written") && !compiled.contains("compiled into"),
+            "{compiled}"
+        );
         let warning = calls
             .iter()
             .find(|c| c.path.contains("/events") && c.body["reason"] == "ObjectNotOwned")
