@@ -363,19 +363,18 @@ async fn client_config_from_cluster(
     let ns = namespace.unwrap_or_else(|| client.default_namespace().to_string());
     let servers: kube::Api<mcp_warden_crds::MCPServer> = kube::Api::namespaced(client.clone(), &ns);
     let server = servers
-        .get(name)
+        .get_opt(name)
         .await
-        .map_err(|e| format!("MCPServer {ns}/{name}: {e}"))?;
-    let profiles: kube::Api<mcp_warden_crds::ToolProfile> = kube::Api::namespaced(client, &ns);
-    let profile = profiles
-        .get_opt(&server.spec.tool_profile_ref.name)
-        .await
-        .map_err(|e| {
-            format!(
-                "ToolProfile {ns}/{}: {e}",
-                server.spec.tool_profile_ref.name
-            )
+        .map_err(|e| client_config::api_error(&format!("MCPServer {ns}/{name}"), &e))?
+        .ok_or_else(|| {
+            format!("no MCPServer {name:?} in namespace {ns:?} (kubectl get mcpservers -n {ns})")
         })?;
+    let profiles: kube::Api<mcp_warden_crds::ToolProfile> = kube::Api::namespaced(client, &ns);
+    let profile_name = &server.spec.tool_profile_ref.name;
+    let profile = profiles
+        .get_opt(profile_name)
+        .await
+        .map_err(|e| client_config::api_error(&format!("ToolProfile {ns}/{profile_name}"), &e))?;
     Ok(client_config::describe(
         &server,
         profile.as_ref().map(|p| &p.spec),
