@@ -60,15 +60,22 @@ pub async fn check(
         .data
         .as_ref()
         .and_then(|d| d.get(names::POLICY_KEY));
-    Ok(decide(server, plan, live.map(String::as_str)))
+    // The recorded policy as the API server has it now: the watch cache may
+    // not have seen the status the previous reconcile wrote with the
+    // tightening it applied (the ConfigMap's own event can arrive first).
+    let fresh = Api::<MCPServer>::namespaced(client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(err(format!("MCPServer {ns}/{name}")))?
+        .and_then(|s| s.status)
+        .and_then(|s| s.approved_policy);
+    let recorded = fresh.or_else(|| server.status.as_ref()?.approved_policy.clone());
+    Ok(decide(plan, recorded.as_deref(), live.map(String::as_str)))
 }
 
-/// The pure part of [`check`], given the live policy YAML.
-pub fn decide(server: &MCPServer, plan: &Plan, live_policy: Option<&str>) -> Check {
-    let recorded = server
-        .status
-        .as_ref()
-        .and_then(|s| s.approved_policy.as_deref());
+/// The pure part of [`check`], given the recorded approved policy's hash
+/// and the live policy YAML.
+pub fn decide(plan: &Plan, recorded: Option<&str>, live_policy: Option<&str>) -> Check {
     let only_profile = plan.capabilities.changed == ["toolProfile"];
     let tightening = only_profile
         && live_policy.is_some_and(|yaml| {
