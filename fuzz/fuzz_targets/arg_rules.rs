@@ -12,7 +12,7 @@
 //!   newline and `rm -rf /` must not pass, and `sudo <line>` must not pass;
 //!   a `git push` line that is not denied must be denied once a forbidden
 //!   option is added in any spelling a shell turns into it (`--force`,
-//!   `${IFS}--force`, `$'\x2d\x2dforce'`, `-f` in a cluster) (issue 15);
+//!   `${IFS}--force`, `$'\x2d\x2dforce'`, `-f` in a cluster);
 //! - the verdict is the same when the value arrives inside an array.
 #![no_main]
 

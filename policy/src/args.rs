@@ -6,10 +6,32 @@
 //! [`ArgVerdict`].
 //!
 //! Precedence, per value: **deny beats check beats allow**; a value no
-//! pattern matches gets the rule's `otherwise` (default deny). Over several
-//! values (array elements, several rules, several commands in one line,
-//! several readings of one path) the worst verdict wins. Structural problems
-//! (a NUL byte in a path, `$(…)` in a command) are deny whatever the patterns.
+//! pattern matches gets the rule's `otherwise` (default deny). Structural
+//! problems (a NUL byte in a path, `$(…)` in a command) are deny whatever
+//! the patterns.
+//!
+//! Composition: every value judged contributes, and the verdict is the
+//! **join** of their outcomes, never the first one found. Outcomes are
+//! ordered
+//!
+//! ```text
+//!   pass  <  check(elicitation)  <  check(outOfBand)  <  deny
+//! ```
+//!
+//! and the join of two is the higher one; two of the same rank merge what
+//! they name. So over several values (several readings of one path, array
+//! elements, commands in one line and the bodies nested in them, several
+//! rules of one call):
+//! - the outcome is the strictest any value reached;
+//! - a check goes through the strongest channel any checking rule names
+//!   (an out-of-band approval is never traded for an elicitation because
+//!   another argument also asked);
+//! - the verdict names every rule (and every reason) that reached that
+//!   outcome, in policy order, so the person approving sees all of it.
+//!
+//! Hence adding a rule never weakens a verdict: the outcome and channel
+//! never go down, and at the same outcome the named rules only grow (a
+//! property test in args_tests.rs states it over generated rule sets).
 //!
 //! Where the value is: `name` is a top-level property, or a JSON pointer when
 //! it starts with `/`. Absent and `null` values are not judged (the schema
@@ -46,35 +68,51 @@ use crate::command::CommandMatcher;
 use crate::error::ConfigError;
 use crate::path;
 
-/// The verdict over all of a call's argument rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One argument rule's part in a verdict: which rule, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleHit<'r> {
+    /// The rule's `name` (argument name or pointer).
+    pub rule: &'r str,
+    /// Stable snake_case reason, e.g. `command_needs_approval`, `path_denied`.
+    pub reason: &'static str,
+}
+
+/// The verdict over all of a call's argument rules: the join of every
+/// judged value's outcome (order in the module header).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgVerdict<'r> {
     /// Every judged value passed (or no rule applied).
     Pass,
     /// A person must approve first (MCP elicitation or out of band, else
     /// APPROVAL_REQUIRED).
     Check {
-        /// The rule's `name`.
-        rule: &'r str,
-        /// Stable snake_case reason, e.g. `command_needs_approval`.
-        reason: &'static str,
-        /// Who approves.
+        /// Every rule that asked, with each reason, in policy order (never empty).
+        rules: Vec<RuleHit<'r>>,
+        /// Who approves: the strongest channel any of `rules` names.
         channel: ApprovalChannel,
     },
     /// Refused (POLICY_BLOCKED).
     Deny {
-        /// The rule's `name`.
-        rule: &'r str,
-        /// Stable snake_case reason, e.g. `path_denied`, `nul_byte`.
-        reason: &'static str,
+        /// Every rule that refused, with each reason, in policy order (never empty).
+        rules: Vec<RuleHit<'r>>,
     },
 }
 
-/// One judged value's outcome (internal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The order of approval channels: a check through a stronger one cannot be
+/// answered by the agent's own client.
+pub fn channel_strength(c: ApprovalChannel) -> u8 {
+    match c {
+        ApprovalChannel::Elicitation => 0,
+        ApprovalChannel::OutOfBand => 1,
+    }
+}
+
+/// One judged value's outcome (internal): the action and every distinct
+/// reason that reached it, in the order met (none for pass).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Outcome {
     pub action: ArgumentOutcome,
-    pub reason: &'static str,
+    pub reasons: Vec<&'static str>,
 }
 
 /// Reasons for the `otherwise` outcome of one kind.
@@ -109,19 +147,19 @@ fn rank(a: ArgumentOutcome) -> u8 {
 impl Outcome {
     pub(crate) const PASS: Outcome = Outcome {
         action: ArgumentOutcome::Pass,
-        reason: "pass",
+        reasons: Vec::new(),
     };
 
     pub(crate) fn deny(reason: &'static str) -> Self {
         Outcome {
             action: ArgumentOutcome::Deny,
-            reason,
+            reasons: vec![reason],
         }
     }
     pub(crate) fn check(reason: &'static str) -> Self {
         Outcome {
             action: ArgumentOutcome::Check,
-            reason,
+            reasons: vec![reason],
         }
     }
     pub(crate) fn otherwise(action: ArgumentOutcome, r: Reasons) -> Self {
@@ -131,13 +169,26 @@ impl Outcome {
             ArgumentOutcome::Deny => Outcome::deny(r.not_allowed),
         }
     }
-    /// The worse of two outcomes (the first on a tie).
-    pub(crate) fn worse(self, other: Outcome) -> Outcome {
-        if rank(other.action) > rank(self.action) {
-            other
-        } else {
-            self
+    /// The join of two outcomes: the stricter one; at the same rank, the
+    /// reasons of both.
+    pub(crate) fn join(mut self, other: Outcome) -> Outcome {
+        match rank(other.action).cmp(&rank(self.action)) {
+            std::cmp::Ordering::Greater => other,
+            std::cmp::Ordering::Less => self,
+            std::cmp::Ordering::Equal => {
+                for r in other.reasons {
+                    if !self.reasons.contains(&r) {
+                        self.reasons.push(r);
+                    }
+                }
+                self
+            }
         }
+    }
+    /// The first reason (tests read one-reason outcomes through it).
+    #[cfg(test)]
+    pub(crate) fn reason(&self) -> &'static str {
+        self.reasons.first().copied().unwrap_or("pass")
     }
 }
 
@@ -268,11 +319,12 @@ impl ArgRules {
         self.rules.is_empty()
     }
 
-    /// Judge a call's `arguments` object. Deny beats check beats pass.
+    /// Judge a call's `arguments` object: the join of every rule's outcome
+    /// (module header).
     pub fn evaluate(&self, args: &Value) -> ArgVerdict<'_> {
-        let mut worst = Outcome::PASS;
-        let mut worst_rule = "";
-        let mut channel = ApprovalChannel::default();
+        let mut action = ArgumentOutcome::Pass;
+        let mut hits: Vec<RuleHit<'_>> = Vec::new();
+        let mut channel = ApprovalChannel::Elicitation;
         for rule in &self.rules {
             let value = if rule.pointer {
                 args.pointer(&rule.name)
@@ -281,26 +333,33 @@ impl ArgRules {
             };
             let Some(value) = value else { continue };
             let o = rule.judge(value);
-            if rank(o.action) > rank(worst.action) {
-                worst = o;
-                worst_rule = &rule.name;
+            if o.action == ArgumentOutcome::Pass || rank(o.action) < rank(action) {
+                continue;
+            }
+            if rank(o.action) > rank(action) {
+                action = o.action;
+                hits.clear();
                 channel = rule.approval;
-                if o.action == ArgumentOutcome::Deny {
-                    break;
+            } else if channel_strength(rule.approval) > channel_strength(channel) {
+                channel = rule.approval;
+            }
+            for reason in o.reasons {
+                let hit = RuleHit {
+                    rule: &rule.name,
+                    reason,
+                };
+                if !hits.contains(&hit) {
+                    hits.push(hit);
                 }
             }
         }
-        match worst.action {
+        match action {
             ArgumentOutcome::Pass => ArgVerdict::Pass,
             ArgumentOutcome::Check => ArgVerdict::Check {
-                rule: worst_rule,
-                reason: worst.reason,
+                rules: hits,
                 channel,
             },
-            ArgumentOutcome::Deny => ArgVerdict::Deny {
-                rule: worst_rule,
-                reason: worst.reason,
-            },
+            ArgumentOutcome::Deny => ArgVerdict::Deny { rules: hits },
         }
     }
 }
@@ -310,16 +369,9 @@ impl ArgRule {
         match value {
             Value::Null => Outcome::PASS,
             Value::String(s) => self.judge_str(s),
-            Value::Array(items) => {
-                let mut worst = Outcome::PASS;
-                for item in items {
-                    worst = worst.worse(self.judge(item));
-                    if worst.action == ArgumentOutcome::Deny {
-                        break;
-                    }
-                }
-                worst
-            }
+            Value::Array(items) => items
+                .iter()
+                .fold(Outcome::PASS, |acc, item| acc.join(self.judge(item))),
             _ => Outcome::deny("unsupported_value_type"),
         }
     }
@@ -347,7 +399,7 @@ impl ArgRule {
                     } else {
                         Outcome::otherwise(self.otherwise, Reasons::PATH)
                     };
-                    worst = worst.worse(o);
+                    worst = worst.join(o);
                 }
                 worst
             }
@@ -429,287 +481,5 @@ fn regex_set(list: &[String], at: &str, errors: &mut Vec<ConfigError>) -> RegexS
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn rules(v: Value) -> ArgRules {
-        let parsed: Vec<ArgumentRule> = serde_json::from_value(v).unwrap();
-        let mut errs = Vec::new();
-        let r = ArgRules::compile(&parsed, "tools[0]", &mut errs);
-        assert!(errs.is_empty(), "{errs:?}");
-        r
-    }
-
-    fn path_rules() -> ArgRules {
-        rules(json!([{
-            "name": "path", "kind": "path", "root": "/workspace",
-            "allow": ["**"], "check": ["secrets/**"], "deny": ["**/.git/**", "/etc/**"]
-        }]))
-    }
-
-    #[test]
-    fn path_precedence_deny_check_allow_otherwise() {
-        let r = path_rules();
-        assert_eq!(
-            r.evaluate(&json!({"path": "src/main.rs"})),
-            ArgVerdict::Pass
-        );
-        assert_eq!(
-            r.evaluate(&json!({"path": "secrets/k"})),
-            ArgVerdict::Check {
-                rule: "path",
-                reason: "path_needs_approval",
-                channel: ApprovalChannel::Elicitation,
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"path": "secrets/.git/x"})),
-            ArgVerdict::Deny {
-                rule: "path",
-                reason: "path_denied"
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"path": "/etc/passwd"})),
-            ArgVerdict::Deny {
-                rule: "path",
-                reason: "path_denied"
-            }
-        );
-        // `**` relative to the root does not reach outside it.
-        assert_eq!(
-            r.evaluate(&json!({"path": "/srv/x"})),
-            ArgVerdict::Deny {
-                rule: "path",
-                reason: "path_not_allowed"
-            }
-        );
-    }
-
-    #[test]
-    fn deny_and_check_ignore_case_and_cover_the_directory_itself() {
-        let r = rules(json!([{
-            "name": "path", "kind": "path", "root": "/workspace",
-            "allow": ["**"], "check": ["secrets/**"], "deny": ["**/.git/**", "**/.env", "keys/"]
-        }]));
-        for p in [
-            ".ENV",
-            "a/.Env",
-            ".GIT/config",
-            "x/.git",
-            "x/.git/.",
-            ".git",
-            "keys",
-            "KEYS/id",
-            "x/.GiT",
-        ] {
-            assert!(
-                matches!(
-                    r.evaluate(&json!({ "path": p })),
-                    ArgVerdict::Deny {
-                        reason: "path_denied",
-                        ..
-                    }
-                ),
-                "{p}"
-            );
-        }
-        for p in ["secrets", "secrets/.", "SECRETS/x", "Secrets"] {
-            assert!(
-                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Check { .. }),
-                "{p}"
-            );
-        }
-        for p in [
-            "src/.environment",
-            "gitx/a",
-            "x/.github/workflows/ci.yml",
-            "secretsx",
-        ] {
-            assert_eq!(r.evaluate(&json!({ "path": p })), ArgVerdict::Pass, "{p}");
-        }
-        // Allow stays case-sensitive and does not grow to the directory.
-        let a = rules(json!([{"name": "path", "kind": "path", "allow": ["/srv/Docs/**"]}]));
-        assert_eq!(
-            a.evaluate(&json!({"path": "/srv/Docs/a"})),
-            ArgVerdict::Pass
-        );
-        for p in ["/srv/docs/a", "/srv/Docs"] {
-            assert!(
-                matches!(a.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
-                "{p}"
-            );
-        }
-    }
-
-    #[test]
-    fn file_uris_are_judged_as_the_path_they_name() {
-        let r = path_rules();
-        for p in [
-            "file:///etc/passwd",
-            "file://localhost/etc/shadow",
-            "FILE:/etc/hosts",
-            "file://h/x",
-        ] {
-            assert!(
-                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
-                "{p}"
-            );
-        }
-        assert_eq!(
-            r.evaluate(&json!({"path": "file:///workspace/src/a.rs"})),
-            ArgVerdict::Pass
-        );
-    }
-
-    #[test]
-    fn traversal_tricks_are_denied() {
-        let r = path_rules();
-        for p in [
-            "../../etc/passwd",
-            "/workspace/../etc/shadow",
-            "/workspace/%2e%2e/%2e%2e/srv",
-            "/workspace/%252e%252e/srv",
-            "/workspace/\u{FF0E}\u{FF0E}/srv",
-            "..\\..\\srv",
-            "/workspace/a\0",
-            "/workspace/..\u{2215}srv",
-        ] {
-            assert!(
-                matches!(r.evaluate(&json!({ "path": p })), ArgVerdict::Deny { .. }),
-                "{p:?}"
-            );
-        }
-        assert_eq!(
-            r.evaluate(&json!({"path": "/workspace/a%2Fb"})),
-            ArgVerdict::Pass
-        );
-    }
-
-    #[test]
-    fn arrays_pointers_and_types() {
-        let r = rules(json!([
-            {"name": "paths", "kind": "path", "allow": ["/w/**"]},
-            {"name": "/opts/cmd", "kind": "command", "allow": ["ls *"]}
-        ]));
-        assert_eq!(
-            r.evaluate(&json!({"paths": ["/w/a", ["/w/b"]]})),
-            ArgVerdict::Pass
-        );
-        assert_eq!(
-            r.evaluate(&json!({"paths": ["/w/a", "/x"]})),
-            ArgVerdict::Deny {
-                rule: "paths",
-                reason: "path_not_allowed"
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"paths": 3})),
-            ArgVerdict::Deny {
-                rule: "paths",
-                reason: "unsupported_value_type"
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"opts": {"cmd": "ls; id"}})),
-            ArgVerdict::Deny {
-                rule: "/opts/cmd",
-                reason: "command_not_allowed"
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"opts": {"cmd": "ls -l"}, "paths": null})),
-            ArgVerdict::Pass
-        );
-        assert_eq!(r.evaluate(&json!({})), ArgVerdict::Pass);
-    }
-
-    #[test]
-    fn string_rules_are_anchored() {
-        let r = rules(
-            json!([{"name": "q", "kind": "string", "allow": ["[a-z]+"], "check": ["admin.*"], "deny": [".*drop table.*"], "otherwise": "check"}]),
-        );
-        assert_eq!(r.evaluate(&json!({"q": "abc"})), ArgVerdict::Pass);
-        assert_eq!(
-            r.evaluate(&json!({"q": "abc1"})),
-            ArgVerdict::Check {
-                rule: "q",
-                reason: "value_unlisted",
-                channel: ApprovalChannel::Elicitation,
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"q": "adminx"})),
-            ArgVerdict::Check {
-                rule: "q",
-                reason: "value_needs_approval",
-                channel: ApprovalChannel::Elicitation,
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"q": "x;\ndrop table y"})),
-            ArgVerdict::Deny {
-                rule: "q",
-                reason: "value_denied"
-            }
-        );
-    }
-
-    #[test]
-    fn worst_verdict_over_rules_wins() {
-        let r = rules(json!([
-            {"name": "a", "kind": "string", "allow": ["x"], "otherwise": "check"},
-            {"name": "b", "kind": "string", "allow": ["x"]}
-        ]));
-        assert_eq!(
-            r.evaluate(&json!({"a": "y", "b": "x"})),
-            ArgVerdict::Check {
-                rule: "a",
-                reason: "value_unlisted",
-                channel: ApprovalChannel::Elicitation,
-            }
-        );
-        assert_eq!(
-            r.evaluate(&json!({"a": "y", "b": "y"})),
-            ArgVerdict::Deny {
-                rule: "b",
-                reason: "value_not_allowed"
-            }
-        );
-    }
-
-    #[test]
-    fn bad_patterns_are_reported_with_their_field() {
-        let parsed: Vec<ArgumentRule> = serde_json::from_value(json!([
-            {"name": "p", "kind": "path", "allow": ["a[", "ok/**"], "root": "rel"},
-            {"name": "s", "kind": "string", "deny": ["("]},
-            {"name": "c", "kind": "command", "allow": ["ls; rm"]},
-            {"name": "/bad~2", "kind": "string"}
-        ]))
-        .unwrap();
-        let mut errs = Vec::new();
-        ArgRules::compile(&parsed, "tools[3]", &mut errs);
-        let ats: Vec<String> = errs
-            .iter()
-            .map(|e| e.to_string().split(':').next().unwrap().to_string())
-            .collect();
-        assert_eq!(
-            ats,
-            [
-                "tools[3].arguments[0].root",
-                "tools[3].arguments[0].allow[0]",
-                "tools[3].arguments[1].deny[0]",
-                "tools[3].arguments[2].allow[0]",
-                "tools[3].arguments[3].name"
-            ]
-        );
-    }
-
-    #[test]
-    fn verdicts_never_carry_the_value() {
-        let r = path_rules();
-        let v = r.evaluate(&json!({"path": "/etc/very-secret-name"}));
-        assert!(!format!("{v:?}").contains("very-secret-name"));
-    }
-}
+#[path = "args_tests.rs"]
+mod tests;

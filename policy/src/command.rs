@@ -3,7 +3,7 @@
 //!
 //! Flow: argument string --[`crate::shell::parse`]--> simple commands -->
 //! [`CommandMatcher::evaluate`]: every simple command must pass on its own,
-//! the worst outcome wins, so `git status; rm -rf /` cannot ride on an
+//! the outcomes join (args.rs: the strictest wins, with every reason), so `git status; rm -rf /` cannot ride on an
 //! allowed `git status`. Structural refusals (command substitution, output
 //! redirection, …) are listed in [`crate::shell`].
 //!
@@ -323,14 +323,9 @@ impl CommandMatcher {
             Ok(c) => c,
             Err(reason) => return Outcome::deny(reason),
         };
-        let mut worst = Outcome::PASS;
-        for words in &commands {
-            worst = worst.worse(self.one(words, otherwise, depth));
-            if worst.action == ArgumentOutcome::Deny {
-                break;
-            }
-        }
-        worst
+        commands.iter().fold(Outcome::PASS, |acc, words| {
+            acc.join(self.one(words, otherwise, depth))
+        })
     }
 
     fn one(&self, words: &[Word], otherwise: ArgumentOutcome, depth: usize) -> Outcome {
@@ -357,10 +352,7 @@ impl CommandMatcher {
             Outcome::otherwise(otherwise, Reasons::COMMAND)
         };
         for body in &nested {
-            if out.action == ArgumentOutcome::Deny {
-                break;
-            }
-            out = out.worse(self.evaluate_at(body, otherwise, depth + 1));
+            out = out.join(self.evaluate_at(body, otherwise, depth + 1));
         }
         out
     }

@@ -10,7 +10,7 @@ fn m(allow: &[&str], check: &[&str], deny: &[&str]) -> CommandMatcher {
 
 fn judge(m: &CommandMatcher, line: &str) -> (ArgumentOutcome, &'static str) {
     let o = m.evaluate(line, ArgumentOutcome::Deny);
-    (o.action, o.reason)
+    (o.action, o.reason())
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn deny_sees_through_wrappers_and_paths() {
         "exec -a innocent rm x",
         "$'rm' -rf /",
     ] {
-        assert_eq!(o(line).reason, "command_denied", "{line}");
+        assert_eq!(o(line).reason(), "command_denied", "{line}");
     }
     assert_eq!(o("ls -l").action, ArgumentOutcome::Pass);
     assert_eq!(o("echo rm").action, ArgumentOutcome::Pass);

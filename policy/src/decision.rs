@@ -1,5 +1,5 @@
 //! The one decision function shared by tools/list filtering and tools/call
-//! gating, and the typed denials it produces.
+//! gating (its denials are typed in [`crate::denial`]).
 //!
 //! Flow: [`Target`] (from the name mapping) + caller role + observed upstream
 //! tool (+ arguments, on a call) --[`decide`]--> [`Decision`]. The sidecar
@@ -8,7 +8,7 @@
 //! a JSON-RPC error in one place (`code()`, `reason()`, `limit()`,
 //! `observed()`, `hint()`, and `Display` as the message).
 //!
-//! Precedence (first match wins):
+//! Precedence (the first step that refuses names the denial):
 //! 1. no role (authenticated, unmapped)          → -32003 `no_role`
 //! 2. name outside the allowlist                 → -32004 `tool_not_available`
 //! 3. role below the tool's `requiredRole`       → -32003 `role_too_low`
@@ -18,13 +18,27 @@
 //! 5. quarantined (pin mismatch, drift, poison)  → -32004 `pin_mismatch` |
 //!    `definition_drift` | `poisoned_definition`
 //! 6. risk above `riskCeiling`, not approved     → -32004 `risk_above_ceiling`
-//! 7. (calls) an argument rule says deny         → -32004 the rule's reason
+//! 7. (calls) an argument rule says deny         → -32004, naming every
+//!    rule that refused
 //! 8. write-capable and no `sandbox.writeAllowed`→ -32006 `write_without_sandbox`
-//! 9. allow; an argument rule saying `check` is carried in the grant
-//!    ([`Grant::approval`]) with the rule's channel: the sidecar asks the
-//!    person at the client (elicitation) or waits for an approval on its
-//!    admin port (out of band), else answers [`Grant::approval_denial`]
-//!    (-32008).
+//! 9. allow; argument rules saying `check` are carried in the grant
+//!    ([`Grant::approval`]): the sidecar asks the person at the client
+//!    (elicitation) or waits for an approval on its admin port (out of
+//!    band), else answers [`Grant::approval_denial`] (-32008).
+//!
+//! How several matching rules compose: this is a **join**, never "the
+//! first one found". Outcomes are ordered `allow < check(elicitation) <
+//! check(outOfBand) < deny`; every tool-level step (1–6, 8) and every
+//! argument rule contributes, and the decision is the highest of them. A
+//! tool-level refusal therefore beats an argument's check, any argument's
+//! deny beats every check, and among checks the strongest channel any
+//! matching rule names is the one used ([`crate::args`] joins the
+//! argument rules: readings of one path, array elements, commands of one
+//! line, several rules). The order of the steps above only chooses which
+//! of several refusals is reported. What a decision names grows with it:
+//! [`Approval::rules`] and the argument denials list every rule (and
+//! reason) that reached the outcome, so the person approving sees all of
+//! what they approve.
 //!
 //! Resources and prompts follow the same order with fewer steps
 //! ([`CompiledPolicy::decide_resource`], [`CompiledPolicy::decide_template`],
@@ -45,274 +59,13 @@ use std::borrow::Cow;
 use mcp_warden_crds::policy::{ApprovalChannel, RiskLevel, Role};
 use serde_json::Value;
 
-use crate::args::{ArgRules, ArgVerdict};
+use crate::args::{ArgRules, ArgVerdict, RuleHit};
 use crate::compile::CompiledPolicy;
+pub use crate::denial::{describe, risk_name, role_name, Denial, ErrorCode, RuleReason};
 use crate::limits::ResolvedLimits;
 use crate::resources::Hidden;
 use crate::risk::effective;
-use crate::schema::Violation;
-use crate::tools::{ObservedTool, Quarantine, Target};
-
-/// The stable error codes of DESIGN §6 (contract).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// -32001: no or invalid token.
-    AuthRequired,
-    /// -32003: role lacks the tool's required role.
-    PermissionDenied,
-    /// -32004: not allowed, quarantined, argument rule deny.
-    PolicyBlocked,
-    /// -32005: a budget is spent.
-    BudgetExceeded,
-    /// -32006: write-capable tool without an approved sandbox.
-    SandboxViolation,
-    /// -32007: the call ran past its limit.
-    Timeout,
-    /// -32008: an argument needs approval and the client cannot ask.
-    ApprovalRequired,
-    /// -32602: arguments fail the inputSchema.
-    InvalidParams,
-}
-
-impl ErrorCode {
-    /// The JSON-RPC error code.
-    pub fn code(self) -> i32 {
-        match self {
-            ErrorCode::AuthRequired => -32001,
-            ErrorCode::PermissionDenied => -32003,
-            ErrorCode::PolicyBlocked => -32004,
-            ErrorCode::BudgetExceeded => -32005,
-            ErrorCode::SandboxViolation => -32006,
-            ErrorCode::Timeout => -32007,
-            ErrorCode::ApprovalRequired => -32008,
-            ErrorCode::InvalidParams => -32602,
-        }
-    }
-
-    /// The name, e.g. `POLICY_BLOCKED`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ErrorCode::AuthRequired => "AUTH_REQUIRED",
-            ErrorCode::PermissionDenied => "PERMISSION_DENIED",
-            ErrorCode::PolicyBlocked => "POLICY_BLOCKED",
-            ErrorCode::BudgetExceeded => "BUDGET_EXCEEDED",
-            ErrorCode::SandboxViolation => "SANDBOX_VIOLATION",
-            ErrorCode::Timeout => "TIMEOUT",
-            ErrorCode::ApprovalRequired => "APPROVAL_REQUIRED",
-            ErrorCode::InvalidParams => "INVALID_PARAMS",
-        }
-    }
-}
-
-/// Why a tool is hidden or a call refused. `Display` is the message for
-/// the model; it names the tool as the caller named it, never argument values.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Denial {
-    /// Authenticated, but no role is bound to the caller.
-    #[error("You have no role on this server, so nothing on it is available. {}", self.hint())]
-    NoRole,
-    /// A resource outside the allowlist, denied, or not a URI the policy
-    /// can judge (the reason says which).
-    #[error("Unknown resource: `{}`. {}", bounded(.uri), self.hint())]
-    ResourceNotAvailable {
-        /// The URI (or URI template) as the caller sent it.
-        uri: String,
-        /// `resource_not_available`, or why the URI was refused (`nul_byte`, …).
-        reason: &'static str,
-    },
-    /// A prompt outside the allowlist.
-    #[error("Unknown prompt: `{}`. {}", bounded(.name), self.hint())]
-    PromptNotAvailable {
-        /// The name the caller used.
-        name: String,
-    },
-    /// Below the required role of a resource or prompt rule.
-    #[error("The {what} `{}` requires the {} role; you have {}. {}", bounded(.name), role_name(*.required), role_name(*.actual), self.hint())]
-    ItemRoleTooLow {
-        /// `resource` or `prompt`.
-        what: &'static str,
-        /// The URI or prompt name.
-        name: String,
-        /// The rule's `requiredRole`.
-        required: Role,
-        /// The caller's role.
-        actual: Role,
-    },
-    /// Below the tool's required role.
-    #[error("Tool `{tool}` requires the {} role; you have {}. {}", role_name(*.required), role_name(*.actual), self.hint())]
-    RoleTooLow {
-        /// Exposed name.
-        tool: String,
-        /// The tool's `requiredRole`.
-        required: Role,
-        /// The caller's role.
-        actual: Role,
-    },
-    /// Outside the allowlist *or* absent upstream (deliberately one variant).
-    #[error("Unknown tool: `{tool}`. {}", self.hint())]
-    NotAvailable {
-        /// The name the caller used.
-        tool: String,
-    },
-    /// Quarantined definition.
-    #[error("Tool `{tool}` is blocked until an administrator reviews its changed or suspicious definition. {}", self.hint())]
-    Quarantined {
-        /// Exposed name.
-        tool: String,
-        /// Why.
-        cause: Quarantine,
-    },
-    /// Risk above the ceiling without approval.
-    #[error("Tool `{tool}` is {} risk, above this server's ceiling of {}, and has not been approved. {}", risk_name(*.risk), risk_name(*.ceiling), self.hint())]
-    RiskAboveCeiling {
-        /// Exposed name.
-        tool: String,
-        /// The tool's effective risk.
-        risk: RiskLevel,
-        /// The policy's `riskCeiling`.
-        ceiling: RiskLevel,
-    },
-    /// Write-capable tool without a write-enabled sandbox.
-    #[error("Tool `{tool}` can write, and this server's sandbox does not allow writes. {}", self.hint())]
-    WriteWithoutSandbox {
-        /// Exposed name.
-        tool: String,
-    },
-    /// An argument rule said deny.
-    #[error("Tool `{tool}` refused argument `{rule}` ({reason}). {}", self.hint())]
-    ArgumentDenied {
-        /// Exposed name.
-        tool: String,
-        /// The rule's `name` (argument name or pointer).
-        rule: String,
-        /// Stable reason, e.g. `path_denied`.
-        reason: &'static str,
-    },
-    /// An argument rule said check and no person could be asked.
-    #[error("Tool `{tool}` needs a person to approve argument `{rule}` ({reason}), and this client cannot ask. {}", self.hint())]
-    ApprovalRequired {
-        /// Exposed name.
-        tool: String,
-        /// The rule's `name`.
-        rule: String,
-        /// Stable reason, e.g. `command_needs_approval`.
-        reason: &'static str,
-    },
-    /// Arguments fail the inputSchema.
-    #[error("Invalid arguments for tool `{tool}`: {}. {}", crate::schema::summary(.violations), self.hint())]
-    InvalidParams {
-        /// Exposed name.
-        tool: String,
-        /// Every violation (messages carry no values).
-        violations: Vec<Violation>,
-    },
-}
-
-/// `viewer`, `user`, `admin`.
-pub fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::Viewer => "viewer",
-        Role::User => "user",
-        Role::Admin => "admin",
-    }
-}
-
-/// `low`, `medium`, `high`, `critical`.
-pub fn risk_name(r: RiskLevel) -> &'static str {
-    match r {
-        RiskLevel::Low => "low",
-        RiskLevel::Medium => "medium",
-        RiskLevel::High => "high",
-        RiskLevel::Critical => "critical",
-    }
-}
-
-impl Denial {
-    /// The error code.
-    pub fn error_code(&self) -> ErrorCode {
-        match self {
-            Denial::NoRole | Denial::RoleTooLow { .. } | Denial::ItemRoleTooLow { .. } => {
-                ErrorCode::PermissionDenied
-            }
-            Denial::ResourceNotAvailable { .. } | Denial::PromptNotAvailable { .. } => {
-                ErrorCode::PolicyBlocked
-            }
-            Denial::NotAvailable { .. }
-            | Denial::Quarantined { .. }
-            | Denial::RiskAboveCeiling { .. }
-            | Denial::ArgumentDenied { .. } => ErrorCode::PolicyBlocked,
-            Denial::WriteWithoutSandbox { .. } => ErrorCode::SandboxViolation,
-            Denial::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
-            Denial::InvalidParams { .. } => ErrorCode::InvalidParams,
-        }
-    }
-
-    /// The JSON-RPC error code (-32003, -32004, …).
-    pub fn code(&self) -> i32 {
-        self.error_code().code()
-    }
-
-    /// Stable snake_case reason: `data.reason` and the `reason` metric label.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Denial::NoRole => "no_role",
-            Denial::RoleTooLow { .. } | Denial::ItemRoleTooLow { .. } => "role_too_low",
-            Denial::NotAvailable { .. } => "tool_not_available",
-            Denial::ResourceNotAvailable { reason, .. } => reason,
-            Denial::PromptNotAvailable { .. } => "prompt_not_available",
-            Denial::Quarantined { cause, .. } => cause.reason(),
-            Denial::RiskAboveCeiling { .. } => "risk_above_ceiling",
-            Denial::WriteWithoutSandbox { .. } => "write_without_sandbox",
-            Denial::ArgumentDenied { reason, .. } | Denial::ApprovalRequired { reason, .. } => {
-                reason
-            }
-            Denial::InvalidParams { .. } => "invalid_params",
-        }
-    }
-
-    /// `data.limit`, where there is one (the required role, the ceiling).
-    pub fn limit(&self) -> Option<&'static str> {
-        match self {
-            Denial::RoleTooLow { required, .. } | Denial::ItemRoleTooLow { required, .. } => {
-                Some(role_name(*required))
-            }
-            Denial::RiskAboveCeiling { ceiling, .. } => Some(risk_name(*ceiling)),
-            _ => None,
-        }
-    }
-
-    /// `data.observed`, where there is one (the caller's role, the tool's risk).
-    pub fn observed(&self) -> Option<&'static str> {
-        match self {
-            Denial::RoleTooLow { actual, .. } | Denial::ItemRoleTooLow { actual, .. } => {
-                Some(role_name(*actual))
-            }
-            Denial::RiskAboveCeiling { risk, .. } => Some(risk_name(*risk)),
-            _ => None,
-        }
-    }
-
-    /// `data.hint`: how the model can recover.
-    pub fn hint(&self) -> &'static str {
-        match self {
-            Denial::NoRole => "Ask an administrator to grant you a role.",
-            Denial::RoleTooLow { .. } => "Use a tool your role allows, or ask an administrator for a higher role.",
-            Denial::NotAvailable { .. } => "Call tools/list to see the tools you can use.",
-            Denial::ResourceNotAvailable { .. } => {
-                "Call resources/list or resources/templates/list to see the resources you can read."
-            }
-            Denial::PromptNotAvailable { .. } => "Call prompts/list to see the prompts you can use.",
-            Denial::ItemRoleTooLow { .. } => "Ask an administrator for a higher role.",
-            Denial::Quarantined { .. } | Denial::RiskAboveCeiling { .. } => {
-                "Use another tool, or ask an administrator to approve this one."
-            }
-            Denial::WriteWithoutSandbox { .. } => "Use a read-only tool, or ask an administrator for a write-enabled sandbox.",
-            Denial::ArgumentDenied { .. } => "Change that argument to a value the policy allows (for paths: stay inside the workspace) and try again.",
-            Denial::ApprovalRequired { .. } => "Use a client that supports elicitation, or choose a value that needs no approval.",
-            Denial::InvalidParams { .. } => "Fix the arguments to match the tool's inputSchema and call again.",
-        }
-    }
-}
+use crate::tools::{ObservedTool, Target};
 
 /// What [`decide`] looks at.
 #[derive(Debug, Clone, Copy)]
@@ -327,20 +80,44 @@ pub struct Query<'a> {
     pub arguments: Option<&'a Value>,
 }
 
-/// An argument that needs a person's approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Arguments that need a person's approval: every rule that asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approval<'a> {
-    /// The rule's `name`.
-    pub rule: &'a str,
-    /// Stable reason.
-    pub reason: &'static str,
+    /// Every rule that asked, with each reason, in policy order (never empty).
+    pub rules: Vec<RuleHit<'a>>,
     /// Who approves: the client's user (elicitation) or a person on the
-    /// admin port (out of band).
+    /// admin port (out of band); the strongest channel any of `rules` names.
     pub channel: ApprovalChannel,
 }
 
+impl Approval<'_> {
+    /// The rules, owned (for denials and pending lists).
+    pub fn owned_rules(&self) -> Vec<RuleReason> {
+        self.rules.iter().map(RuleReason::from).collect()
+    }
+
+    /// The rule names, joined: `cwd, command` (each name once).
+    pub fn names(&self) -> String {
+        let mut names: Vec<&str> = Vec::with_capacity(self.rules.len());
+        for h in &self.rules {
+            if !names.contains(&h.rule) {
+                names.push(h.rule);
+            }
+        }
+        names.join(", ")
+    }
+
+    /// The first rule that asked (its reason is the audit and metric reason).
+    pub fn first(&self) -> RuleHit<'_> {
+        self.rules.first().copied().unwrap_or(RuleHit {
+            rule: "",
+            reason: "argument_needs_approval",
+        })
+    }
+}
+
 /// Permission to list or call a tool, with everything the sidecar needs next.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Grant<'a> {
     /// The name to call upstream.
     pub upstream_name: &'a str,
@@ -356,7 +133,7 @@ pub struct Grant<'a> {
     pub limits: &'a ResolvedLimits,
     /// Argument rules (already applied when the query had arguments).
     pub arguments: &'a ArgRules,
-    /// On a call: an argument needs approval first.
+    /// On a call: arguments need approval first.
     pub approval: Option<Approval<'a>>,
     prefix: &'a str,
 }
@@ -375,10 +152,9 @@ impl<'a> Grant<'a> {
 
     /// The -32008 denial for a client that cannot answer an elicitation.
     pub fn approval_denial(&self) -> Option<Denial> {
-        self.approval.map(|a| Denial::ApprovalRequired {
+        self.approval.as_ref().map(|a| Denial::ApprovalRequired {
             tool: self.exposed_name.to_string(),
-            rule: a.rule.to_string(),
-            reason: a.reason,
+            rules: a.owned_rules(),
         })
     }
 }
@@ -400,15 +176,6 @@ impl Decision<'_> {
 }
 
 static NO_ARGUMENT_RULES: ArgRules = ArgRules::EMPTY;
-
-/// A caller-chosen name or URI in a message, cut to a readable length.
-fn bounded(s: &str) -> &str {
-    let mut end = s.len().min(200);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
 
 /// The decision, in the precedence written at the top of this module.
 pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
@@ -460,22 +227,11 @@ pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
     if let Some(args) = q.arguments {
         match arguments.evaluate(args) {
             ArgVerdict::Pass => {}
-            ArgVerdict::Check {
-                rule,
-                reason,
-                channel,
-            } => {
-                approval = Some(Approval {
-                    rule,
-                    reason,
-                    channel,
-                })
-            }
-            ArgVerdict::Deny { rule, reason } => {
+            ArgVerdict::Check { rules, channel } => approval = Some(Approval { rules, channel }),
+            ArgVerdict::Deny { rules } => {
                 return Decision::Deny(Denial::ArgumentDenied {
                     tool: exposed.to_string(),
-                    rule: rule.to_string(),
-                    reason,
+                    rules: rules.iter().map(RuleReason::from).collect(),
                 })
             }
         }

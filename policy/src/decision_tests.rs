@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::poison::FindingKind;
+use crate::tools::Quarantine;
 use mcp_warden_crds::policy::FacadePolicy;
 use serde_json::json;
 use std::collections::HashMap;
@@ -217,8 +218,10 @@ fn argument_deny_comes_before_sandbox_and_check_is_carried() {
         d,
         Denial::ArgumentDenied {
             tool: "read_file".into(),
-            rule: "path".into(),
-            reason: "path_not_allowed"
+            rules: vec![RuleReason {
+                rule: "path".into(),
+                reason: "path_not_allowed"
+            }],
         }
     );
     assert_eq!(d.code(), -32004);
@@ -233,8 +236,10 @@ fn argument_deny_comes_before_sandbox_and_check_is_carried() {
     assert_eq!(
         g.approval,
         Some(Approval {
-            rule: "path",
-            reason: "path_needs_approval",
+            rules: vec![RuleHit {
+                rule: "path",
+                reason: "path_needs_approval"
+            }],
             channel: mcp_warden_crds::policy::ApprovalChannel::Elicitation,
         })
     );
@@ -390,13 +395,17 @@ fn every_denial_has_a_code_reason_and_hint() {
         Denial::WriteWithoutSandbox { tool: "t".into() },
         Denial::ArgumentDenied {
             tool: "t".into(),
-            rule: "p".into(),
-            reason: "path_denied",
+            rules: vec![RuleReason {
+                rule: "p".into(),
+                reason: "path_denied",
+            }],
         },
         Denial::ApprovalRequired {
             tool: "t".into(),
-            rule: "p".into(),
-            reason: "path_needs_approval",
+            rules: vec![RuleReason {
+                rule: "p".into(),
+                reason: "path_needs_approval",
+            }],
         },
         Denial::InvalidParams {
             tool: "t".into(),
@@ -420,4 +429,49 @@ fn every_denial_has_a_code_reason_and_hint() {
         assert_eq!(d.error_code().code(), d.code());
     }
     assert_eq!(ErrorCode::PolicyBlocked.name(), "POLICY_BLOCKED");
+}
+
+/// The review's finding: a command needing an out-of-band approval must
+/// not be downgraded to an elicitation because another argument (here the
+/// working directory) also asks for one.
+const RUN: &str = r#"
+tools:
+  - name: run
+    writes: false
+    arguments:
+      - {name: cwd, kind: path, allow: ["/work/**"], check: ["/work/prod/**"]}
+      - {name: command, kind: command, allow: ["git *"], check: ["git push"], approval: outOfBand}
+"#;
+
+fn run_world() -> World {
+    let mut w = world(RUN);
+    let run = ObservedTool::new(ro("run")).unwrap();
+    w.upstream.insert("run".into(), run);
+    w
+}
+
+#[test]
+fn the_strongest_channel_of_every_matching_rule_wins() {
+    use mcp_warden_crds::policy::ApprovalChannel::{Elicitation, OutOfBand};
+    let w = run_world();
+    let channel = |cwd: &str, command: &str| {
+        let g = w
+            .call(
+                "run",
+                Some(Role::User),
+                json!({"cwd": cwd, "command": command}),
+            )
+            .unwrap();
+        g.approval.as_ref().map(|a| a.channel)
+    };
+    assert_eq!(
+        channel("/work/dev", "git push origin main"),
+        Some(OutOfBand)
+    );
+    assert_eq!(
+        channel("/work/prod/app", "git push origin main"),
+        Some(OutOfBand)
+    );
+    assert_eq!(channel("/work/prod/app", "git status"), Some(Elicitation));
+    assert_eq!(channel("/work/dev", "git status"), None);
 }

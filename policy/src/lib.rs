@@ -30,6 +30,7 @@ mod args;
 mod command;
 mod compile;
 mod decision;
+mod denial;
 mod error;
 mod limits;
 mod path;
@@ -44,10 +45,11 @@ mod secrets;
 mod shell;
 mod tools;
 
-pub use args::{ArgRules, ArgVerdict};
+pub use args::{channel_strength, ArgRules, ArgVerdict, RuleHit};
 pub use compile::{CompiledPolicy, ToolPolicy};
 pub use decision::{
-    decide, risk_name, role_name, Approval, Decision, Denial, ErrorCode, Grant, Query,
+    decide, describe, risk_name, role_name, Approval, Decision, Denial, ErrorCode, Grant, Query,
+    RuleReason,
 };
 pub use error::ConfigError;
 pub use limits::ResolvedLimits;

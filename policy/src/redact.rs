@@ -7,6 +7,10 @@
 //! label set of `mcpwarden_redactions_total{kind}`: [`BUILTIN_KINDS`] plus
 //! the policy's pattern names).
 //!
+//! Redaction reads values as the client reads them: [`Redactor::redact_json`]
+//! walks the decoded JSON and scans each decoded string (escapes resolved),
+//! never the raw bytes of the message.
+//!
 //! Each secret is replaced by `[REDACTED:<kind>]`; overlapping matches are
 //! merged into one redaction, so no tail of a longer match survives. Object
 //! keys are not redacted. A custom pattern replaces its whole match, or its
@@ -295,13 +299,17 @@ impl Redactor {
         apply(text, spans, counts, &self.kinds)
     }
 
-    /// Whether raw JSON may hold a secret that only [`Redactor::redact_json`]
-    /// finds: one split over text items (more than one `"text"` member), or
-    /// hidden behind a `\u` escape. A byte scan of `raw` with
-    /// [`Redactor::redact`] finds the rest.
-    pub fn needs_json_pass(raw: &[u8]) -> bool {
-        memchr::memmem::find(raw, b"\\u").is_some()
-            || memchr::memmem::find_iter(raw, b"\"text\"").nth(2).is_some()
+    /// Whether raw JSON must go through [`Redactor::redact_json`] before it
+    /// can be called clean: **always**. A scan of the raw bytes reads text
+    /// the client never reads: escapes undecoded (`\n`, `\t`, `\"`, `\u…`
+    /// hide a token's start and a value's quotes), values glued to their
+    /// neighbours and to the JSON around them (a secret split over two
+    /// items, a `^` or `\A` anchored at the message rather than at the
+    /// value, a value pattern running into the next member). No byte scan
+    /// can vouch for the decoded values, so none may skip the JSON pass;
+    /// this stays only so that a caller of the former fast path is sound.
+    pub fn needs_json_pass(_raw: &[u8]) -> bool {
+        true
     }
 
     /// Where the secrets in `text` are.

@@ -162,14 +162,56 @@ fn a_secret_split_over_two_text_items_is_cut_from_both() {
         v,
         json!(["export DB_PASSWORD=", "[REDACTED:generic_secret]\nnext"])
     );
-    // The fast path knows when it must not skip this.
-    let raw = serde_json::to_vec(
-        &json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
-    )
-    .unwrap();
-    assert!(Redactor::needs_json_pass(&raw));
-    let one = serde_json::to_vec(&json!({"content": [{"type": "text", "text": "a"}]})).unwrap();
-    assert!(!Redactor::needs_json_pass(&one));
+}
+
+/// Results whose raw bytes a byte scan finds clean while the decoded text
+/// the client reads holds a secret: the JSON pass finds each one, and the
+/// former fast path's test never lets such a result skip it.
+#[test]
+fn decoded_values_are_what_is_redacted() {
+    let r = Redactor::new(&Redaction::default()).unwrap();
+    let ghp = format!("ghp_{}", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5");
+    let akia = "AKIAQ7ZXBN4HJW2KLM5R";
+    let sk = format!("sk_live_{}", "4eC39HqLyjWDarjtT1zdp7dc9Xk2");
+    let xoxb = "xoxb-2748-1234567890-Zq8Wm3Xn5Lp7Rt9Vb";
+    let cases = [
+        (format!("token:\t{ghp}"), ghp.clone()),
+        (format!("keys\n{akia}\n"), akia.to_string()),
+        (format!("stripe\n{sk}"), sk.clone()),
+        (format!("slack\t{xoxb}"), xoxb.to_string()),
+        (
+            "+DB_PASSWORD=\"hunter2 with spaces\"".to_string(),
+            "hunter2 with spaces".to_string(),
+        ),
+        (
+            "{\"db_password\": \"Tr0ub4dor&3;x,yz\"}".to_string(),
+            "Tr0ub4dor&3;x,yz".to_string(),
+        ),
+        (
+            "_authToken=ba03fc6f-ecc2-3398-4e3e-52d639302a90".to_string(),
+            "ba03fc6f-ecc2-3398-4e3e-52d639302a90".to_string(),
+        ),
+    ];
+    for (text, secret) in &cases {
+        let result = json!({"content": [{"type": "text", "text": text}]});
+        let raw = serde_json::to_vec(&result).unwrap();
+        let mut counts = r.counts();
+        let mut decoded: Value = serde_json::from_slice(&raw).unwrap();
+        r.redact_json(&mut decoded, &mut counts);
+        let out = decoded["content"][0]["text"].as_str().unwrap();
+        assert!(!out.contains(secret.as_str()), "{text:?} -> {out:?}");
+        assert!(counts.total() >= 1, "{text:?}");
+        // The raw bytes alone cannot be trusted to show it.
+        let mut raw_counts = r.counts();
+        let raw_clean = {
+            let _ = r.redact(&String::from_utf8_lossy(&raw), &mut raw_counts);
+            raw_counts.total() == 0
+        };
+        assert!(
+            !raw_clean || Redactor::needs_json_pass(&raw),
+            "the fast path would skip {text:?}"
+        );
+    }
 }
 
 #[test]

@@ -7,9 +7,11 @@
 //! used alike by list filtering and by the requests that name one.
 //!
 //! Precedence (written once, for both): a matching `deny` rule hides the
-//! item; else the first matching `allow` rule, in the order written, gives
-//! its `requiredRole`; else `defaultAction` (an `allow` default needs the
-//! `viewer` role). Deny patterns ignore case: a case-insensitive filesystem
+//! item; else every matching `allow` rule contributes and the highest
+//! `requiredRole` among them is needed (a join, as for argument rules: the
+//! order rules are written in never loosens what one of them asks, and a
+//! later, narrower rule cannot be shadowed by an earlier, broader one);
+//! else `defaultAction` (an `allow` default needs the `viewer` role). Deny patterns ignore case: a case-insensitive filesystem
 //! opens `.ENV` for `.env`.
 //!
 //! URIs are judged under every reading a server might take (as written,
@@ -140,7 +142,8 @@ impl ResourceRules {
     }
 
     /// Deny wins over every reading; otherwise each reading needs an allow
-    /// (or the default), and the highest role any reading needs is the answer.
+    /// (or the default), and the highest role any matching allow rule of
+    /// any reading needs is the answer.
     fn judge(&self, readings: &[Reading]) -> Result<Role, Hidden> {
         let denied = self.rules.iter().any(|r| {
             r.action == RuleAction::Deny && readings.iter().any(|rd| r.pattern.matches(rd))
@@ -150,12 +153,14 @@ impl ResourceRules {
         }
         let mut needed = Role::Viewer;
         for reading in readings {
-            let first_allow = self
+            let strictest_allow = self
                 .rules
                 .iter()
-                .find(|r| r.action == RuleAction::Allow && r.pattern.matches(reading));
-            match first_allow {
-                Some(rule) => needed = needed.max(rule.role),
+                .filter(|r| r.action == RuleAction::Allow && r.pattern.matches(reading))
+                .map(|r| r.role)
+                .max();
+            match strictest_allow {
+                Some(role) => needed = needed.max(role),
                 None if self.default_allow => {}
                 None => return Err(Hidden::NotAllowed),
             }
@@ -367,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn deny_beats_allow_and_the_first_allow_decides_the_role() {
+    fn deny_beats_allow_and_the_strictest_allow_decides_the_role() {
         let r = rules(
             DefaultAction::Allow,
             &[
@@ -382,6 +387,16 @@ mod tests {
         );
         assert_eq!(r.required_role("note://team/readme"), Ok(Role::User));
         assert_eq!(r.required_role("other://x"), Ok(Role::Viewer));
+        // A broad rule written first does not shadow a narrower, stricter one.
+        let r = rules(
+            DefaultAction::Deny,
+            &[
+                ("note://team/*", Allow, Role::Viewer),
+                ("note://team/payroll", Allow, Role::Admin),
+            ],
+        );
+        assert_eq!(r.required_role("note://team/payroll"), Ok(Role::Admin));
+        assert_eq!(r.required_role("note://team/notes"), Ok(Role::Viewer));
     }
 
     #[test]

@@ -84,6 +84,12 @@ macro_rules! secret_key {
     };
 }
 
+macro_rules! env_key {
+    () => {
+        r"(?-u:\b)[A-Z][A-Z0-9_]*_KEY"
+    };
+}
+
 macro_rules! password_key {
     () => {
         key!(
@@ -93,10 +99,41 @@ macro_rules! password_key {
     };
 }
 
-/// `KEY` then `:`/`=`/`=>`/`:=`, optional quotes, then the value (group 1).
-macro_rules! assignment {
-    ($key:expr, $value:expr) => {
-        concat!($key, r#"["']?\s*(?::=|=>|[:=])\s*["']?("#, $value, r#")"#)
+/// `KEY` then `:`/`=`/`=>`/`:=` (the key may close a quote, as in
+/// `"db_password": …`), then the value (group 1), in one of three forms,
+/// each read the way the text's reader reads it:
+/// - [`quoted!`]: `"…"` or `'…'`, to the closing quote (spaces and any
+///   punctuation included; `\"` does not close it), or to the end of the
+///   line;
+/// - [`bare!`]: unquoted, to the end of the token (whitespace), whatever
+///   punctuation it holds (`Tr0ub4dor&3xyz`, `a;b,c`). A value starting
+///   with `{`, `[` or `(` is a structure (a JSON schema, a call), not a
+///   secret.
+///
+/// `$min` is the least length; for `bare!`, `$rest` is `$min - 1`.
+macro_rules! quoted {
+    ($key:expr, $q:literal, $min:literal) => {
+        concat!(
+            $key,
+            r#"["']?\s*(?::=|=>|[:=])\s*"#,
+            $q,
+            r#"((?:[^"#,
+            $q,
+            r#"\\\r\n]|\\.){"#,
+            $min,
+            r#",})"#
+        )
+    };
+}
+
+macro_rules! bare {
+    ($key:expr, $rest:literal) => {
+        concat!(
+            $key,
+            r#"["']?\s*(?::=|=>|[:=])[ \t]*([^\s"'{\[(]\S{"#,
+            $rest,
+            r#",})"#
+        )
     };
 }
 
@@ -275,24 +312,39 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     ),
     c(
         "generic_secret",
-        assignment!(password_key!(), r#"[^\s'"&,;<>]{8,}"#),
+        quoted!(password_key!(), '"', 8),
         Check::Password,
     ),
     c(
         "generic_secret",
-        assignment!(secret_key!(), r#"[^\s'"&,;<>]{16,}"#),
+        quoted!(password_key!(), "'", 8),
+        Check::Password,
+    ),
+    c("generic_secret", bare!(password_key!(), 7), Check::Password),
+    c(
+        "generic_secret",
+        quoted!(secret_key!(), '"', 16),
         Check::Random,
     ),
+    c(
+        "generic_secret",
+        quoted!(secret_key!(), "'", 16),
+        Check::Random,
+    ),
+    c("generic_secret", bare!(secret_key!(), 15), Check::Random),
     // Environment-style names ending in _KEY (`ALGOLIA_ADMIN_KEY=`); only
     // in upper case, since `sort_key:` or `cache_key:` in JSON name no secret.
     c(
         "generic_secret",
-        concat!(
-            r#"(?-u:\b)[A-Z][A-Z0-9_]*_KEY["']?\s*(?::=|=>|[:=])\s*["']?("#,
-            r#"[^\s'"&,;<>]{16,})"#
-        ),
+        quoted!(env_key!(), '"', 16),
         Check::Random,
     ),
+    c(
+        "generic_secret",
+        quoted!(env_key!(), "'", 16),
+        Check::Random,
+    ),
+    c("generic_secret", bare!(env_key!(), 15), Check::Random),
     c(
         "generic_secret",
         r"(?i:<(?:password|secret|token|api[_-]?key|client[_-]?secret)>)([^<\s]{8,})</",
@@ -404,9 +456,11 @@ fn harmless_key(whole: &str) -> bool {
     .any(|w| k.contains(w))
 }
 
-/// An expression in code (`request.headers.get(`, `config.api.token`),
-/// not a value.
+/// An expression in code (`request.headers.get("Authorization")`,
+/// `config.api.token`), not a value: judged up to its first call
+/// parenthesis, since the arguments may hold anything.
 fn code_like(v: &str) -> bool {
+    let v = v.find('(').map_or(v, |i| &v[..=i]);
     v.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && v.bytes().all(|b| {
             b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'(' | b')' | b'[' | b']')
@@ -451,11 +505,17 @@ fn classes(s: &str) -> usize {
 /// Whether `value` (what the pattern captured, inside the match `whole`)
 /// passes `check`.
 pub(crate) fn passes(check: Check, whole: &str, value: &str) -> bool {
+    // An unquoted value runs to the end of its token, so a separator that
+    // ends it (`key: v,` in a flow mapping) is redacted along with it but
+    // does not count in judging it.
+    let value = value.trim_end_matches([',', ';']);
     match check {
         Check::None => true,
         Check::Luhn => luhn(value),
         Check::Random => {
             value.len() >= 16
+                // keys and tokens have no spaces; quoted prose does
+                && !value.contains(char::is_whitespace)
                 && !harmless_key(whole)
                 && !placeholder(value)
                 && classes(value) >= 2
@@ -474,6 +534,12 @@ pub(crate) fn passes(check: Check, whole: &str, value: &str) -> bool {
                 && !value.contains("://")
                 && !value.starts_with(['/', '~'])
                 && (n >= 12 || (n >= 8 && classes(value) >= 2))
+                // a quoted phrase is a passphrase only with a digit or a
+                // symbol in it; otherwise it is prose ("Enter your password")
+                && (!value.contains(char::is_whitespace)
+                    || value.bytes().any(|b| {
+                        b.is_ascii_digit() || b"#$%&*+/<=>@\\^_|~".contains(&b)
+                    }))
         }
     }
 }
@@ -504,53 +570,5 @@ pub(crate) fn luhn(s: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_pattern_compiles() {
-        for b in BUILTINS {
-            regex::Regex::new(b.pattern).unwrap_or_else(|e| panic!("{}: {e}", b.kind));
-        }
-    }
-
-    #[test]
-    fn checks() {
-        assert!(luhn("4111111111111111"));
-        assert!(luhn("378282246310005"));
-        assert!(!luhn("4111111111111112"));
-        assert!(!luhn("411111111111"));
-        for p in [
-            "<your-token>",
-            "${API_KEY}",
-            "{{ token }}",
-            "xxxxxxxxxxxxxxxx",
-            "********",
-            "changeme123",
-            "your_api_key_here",
-            "REDACTED",
-        ] {
-            assert!(placeholder(p), "{p}");
-        }
-        assert!(passes(Check::Random, "token=", "q8Zr2LmT7vWx9Kp3Nd5F"));
-        for v in [
-            "aaaaaaaaaaaaaaaaaaaa",
-            "some_identifier_name",
-            "/usr/local/bin/tool",
-            "https://x.example/y",
-        ] {
-            assert!(!passes(Check::Random, "token=", v), "{v}");
-        }
-        assert!(!passes(
-            Check::Random,
-            "nextPageToken: ",
-            "CAEQAhgBIhAKC2Zvbw"
-        ));
-        assert!(passes(Check::Password, "", "hunter2hunter2"));
-        assert!(passes(Check::Password, "", "correcthorse"));
-        assert!(passes(Check::Password, "", "password123"));
-        assert!(!passes(Check::Password, "", "required"));
-        assert!(!passes(Check::Password, "", "hunter2"));
-        assert!(!passes(Check::Password, "PWD=", "/home/alice/projects"));
-    }
-}
+#[path = "secrets_tests.rs"]
+mod tests;

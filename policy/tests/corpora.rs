@@ -170,6 +170,25 @@ fn redaction_of_secret_formats_and_benign_strings() {
             ));
         }
     }
+    // As the client reads it: the text as a tool result's content, through
+    // the wire bytes and back (escapes decoded), redacted by redact_json.
+    let mut wire_removed = 0;
+    for case in &secrets {
+        let (text, secret) = (
+            case["text"].as_str().unwrap(),
+            case["secret"].as_str().unwrap(),
+        );
+        let raw =
+            serde_json::to_vec(&json!({"content": [{"type": "text", "text": text}]})).unwrap();
+        let mut v: Value = serde_json::from_slice(&raw).unwrap();
+        let mut counts = r.counts();
+        r.redact_json(&mut v, &mut counts);
+        if fully_removed(text, v["content"][0]["text"].as_str().unwrap(), secret) {
+            wire_removed += 1;
+        } else {
+            misses.push(format!("  wire {}: {}", case["kind"], case["why"]));
+        }
+    }
     // Inside base64, when the policy asks for it.
     let b64 = Redactor::new(&Redaction {
         decode_base64: true,
@@ -213,6 +232,10 @@ fn redaction_of_secret_formats_and_benign_strings() {
         pct(split_removed, n)
     );
     println!(
+        "  fully removed from a tool result's decoded JSON: {wire_removed}/{n} ({:.1}%)",
+        pct(wire_removed, n)
+    );
+    println!(
         "  fully removed inside base64 (decodeBase64): {b64_removed}/{n} ({:.1}%)",
         pct(b64_removed, n)
     );
@@ -237,6 +260,7 @@ fn redaction_of_secret_formats_and_benign_strings() {
     for (what, got) in [
         ("plain", removed),
         ("split", split_removed),
+        ("decoded JSON", wire_removed),
         ("base64", b64_removed),
     ] {
         assert!(

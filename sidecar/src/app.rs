@@ -1,110 +1,17 @@
-//! The process-wide context every layer shares: where the upstream is, the
-//! runtime limits, the live policy, the session table and the metrics.
+//! The application: the top of the facade, where the layers are assembled.
+//! [`App`] is the sessions' shared context ([`Context`]) plus what only the
+//! top holds: the router's tables, who may use the admin port, which hosts
+//! the listeners accept. The command line ([`crate::cli`]) builds it; the
+//! listeners, the client transports and the admin port use it.
 
-use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-use mcp_warden_policy::SchemaCache;
-
-use crate::approvals::Approvals;
-use crate::jsonrpc::Message;
-use crate::metrics::Metrics;
-use crate::pipeline::audit::Audit;
-use crate::pipeline::budget::{GlobalCalls, SessionBudget};
-use crate::pipeline::identity::Identity;
-use crate::pipeline::policy::LivePolicy;
-use crate::pipeline::registry::Registry;
-use crate::session::channel::{Channel, Era};
-use crate::session::ids::SessionIds;
-use crate::session::manager::Sessions;
-use crate::upstream::spares::Spares;
-use crate::upstream::{Credential, LinkLimits, LinkMode, ParamHeaders, UpstreamTarget};
-
-/// Runtime limits: each has a safe default and a `run` flag.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub max_body_bytes: usize,
-    pub max_header_bytes: usize,
-    pub header_read_timeout: Duration,
-    /// A body must arrive within this (slow-drip bodies are cut off).
-    pub body_read_timeout: Duration,
-    pub max_sessions: usize,
-    /// Sessions one caller (an issuer-qualified subject; an address, for
-    /// anonymous callers) may hold at once.
-    pub max_sessions_per_identity: usize,
-    pub idle_timeout: Duration,
-    pub stream_queue_depth: usize,
-    pub upstream_wait: Duration,
-    /// How long a request the policy does not time (everything but
-    /// tools/call: ping, resources/read, prompts/get, …) may wait for the
-    /// server before the client gets -32007 and the server a cancellation.
-    pub request_timeout: Duration,
-    /// How long a request the client cancelled (or that timed out) may stay
-    /// on the server before the server process is replaced: until then it
-    /// keeps its concurrency slot.
-    pub cancel_grace: Duration,
-    pub max_restarts: u32,
-    pub restart_window: Duration,
-    pub restart_backoff_initial: Duration,
-    pub restart_backoff_max: Duration,
-    /// Server processes kept started ahead of new sessions (stdio/socket).
-    pub spares: usize,
-    /// Longest single message from the server.
-    pub max_upstream_message_bytes: usize,
-    /// Which revision of MCP the server speaks: found with `server/discover`
-    /// (`auto`), or set.
-    pub upstream_era: EraChoice,
-    /// How long a modern client's `requestState` stays good.
-    pub request_state_ttl: Duration,
-    /// How long a call waits for an out-of-band approval.
-    pub approval_timeout: Duration,
-    /// Calls that may wait for an out-of-band approval at once (0: none can,
-    /// as with `--stdio`, which has no admin listener).
-    pub max_pending_approvals: usize,
-}
-
-/// How the server's era is decided.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum EraChoice {
-    /// `server/discover` first; a server that does not answer it is legacy.
-    #[default]
-    Auto,
-    /// `initialize` and a session per client.
-    Legacy,
-    /// Stateless, one server shared by every caller.
-    Modern,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_body_bytes: 4 * 1024 * 1024,
-            max_header_bytes: 64 * 1024,
-            header_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(30),
-            max_sessions: 1024,
-            max_sessions_per_identity: 8,
-            idle_timeout: Duration::from_secs(5 * 60),
-            stream_queue_depth: 256,
-            upstream_wait: Duration::from_secs(30),
-            request_timeout: Duration::from_secs(120),
-            cancel_grace: Duration::from_secs(10),
-            max_restarts: 5,
-            restart_window: Duration::from_secs(60),
-            restart_backoff_initial: Duration::from_millis(100),
-            restart_backoff_max: Duration::from_secs(5),
-            spares: 1,
-            max_upstream_message_bytes: 16 * 1024 * 1024,
-            upstream_era: EraChoice::Auto,
-            request_state_ttl: crate::request_state::LIFETIME,
-            approval_timeout: Duration::from_secs(300),
-            max_pending_approvals: 64,
-        }
-    }
-}
+use crate::auth::identity::Identity;
+use crate::router::sessions::CreateError;
+use crate::router::{probe, ChannelError, Router};
+use crate::session::channel::Channel;
+use crate::session::context::Context;
+use crate::session::Session;
 
 /// Which `Host` and `Origin` values the HTTP transport accepts (DNS
 /// rebinding protection, as the MCP transport spec requires).
@@ -150,306 +57,57 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         == 0
 }
 
-/// A legacy server's session the facade holds for one modern caller.
-pub struct Bridge {
-    pub channel: Arc<Channel>,
-    pub last_used: std::time::Instant,
-}
-
-/// Why a modern caller cannot be served now.
-#[derive(Debug, thiserror::Error)]
-pub enum ChannelError {
-    #[error("the MCP server has not answered yet; retry shortly")]
-    NotReady,
-    #[error("the facade holds {0} server sessions for modern callers, its limit; retry later")]
-    TooMany(usize),
-}
-
-/// What the server said about itself when the facade first reached it.
-#[derive(Clone, Debug)]
-pub struct UpstreamInfo {
-    pub era: Era,
-    /// Its capabilities (`server/discover`, or `initialize`'s result).
-    pub capabilities: serde_json::Value,
-    /// Its name and version.
-    pub server_info: serde_json::Value,
-    pub instructions: Option<String>,
-}
-
 pub struct App {
-    pub target: UpstreamTarget,
+    /// What every session shares (limits, policy, registry, audit, metrics).
+    pub ctx: Arc<Context>,
+    /// The session table and the routes to the server.
+    pub router: Arc<Router>,
     /// Who may use `/tools` and `/approvals` on the admin port.
     pub admin: AdminAccess,
-    /// Calls waiting for an out-of-band approval.
-    pub approvals: Approvals,
-    pub limits: Limits,
-    pub link_limits: LinkLimits,
-    pub spares: Arc<Spares>,
     pub hosts: HostPolicy,
-    pub policy: ArcSwap<LivePolicy>,
-    /// Upstream tools as observed (hashes, drift, quarantine).
-    pub registry: Registry,
-    /// Compiled input/output validators, by definition hash.
-    pub schemas: SchemaCache,
-    pub audit: Audit,
-    /// OpenTelemetry spans (none when tracing is off).
-    pub telemetry: crate::spans::Telemetry,
-    pub global_calls: Arc<GlobalCalls>,
-    pub sessions: Sessions,
-    /// Mints session ids and tells which replica owns one.
-    pub session_ids: SessionIds,
-    pub metrics: Metrics,
-    /// Set once the upstream answered `initialize` or `server/discover`
-    /// (the readiness probe).
-    pub ready: AtomicBool,
-    /// What the server is, once the probe found out.
-    pub upstream: OnceLock<UpstreamInfo>,
-    /// Woken when `upstream` is set.
-    pub upstream_known: tokio::sync::Notify,
-    /// A modern server's one channel, shared by every caller.
-    pub hub: OnceLock<Arc<Channel>>,
-    /// A legacy server's channels for modern clients, one per caller (the
-    /// facade made their handshake), by quota key.
-    pub bridges: Mutex<HashMap<String, Bridge>>,
-    /// Seals and opens the `requestState` of modern clients' retries.
-    pub state_seal: crate::request_state::StateSeal,
-    /// Calls on legacy servers that wait for a modern client's answer, by key.
-    pub parked: Mutex<HashMap<String, crate::session::Parked>>,
-    /// Budgets of callers without a session (modern clients), per caller.
-    pub budgets: Mutex<HashMap<String, Arc<SessionBudget>>>,
-    /// Set on SIGTERM: no new sessions, live ones drain.
-    pub draining: AtomicBool,
+}
+
+impl std::ops::Deref for App {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 impl App {
-    /// What the server is: waits (up to the upstream wait) for the probe.
-    /// `None`: the server has not answered yet.
-    pub async fn upstream_info(&self) -> Option<&UpstreamInfo> {
-        let deadline = tokio::time::Instant::now() + self.limits.upstream_wait;
-        loop {
-            let known = self.upstream_known.notified();
-            if let Some(info) = self.upstream.get() {
-                return Some(info);
-            }
-            if tokio::time::timeout_at(deadline, known).await.is_err() {
-                return self.upstream.get();
-            }
-        }
+    pub fn new(ctx: Arc<Context>, hosts: HostPolicy, admin: AdminAccess) -> Arc<App> {
+        Arc::new(App {
+            ctx,
+            router: Arc::new(Router::default()),
+            admin,
+            hosts,
+        })
     }
 
-    /// Record what the probe found (once) and wake whoever waits for it.
-    pub fn set_upstream(&self, info: UpstreamInfo) {
-        let _ = self.upstream.set(info);
-        self.upstream_known.notify_waiters();
+    /// Start a legacy client's session, on the route the router gives it.
+    pub async fn create_session(
+        &self,
+        owner: Arc<Identity>,
+        quota_key: String,
+    ) -> Result<Arc<Session>, CreateError> {
+        // A modern server serves legacy sessions from its one channel (the
+        // facade makes the handshake) unless it opens legacy sessions too.
+        let own_channel = probe::legacy_sessions(&self.ctx, &self.router).await;
+        let hub = self.router.hub.get().filter(|_| !own_channel);
+        self.router
+            .sessions
+            .create(&self.ctx, hub, owner, quota_key)
     }
 
-    /// How links to the server speak, for a server of `era`.
-    pub fn link_mode(self: &Arc<Self>, era: Era) -> LinkMode {
-        if era == Era::Legacy {
-            return LinkMode::default();
-        }
-        let app = Arc::downgrade(self);
-        let param_headers: ParamHeaders = Arc::new(move |msg: &Message| {
-            let Some(app) = app.upgrade() else {
-                return Vec::new();
-            };
-            param_headers_of(&app, msg)
-        });
-        LinkMode {
-            modern: true,
-            param_headers: Some(param_headers),
-            credential: None,
-        }
-    }
-
-    /// The credential a request of `caller` carries upstream (an HTTP(S)
-    /// upstream with `upstreamAuth`; else none). Asked after policy, per
-    /// request.
-    pub async fn credential_for(&self, caller: &Identity) -> Result<Option<Credential>, String> {
-        let UpstreamTarget::Http(target) = &self.target else {
-            return Ok(None);
-        };
-        let policy = self.policy.load_full();
-        let Some(creds) = &policy.upstream_credentials else {
-            return Ok(None);
-        };
-        let role = caller.role(&policy.compiled);
-        creds
-            .for_caller(caller, role, &target.client)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// The credential of the facade's own requests (probe, tool refresh).
-    pub async fn facade_credential(&self) -> Result<Option<Credential>, String> {
-        let UpstreamTarget::Http(target) = &self.target else {
-            return Ok(None);
-        };
-        let policy = self.policy.load_full();
-        let Some(creds) = &policy.upstream_credentials else {
-            return Ok(None);
-        };
-        creds
-            .for_facade(&target.client)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// Whether requests upstream carry credentials at all (cheap: the hot
-    /// path asks this first).
-    pub fn has_upstream_credentials(&self) -> bool {
-        matches!(self.target, UpstreamTarget::Http(_))
-            && self.policy.load().upstream_credentials.is_some()
-    }
-
-    /// The channel a modern caller's requests go through: the modern
-    /// server's hub, or (a legacy server) this caller's bridge, opened on
-    /// first use.
+    /// The channel a modern caller's requests go through.
     pub async fn modern_channel(
-        self: &Arc<Self>,
+        &self,
         quota_key: &str,
         caller: &Identity,
     ) -> Result<Arc<Channel>, ChannelError> {
-        let info = self.upstream_info().await.ok_or(ChannelError::NotReady)?;
-        if info.era == Era::Modern {
-            return self.hub.get().cloned().ok_or(ChannelError::NotReady);
-        }
-        // The bridge is this caller's session upstream: the facade's own
-        // handshake on it carries the caller's credential.
-        let credential = if self.has_upstream_credentials() {
-            self.credential_for(caller).await.ok().flatten()
-        } else {
-            None
-        };
-        let mut bridges = self.bridges.lock().unwrap();
-        bridges.retain(|_, b| !b.channel.is_closed());
-        if let Some(bridge) = bridges.get_mut(quota_key) {
-            bridge.last_used = std::time::Instant::now();
-            return Ok(bridge.channel.clone());
-        }
-        let cap = self.limits.max_sessions;
-        if bridges.len() >= cap {
-            // Room from the bridge idle longest, if one is idle at all.
-            let idlest = bridges
-                .iter()
-                .filter(|(_, b)| !b.channel.in_use())
-                .min_by_key(|(_, b)| b.last_used)
-                .map(|(k, _)| k.clone());
-            let Some(evict) = idlest else {
-                return Err(ChannelError::TooMany(cap));
-            };
-            if let Some(old) = bridges.remove(&evict) {
-                old.channel.close();
-            }
-        }
-        let name: Arc<str> = format!("bridge:{}", bridges.len() + 1).into();
-        let channel = Channel::start_bridge(self.clone(), name, credential);
-        bridges.insert(
-            quota_key.to_string(),
-            Bridge {
-                channel: channel.clone(),
-                last_used: std::time::Instant::now(),
-            },
-        );
-        self.metrics.bridges_active.set(bridges.len() as i64);
-        Ok(channel)
-    }
-
-    /// End the bridges idle past the idle timeout (their servers stop).
-    pub fn reap_bridges(&self) {
-        let idle = self.limits.idle_timeout;
-        let mut bridges = self.bridges.lock().unwrap();
-        bridges.retain(|_, b| {
-            let keep =
-                !b.channel.is_closed() && (b.channel.in_use() || b.last_used.elapsed() < idle);
-            if !keep {
-                b.channel.close();
-            }
-            keep
-        });
-        self.metrics.bridges_active.set(bridges.len() as i64);
-    }
-
-    /// The budget of a caller without a session (a modern client): one per
-    /// caller on this replica, kept while the caller is active.
-    pub fn budget_for(&self, quota_key: &str) -> Arc<SessionBudget> {
-        let mut budgets = self.budgets.lock().unwrap();
-        let idle = self.limits.idle_timeout;
-        budgets.retain(|_, b| b.active_within(idle));
-        budgets.entry(quota_key.to_string()).or_default().clone()
-    }
-
-    pub fn new(
-        target: UpstreamTarget,
-        limits: Limits,
-        hosts: HostPolicy,
-        policy: Arc<LivePolicy>,
-        (audit, telemetry, metrics): (Audit, crate::spans::Telemetry, Metrics),
-        session_ids: SessionIds,
-        admin: AdminAccess,
-    ) -> Arc<App> {
-        let state_ttl = limits.request_state_ttl;
-        let link_limits = LinkLimits {
-            queue_depth: limits.stream_queue_depth,
-            max_message_bytes: limits.max_upstream_message_bytes,
-        };
-        Arc::new(App {
-            admin,
-            approvals: Approvals::new(limits.max_pending_approvals, limits.approval_timeout),
-            spares: Spares::new(target.clone(), link_limits.clone(), limits.spares),
-            target,
-            link_limits,
-            limits,
-            hosts,
-            policy: ArcSwap::new(policy),
-            registry: Registry::default(),
-            schemas: SchemaCache::new(),
-            audit,
-            telemetry,
-            global_calls: Arc::new(GlobalCalls::default()),
-            sessions: Sessions::default(),
-            metrics,
-            ready: AtomicBool::new(false),
-            upstream: OnceLock::new(),
-            upstream_known: tokio::sync::Notify::new(),
-            hub: OnceLock::new(),
-            bridges: Mutex::new(HashMap::new()),
-            budgets: Mutex::new(HashMap::new()),
-            state_seal: session_ids.state_seal().with_lifetime(state_ttl),
-            session_ids,
-            parked: Mutex::new(HashMap::new()),
-            draining: AtomicBool::new(false),
-        })
-    }
-}
-
-/// The `Mcp-Param-*` headers of a `tools/call` on its way to a modern HTTP
-/// server: the tool's `x-mcp-header` annotations, as the facade last saw
-/// its definition, filled from the arguments sent.
-fn param_headers_of(app: &App, msg: &Message) -> Vec<(String, String)> {
-    if msg.method() != "tools/call" || !msg.mentions(b"arguments") {
-        return Vec::new();
-    }
-    let value = msg.to_value();
-    let Some(tool) = value
-        .pointer("/params/name")
-        .and_then(serde_json::Value::as_str)
-        .and_then(|name| app.registry.get(name))
-    else {
-        return Vec::new();
-    };
-    let schema = tool
-        .definition
-        .get("inputSchema")
-        .unwrap_or(&serde_json::Value::Null);
-    match crate::era::header_params(schema) {
-        Ok(params) if !params.is_empty() => {
-            let arguments = value
-                .pointer("/params/arguments")
-                .unwrap_or(&serde_json::Value::Null);
-            crate::era::param_header_values(&params, arguments)
-        }
-        _ => Vec::new(),
+        self.router
+            .modern_channel(&self.ctx, quota_key, caller)
+            .await
     }
 }
 

@@ -3,7 +3,7 @@
 //! agent does not control (unlike an elicitation, which the agent's own
 //! client answers).
 //!
-//! Flow: pipeline/approval.rs --[`Approvals::open`]--> a pending entry
+//! Flow: session/steps/approval.rs --[`Approvals::open`]--> a pending entry
 //! (listed by `GET /approvals`) and a [`Ticket`] the call waits on -->
 //! `POST /approvals/<id>` --[`Approvals::decide`]--> the ticket resolves
 //! with the decision and the approver's name --> the call goes on (or is
@@ -26,19 +26,35 @@ pub struct PendingCall {
     pub id: String,
     /// The tool as the caller named it.
     pub tool: String,
-    /// The argument rule that asked for approval, and why.
+    /// The (first) argument rule that asked for approval, and why.
     pub rule: String,
     pub reason: &'static str,
     /// The argument's value, cut to a readable length.
     pub argument: String,
+    /// Every argument rule that asked, each with its value: the person
+    /// approves all of them at once.
+    pub rules: Vec<PendingRule>,
     /// Who is calling.
     pub issuer: Option<String>,
     pub subject: Option<String>,
     /// The session, hashed as in audit lines.
     pub session: String,
+    /// Whose share of the queue the call takes: the caller's quota key
+    /// (issuer and subject; an address for anonymous callers). Not shown.
+    #[serde(skip)]
+    pub owner: String,
     /// Unix seconds.
     pub requested_at: u64,
     pub expires_at: u64,
+}
+
+/// One argument rule that asked for a pending call's approval.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct PendingRule {
+    pub rule: String,
+    pub reason: &'static str,
+    /// The argument's value, cut to a readable length and redacted.
+    pub argument: String,
 }
 
 /// A person's decision.
@@ -56,6 +72,8 @@ pub enum OpenError {
     Unreachable,
     #[error("too many calls are waiting for approval")]
     Full,
+    #[error("this caller already has {0} calls waiting for approval, its share of the queue")]
+    ShareExhausted(usize),
 }
 
 /// Why a decision was not taken.
@@ -77,6 +95,9 @@ pub struct Approvals {
     /// At most this many calls wait at once (0: out-of-band approval is
     /// unavailable, e.g. without an admin listener).
     max: usize,
+    /// At most this many of them are one caller's, so one identity cannot
+    /// fill the queue and lock everyone else out of approvals.
+    per_owner: usize,
     /// How long a call waits for a decision.
     pub wait: Duration,
 }
@@ -115,12 +136,23 @@ fn unix_now() -> u64 {
 }
 
 impl Approvals {
+    /// A queue of `max` calls; each caller's share is a quarter of it (at
+    /// least one) unless [`Approvals::with_share`] says otherwise.
     pub fn new(max: usize, wait: Duration) -> Approvals {
         Approvals {
             pending: Arc::default(),
             max,
+            per_owner: (max / 4).max(1),
             wait,
         }
+    }
+
+    /// Each caller's share of the queue (0: the default, a quarter).
+    pub fn with_share(mut self, per_owner: usize) -> Approvals {
+        if per_owner > 0 {
+            self.per_owner = per_owner.min(self.max.max(1));
+        }
+        self
     }
 
     /// Put a call on the list. `call.id`, `requested_at` and `expires_at`
@@ -132,6 +164,13 @@ impl Approvals {
         let mut pending = self.pending.lock().unwrap();
         if pending.len() >= self.max {
             return Err(OpenError::Full);
+        }
+        let theirs = pending
+            .values()
+            .filter(|e| e.call.owner == call.owner)
+            .count();
+        if theirs >= self.per_owner {
+            return Err(OpenError::ShareExhausted(self.per_owner));
         }
         let mut random = [0u8; 12];
         getrandom::fill(&mut random).expect("the OS random source is available");
@@ -201,12 +240,39 @@ mod tests {
             rule: "cmd".into(),
             reason: "command_needs_approval",
             argument: "\"git push\"".into(),
+            rules: Vec::new(),
             issuer: Some("static".into()),
             subject: Some("alice".into()),
             session: "s1".into(),
+            owner: "static/alice".into(),
             requested_at: 0,
             expires_at: 0,
         }
+    }
+
+    fn call_of(owner: &str) -> PendingCall {
+        PendingCall {
+            owner: owner.into(),
+            ..call()
+        }
+    }
+
+    #[test]
+    fn one_caller_takes_at_most_its_share_and_others_still_get_in() {
+        let a = Approvals::new(8, Duration::from_secs(5));
+        let mine: Vec<Ticket> = (0..2).map(|_| a.open(call_of("alice")).unwrap()).collect();
+        assert_eq!(
+            a.open(call_of("alice")).err(),
+            Some(OpenError::ShareExhausted(2))
+        );
+        let bobs = a.open(call_of("bob")).unwrap();
+        drop(mine);
+        a.open(call_of("alice")).unwrap();
+        drop(bobs);
+        // A share set by flag; never above the queue itself.
+        let b = Approvals::new(3, Duration::from_secs(5)).with_share(10);
+        let _held: Vec<Ticket> = (0..3).map(|_| b.open(call_of("carol")).unwrap()).collect();
+        assert_eq!(b.open(call_of("carol")).err(), Some(OpenError::Full));
     }
 
     #[tokio::test]

@@ -13,13 +13,15 @@ use mcp_warden_crds::FacadePolicy;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{AdminAccess, App, HostPolicy, Limits};
-use crate::pipeline::audit::{Audit, AuditConfig, AuditSink};
-use crate::pipeline::policy::LivePolicy;
+use crate::app::{AdminAccess, App, HostPolicy};
+use crate::gates::audit::{Audit, AuditConfig, AuditSink};
+use crate::gates::policy::LivePolicy;
+use crate::router::probe;
+use crate::session::context::{Context, Limits};
 use crate::session::ids::SessionIds;
 use crate::sinks::file::Rotation;
 use crate::upstream::{HttpTarget, UpstreamTarget};
-use crate::{admin, bridge, downstream, policy_file, probe, server};
+use crate::{admin, bridge, downstream, policy_file, server};
 
 #[derive(Parser)]
 #[command(
@@ -126,6 +128,12 @@ struct RunArgs {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
+    /// Messages one JSON-RPC batch may hold (protocol revisions 2025-03-26
+    /// and earlier); a larger batch is refused whole with -32600
+    /// (`batch_too_large`). Each element counts as a request of its own
+    /// against every budget.
+    #[arg(long, default_value_t = Limits::default().max_batch_size)]
+    max_batch_size: usize,
     /// Largest request header block, in bytes.
     #[arg(long, default_value_t = Limits::default().max_header_bytes)]
     max_header_bytes: usize,
@@ -156,6 +164,11 @@ struct RunArgs {
     /// refused with -32008 (`approval_queue_full`).
     #[arg(long, default_value_t = Limits::default().max_pending_approvals)]
     max_pending_approvals: usize,
+    /// How many of those calls one caller may hold at once, so one identity
+    /// cannot fill the queue (-32008, `approval_share_exhausted`); 0: a
+    /// quarter of `--max-pending-approvals`, at least one.
+    #[arg(long, default_value_t = 0)]
+    max_pending_approvals_per_identity: usize,
     /// Seconds a client may take to send a request's headers (and the first
     /// byte of a connection); slower connections are closed.
     #[arg(long, default_value_t = Limits::default().header_read_timeout.as_secs())]
@@ -193,8 +206,8 @@ struct RunArgs {
     /// `server/discover` (a server that does not answer it is legacy);
     /// `modern` serves every caller from one server; `legacy` gives each
     /// session a server process (or upstream session) of its own.
-    #[arg(long, value_enum, env = "MCP_WARDEN_UPSTREAM_ERA", default_value_t = crate::app::EraChoice::Auto)]
-    upstream_era: crate::app::EraChoice,
+    #[arg(long, value_enum, env = "MCP_WARDEN_UPSTREAM_ERA", default_value_t = crate::session::context::EraChoice::Auto)]
+    upstream_era: crate::session::context::EraChoice,
     /// How long a modern client has to retry a request the facade answered
     /// with `input_required` (an approval, a server's question) before the
     /// signed `requestState` expires.
@@ -353,6 +366,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot open the audit sink: {e}"))?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
+        max_batch_size: args.max_batch_size.max(1),
         max_header_bytes: args.max_header_bytes,
         max_sessions: args.max_sessions.unwrap_or(match target {
             UpstreamTarget::Http(_) => 1024,
@@ -383,6 +397,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         } else {
             args.max_pending_approvals
         },
+        max_pending_approvals_per_identity: args.max_pending_approvals_per_identity,
         ..Limits::default()
     };
     let hosts = HostPolicy {
@@ -428,15 +443,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Spans, when an OTLP endpoint is configured (OTEL_* variables).
     let tracer_provider = mcp_warden_telemetry::tracer_provider("mcp-warden-sidecar")?;
     let telemetry = crate::spans::Telemetry::new(tracer_provider.as_ref());
-    let app = App::new(
+    let ctx = Context::new(
         target,
         limits,
-        hosts,
         policy,
         (audit, telemetry, metrics),
         session_ids,
-        admin,
     );
+    let app = App::new(ctx, hosts, admin);
     if let UpstreamTarget::Http(t) = &app.target {
         // Egress refusals are audited and counted.
         let weak = Arc::downgrade(&app);
@@ -448,22 +462,25 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = args.policy.clone() {
         tokio::spawn(policy_file::watch(
-            app.clone(),
+            app.ctx.clone(),
             path,
             Duration::from_secs(args.policy_poll_secs.max(1)),
         ));
     }
-    tokio::spawn(crate::session::manager::Sessions::reap(app.clone()));
+    tokio::spawn(crate::router::sessions::Sessions::reap(
+        app.router.clone(),
+        app.ctx.clone(),
+    ));
 
     if args.stdio {
         app.ready.store(true, Ordering::Relaxed);
         // The server's era decides how the client's session is served.
-        tokio::spawn(probe::until_ready(app.clone()));
+        tokio::spawn(probe::until_ready(app.ctx.clone(), app.router.clone()));
         let served = tokio::select! {
             served = downstream::stdio::run(app.clone()) => served,
             // Ended by a signal: stop the server and keep the audit trail.
             () = shutdown_signal() => {
-                app.sessions.close_all("the facade is shutting down");
+                app.router.sessions.close_all("the facade is shutting down");
                 Ok(())
             }
         };
@@ -501,7 +518,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         stop.clone(),
         admin::handle,
     ));
-    tokio::spawn(probe::until_ready(app.clone()));
+    tokio::spawn(probe::until_ready(app.ctx.clone(), app.router.clone()));
     let serving = tokio::spawn(server::serve(
         app.clone(),
         mcp,
@@ -567,10 +584,10 @@ async fn shutdown_signal() {
 /// then end them.
 async fn drain(app: &Arc<App>, timeout: Duration) {
     app.draining.store(true, Ordering::Relaxed);
-    tracing::info!(sessions = app.sessions.len(), "draining");
+    tracing::info!(sessions = app.router.sessions.len(), "draining");
     let deadline = tokio::time::Instant::now() + timeout;
-    while app.sessions.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+    while app.router.sessions.in_flight() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    app.sessions.close_all("the facade is shutting down");
+    app.router.sessions.close_all("the facade is shutting down");
 }

@@ -1,27 +1,65 @@
 //! mcp-warden's tool facade: an MCP proxy that is the only way in to an MCP
 //! server and enforces a `FacadePolicy` on every message.
 //!
-//! Module map, in the order a message travels:
-//! - [`downstream`]: client transports (Streamable HTTP on `/mcp`, stdio);
-//! - [`jsonrpc`]: classify messages, rebuild them under the facade's ids;
-//! - [`era`]: what tells the legacy and the modern revision of MCP apart;
-//! - [`request_state`]: the signed `requestState` of modern retries;
-//! - [`framing`]: the one place a message becomes a line (and back);
-//! - [`auth`]: who is calling (tokens, JWTs, service accounts);
-//! - [`session`]: one client session, its streams and its upstream link;
-//! - [`pipeline`]: the policy on tools/list and tools/call, audit;
-//! - [`upstream`]: server transports (stdio child, bridge socket, HTTP);
-//! - [`net`]: outbound HTTP(S) connections (TLS, DNS, the SSRF guard, proxy);
-//! - [`credentials`]: what the facade presents upstream for each caller;
-//! - [`sse`]: Server-Sent Events codec used by both HTTP sides;
-//! - [`admin`], [`metrics`]: health, readiness, Prometheus metrics, `/tools`;
-//! - [`sinks`]: where audit records go (a rotated file, an HTTP store);
-//! - [`spans`]: OpenTelemetry spans of policed requests (off by default);
-//! - [`approvals`]: calls waiting for an out-of-band approval (`/approvals`);
-//! - [`policy_file`]: loading and hot-reloading the policy;
-//! - [`bridge`]: the in-pod stdio-to-socket bridge;
-//! - [`app`]: the shared context; [`cli`]: the command line.
+//! # Layers
+//!
+//! The facade is six layers. Each depends only on the layers below it; where
+//! a lower layer needs something from above (a sink, a clock, metrics, the
+//! shared context), the top hands it down as a small trait or struct. The
+//! protocol layer is a crate of its own (`mcp-warden-protocol`), so the
+//! compiler refuses an import that climbs out of it; `tests/layers.rs` reads
+//! every `crate::…`/`super::…` path against [`LAYERS`] and fails on one that
+//! climbs any other, and on an import cycle between two modules.
+//!
+//! ```text
+//!  app         app · cli · admin · server · downstream · policy_file
+//!   │            assembly: the command line, the listeners, the client
+//!   │            transports, the admin port; App = Context + Router + …
+//!  router      router (sessions, probe)
+//!   │            which upstream link a message goes to (a session's own
+//!   │            channel, the modern hub, a legacy bridge), the session table
+//!  session     session (context, steps, channel, intake, route, mrtr, …)
+//!   │            one client's streams, ids and parked calls; the steps that
+//!   │            drive a request through the gates and to the server
+//!  gates       gates · auth · credentials · approvals · metrics
+//!   │            policy decisions over the call (who, which policy, which
+//!   │            budgets, the request): refusals, output filter, audit
+//!  transports  upstream · net · tls · sinks · spans · bridge
+//!   │            bytes in and out: server links, outbound HTTP(S), audit
+//!   │            sinks, trace spans, the in-pod stdio bridge
+//!  protocol    jsonrpc · era · framing · sse · json_stream · strict_json ·
+//!              request_state
+//!                (crate mcp-warden-protocol) what an MCP message is
+//! ```
+//!
+//! A message from a client travels down: [`downstream`] takes it, the
+//! [`router`] finds its session, the [`session`] registers it and runs its
+//! step ([`session::steps`]), which passes the [`gates`] and goes out on an
+//! [`upstream`] link; the answer comes back up the same way.
+//!
+//! # Where a new feature goes
+//!
+//! - **A new gate** (a check a call must pass): a function or type in
+//!   [`gates`] over what the call carries ([`gates::Request`]: caller,
+//!   policy snapshot, the request) and the budgets it is handed, returning
+//!   a [`gates::refusal::Refusal`] variant (the one place a refusal becomes
+//!   a JSON-RPC error); then one line in the step that runs it
+//!   ([`session::steps::call`] for tools/call, in its written order), and
+//!   its method-table entry in [`gates::methods`] if it is per method.
+//! - **A new transport** on the client side: a module in [`downstream`]
+//!   that takes each message through [`downstream::take`] and hands it to a
+//!   session found or made by the [`router`]; on the server side, a
+//!   [`upstream::Link`] kind in [`upstream`] (it sees only protocol types).
+//! - **A new upstream kind** (another server, a gateway's several): an
+//!   [`upstream::UpstreamTarget`] variant for how to reach it, and a route
+//!   in [`router`] that decides which link a session's messages take.
+//! - **A new metric**: a field of [`metrics::Metrics`], registered there,
+//!   with labels from a bounded enum.
 #![forbid(unsafe_code)]
+
+pub use mcp_warden_protocol::{
+    era, framing, json_stream, jsonrpc, request_state, sse, strict_json,
+};
 
 pub mod admin;
 pub mod app;
@@ -31,20 +69,46 @@ pub mod bridge;
 pub mod cli;
 pub mod credentials;
 pub mod downstream;
-pub mod era;
-pub mod framing;
-pub mod jsonrpc;
+pub mod gates;
 pub mod metrics;
 pub mod net;
-pub mod pipeline;
 pub mod policy_file;
-pub mod probe;
-pub mod request_state;
+pub mod router;
 pub mod server;
 pub mod session;
 pub mod sinks;
 pub mod spans;
-pub mod sse;
-pub mod strict_json;
 pub mod tls;
 pub mod upstream;
+
+/// The layer table, bottom first: a module may use modules of its own
+/// layer and of the layers below, never one above. The picture above draws
+/// it; `tests/layers.rs` holds every file to it.
+pub const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "protocol",
+        &[
+            "jsonrpc",
+            "era",
+            "framing",
+            "sse",
+            "json_stream",
+            "strict_json",
+            "request_state",
+        ],
+    ),
+    (
+        "transports",
+        &["upstream", "net", "tls", "sinks", "spans", "bridge"],
+    ),
+    (
+        "gates",
+        &["gates", "auth", "credentials", "approvals", "metrics"],
+    ),
+    ("session", &["session"]),
+    ("router", &["router"]),
+    (
+        "app",
+        &["app", "cli", "admin", "server", "downstream", "policy_file"],
+    ),
+];

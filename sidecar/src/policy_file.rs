@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use mcp_warden_crds::FacadePolicy;
 
-use crate::app::App;
-use crate::pipeline::policy::LivePolicy;
+use crate::gates::policy::LivePolicy;
+use crate::session::context::Context;
 
 /// Read, parse and compile a policy file (every semantic check included).
 pub fn load(path: &Path) -> Result<Arc<LivePolicy>, String> {
@@ -35,7 +35,7 @@ fn fingerprint(path: &Path, policy: &LivePolicy) -> Option<Vec<u8>> {
 }
 
 /// Poll `path` and swap in each valid new version.
-pub async fn watch(app: Arc<App>, path: PathBuf, every: Duration) {
+pub async fn watch(app: Arc<Context>, path: PathBuf, every: Duration) {
     let mut last = fingerprint(&path, &app.policy.load());
     loop {
         tokio::time::sleep(every).await;

@@ -28,12 +28,20 @@ use mcp_warden_telemetry::opentelemetry::trace::{
 use mcp_warden_telemetry::opentelemetry::{Context, KeyValue};
 use mcp_warden_telemetry::opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
-use crate::pipeline::refusal::Refusal;
+/// What a span records of a refusal. The gates' refusal type implements it:
+/// spans sit below the gates (an upstream link writes trace headers), so
+/// they see a refusal only through this.
+pub trait Refused {
+    /// The gate that refused.
+    fn gate(&self) -> &'static str;
+    /// Its JSON-RPC error code.
+    fn code(&self) -> i64;
+    /// Its bounded reason.
+    fn reason(&self) -> &'static str;
+}
 
-/// Set once at start-up when tracing is on: lets code far from [`App`]
-/// (an HTTP link writing headers) skip all trace work when it is off.
-///
-/// [`App`]: crate::app::App
+/// Set once at start-up when tracing is on: lets code far from the shared
+/// context (an HTTP link writing headers) skip all trace work when it is off.
 static ON: AtomicBool = AtomicBool::new(false);
 
 /// Whether spans are being made (the process-wide switch).
@@ -171,7 +179,7 @@ impl RequestSpan {
     }
 
     /// The request was refused: the gate that did it, its code and reason.
-    pub fn refused(&self, refusal: &Refusal) {
+    pub fn refused(&self, refusal: &impl Refused) {
         let Some(cx) = &self.0 else { return };
         let span = cx.span();
         if !span.is_recording() {

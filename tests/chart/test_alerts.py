@@ -1,4 +1,4 @@
-"""The chart's PrometheusRule (issue 19, must-show 3).
+"""The chart's PrometheusRule.
 
 - It renders only when asked, every alert has a severity, a summary and a
   `runbook_url` whose section exists in docs/operating.md.

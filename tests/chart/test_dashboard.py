@@ -103,7 +103,7 @@ def test_dashboard_is_grafana_dashboard_json():
 
 
 def test_every_facade_panel_filters_by_namespace_and_server():
-    """Issue 19: per-namespace and per-server variables, applied to every facade query."""
+    """Per-namespace and per-server variables, applied to every facade query."""
     variables = {v["name"]: v for v in DOC["templating"]["list"]}
     for name in ("namespace", "mcpserver"):
         v = variables[name]
@@ -127,7 +127,7 @@ def test_roundtrip_catches_keys_grafana_does_not_know():
 
 
 def test_dashboard_covers_what_an_sre_asks():
-    """Issue 7: tool calls by outcome, denials by reason, latency percentiles, output
+    """Tool calls by outcome, denials by reason, latency percentiles, output
     bytes, quarantined tools, sessions, upstream restarts, reconcile errors."""
     by_title = {p["title"]: p for p in panels() if p["type"] != "row"}
     wanted = {

@@ -345,6 +345,46 @@ for i in range(6):
     ok(f"etag: W/\"{rnd(27, URLSAFE)}\"", "HTTP ETag")
     ok(f"X-Request-Id: req_{rnd(24)}", "request id header")
 
+# --- a third batch: values read as the client reads them ------------------------
+# A security review found `key=value` secrets cut at `&`, `;` or `,`, quoted
+# values with spaces missed, and tokens right after a newline or a tab. These
+# cases keep them caught. Their own generator keeps the earlier values stable.
+R3 = random.Random(1503)
+
+
+def rnd3(n: int, alphabet: str = ALNUM) -> str:
+    return "".join(R3.choice(alphabet) for _ in range(n))
+
+
+s("generic_secret", "password=\"{S}\"", "ab&cd" + rnd3(12), "quoted password holding an ampersand")
+s("generic_secret", "login ok, password={S} (rotated)", "Tr0ub4dor&3xyz", "unquoted password with an ampersand")
+s("generic_secret", "password={S}", rnd3(6) + ";" + rnd3(6) + "," + rnd3(4), "unquoted password with ; and ,")
+s("generic_secret", "diff --git a/.env b/.env\nindex 3f2a1c9..8b7d6e5 100644\n--- a/.env\n+++ b/.env\n@@ -1,2 +1,2 @@\n-DB_PASSWORD=\"changeme\"\n+DB_PASSWORD=\"{S}\"\n DB_HOST=db.internal\n",
+  "hunter2 with spaces", ".env contents as git show prints them (a quoted value with spaces)")
+s("generic_secret", "+DB_PASS='{S}'\n", rnd3(5) + " " + rnd3(4, DIGITS) + " " + rnd3(6) + "&", "single-quoted passphrase in a diff")
+s("aws_secret_access_key", "HOSTNAME=runner-7\nAWS_ACCESS_KEY_ID=AKIA" + rnd3(16, UPPER + DIGITS) + "\nAWS_SECRET_ACCESS_KEY={S}\nPATH=/usr/local/bin:/usr/bin\n",
+  rnd3(40, B64), "output of env / printenv")
+s("generic_secret", "SHELL=/bin/bash\nSENTRY_AUTH_TOKEN={S}\nTERM=xterm\n", rnd3(20) + "&" + rnd3(8), "printenv line with a token holding &")
+s("generic_secret", "{\"db_host\": \"db.internal\", \"db_password\": \"{S}\", \"pool\": 5}", rnd3(8) + "&" + rnd3(4) + ";" + rnd3(3), "JSON config with a password holding & and ;")
+s("generic_secret", "{\"api_secret\":\"{S}\"}", rnd3(10) + "," + rnd3(10) + "&" + rnd3(4), "minified JSON config, secret with , and &")
+s("generic_secret", "database:\n  host: db.internal\n  password: {S}\n  user: app\n", rnd3(7) + "&" + rnd3(5) + ",", "YAML config, unquoted password with punctuation")
+s("generic_secret", "auth:\n  client_secret: \"{S}\"\n", rnd3(12) + ";" + rnd3(12), "YAML config, quoted client secret with ;")
+s("github_token", "remote: token\t{S}", "ghp_" + rnd3(36), "GitHub token right after a tab")
+s("aws_access_key_id", "keys:\n{S}\n", "AKIA" + rnd3(16, UPPER + DIGITS), "AWS key id right after a newline")
+s("stripe_key", "live key:\n{S}", "sk_live_" + rnd3(24), "Stripe live key right after a newline")
+s("slack_token", "bot\t{S}", "xoxb-" + rnd3(12, DIGITS) + "-" + rnd3(24), "Slack bot token right after a tab")
+for text, why in [
+    ('"password": {"type": "string", "minLength": 12}', "a JSON schema for a password field"),
+    ('token: "Use the refresh token to renew the session"', "quoted prose under a token key"),
+    ('"api_key": 12345678901234567890,', "a numeric id under a key name"),
+    ('password: "Enter your password here"', "a form label"),
+    ("password_hint: the name of your first pet", "a hint, not a password"),
+    ("PASSWORD_MIN_LENGTH=12", "a password policy setting"),
+    ('auth: "required for every request, see the docs"', "prose under an auth key"),
+    ("secret: {name: app-credentials, key: password}", "a Kubernetes secretKeyRef in flow style"),
+]:
+    ok(text, why)
+
 
 def main() -> None:
     here = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""Helpers for the hardening, fault-injection and soak tests (issue 9)
+"""Helpers for the hardening, fault-injection and soak tests
 (import: ``from hardening_helpers import ...``).
 
     ROGUE_FIXTURE, rogue_stdio()        the misbehaving stdio upstream

@@ -1,4 +1,4 @@
-"""Audit lines and Prometheus metrics for every kind of call (issue 3, must-show 2 and 3).
+"""Audit lines and Prometheus metrics for every kind of call.
 
 One scenario runs once per module against two facades writing audit files:
 server-everything (stdio, static tokens for a viewer and a user) and the

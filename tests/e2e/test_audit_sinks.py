@@ -1,4 +1,4 @@
-"""Audit that reaches a store (issue 19, must-show 2): the file sink rotates
+"""Audit that reaches a store: the file sink rotates
 by size and keeps a fixed number of files; the HTTP sink holds records
 through an outage and delivers them, in order, when the store is back, and
 when its buffer is full it drops records with a metric and a log line.

@@ -1,4 +1,4 @@
-"""Who is calling (issue 4): static bearer tokens, JWTs (RS256, ES256, EdDSA)
+"""Who is calling: static bearer tokens, JWTs (RS256, ES256, EdDSA)
 against a JWKS file, kubelet-style projected service-account tokens, role
 mapping, session ownership, and token hygiene, with real clients.
 

@@ -1,4 +1,4 @@
-"""Fault injection (issue 9): the upstream server processes are SIGKILLed
+"""Fault injection: the upstream server processes are SIGKILLed
 again and again while several sessions send requests concurrently.
 
 The facade must restart each session's server (with backoff, within the

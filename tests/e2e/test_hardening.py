@@ -1,4 +1,4 @@
-"""Hardening (issue 9): the bad-input corpus test_bad_input.py does not cover,
+"""Hardening: the bad-input corpus test_bad_input.py does not cover,
 and an upstream that lies, floods, hangs and dies. Each case: the facade
 answers clearly (or drops the connection where HTTP says so), stays up,
 keeps its memory bounded, and every other session keeps working.

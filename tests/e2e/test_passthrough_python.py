@@ -315,7 +315,7 @@ def test_mcp_server_time_stdio(facade):
 # ---------------------------------------------------------------------------
 def test_pagination_follows_cursors(facade):
     """tools/list: the facade follows the upstream cursors itself and answers with
-    one complete page (DESIGN §6), each upstream page fetched with the exact
+    one complete page (the facade follows pagination), each upstream page fetched with the exact
     opaque cursor the server issued. resources/list and prompts/list: the pages
     and cursors pass through to the client, which follows them."""
     fa = facade(upstream=fixture_stdio())

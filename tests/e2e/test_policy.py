@@ -1,4 +1,4 @@
-"""The policy pipeline (issue 3) with real servers and the official Python SDK client.
+"""The policy pipeline with real servers and the official Python SDK client.
 
 Upstreams: `@modelcontextprotocol/server-filesystem` over a temporary tree,
 `server-everything` (stdio), Python `mcp-server-git` over a temporary repo,

@@ -1,4 +1,4 @@
-"""Issue 15 through the facade: command rules an attacker cannot talk around,
+"""Policy accuracy through the facade: command rules an attacker cannot talk around,
 path rules that fold case, cover denied directories and read file:// URIs,
 poisoning findings that say why, and the out-of-band approval path.
 
@@ -304,3 +304,40 @@ def test_stdio_mode_has_no_out_of_band_channel(tmp_path):
     finally:
         proc.kill()
         proc.wait(5)
+
+
+# Two rules ask about one call: the first through an elicitation, the second
+# out of band. The call must wait for the stronger channel, and the person
+# on the admin port must see both rules.
+TWO_CHANNEL_POLICY = policy_doc(auth=ANON, tools=[{"name": "echo", "arguments": [
+    {"name": "text", "kind": "string", "allow": [".*"], "check": ["deploy .*"]},
+    {"name": "/text", "kind": "string", "allow": [".*"], "check": [".* prod.*"], "approval": "outOfBand"},
+]}])
+
+
+def test_two_rules_asking_wait_for_the_strongest_channel_and_name_both(facade, tmp_path):
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(ADMIN_TOKEN + "\n")
+    fa = facade(upstream=policy_fixture_stdio(), policy=TWO_CHANNEL_POLICY,
+                extra_args=["--admin-token-file", str(token_file), "--approval-timeout-secs", "10"])
+    me = SelfApprover()
+    approved = {}
+
+    async def body():
+        async with sdk_client(fa.url, elicitation_callback=me) as c:
+            # Only the elicitation rule asks: the client's user answers it.
+            assert text_of_result(await c.call_tool("echo", {"text": "deploy staging"})) == "deploy staging"
+            assert me.asked == 1
+            # Both ask: the agent's own answer is not enough; a person decides.
+            t = threading.Thread(target=decide_when_pending, args=(fa, "approve", "carol", approved))
+            t.start()
+            r = await c.call_tool("echo", {"text": "deploy prod"})
+            await anyio.to_thread.run_sync(t.join)
+            assert text_of_result(r) == "deploy prod"
+            assert me.asked == 1, "the out-of-band call was put to the client"
+
+    run_async(body)
+    call = approved["pending"][0]
+    assert [(r["rule"], r["reason"]) for r in call["rules"]] == [
+        ("text", "value_needs_approval"), ("/text", "value_needs_approval")], call
+    assert all("deploy prod" in r["argument"] for r in call["rules"]), call

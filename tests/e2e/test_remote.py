@@ -1,4 +1,4 @@
-"""Remote MCP servers behind the facade (issue 18): an HTTPS upstream with a
+"""Remote MCP servers behind the facade: an HTTPS upstream with a
 CA of its own, for both eras of the protocol, with upstream credentials
 chosen per caller, and the SSRF guard.
 

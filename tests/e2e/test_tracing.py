@@ -1,4 +1,4 @@
-"""OpenTelemetry traces through the facade (issue 19, must-show 1).
+"""OpenTelemetry traces through the facade.
 
 An OTLP receiver built on the official `opentelemetry-proto` messages
 (tests/e2e/otlp_receiver.py, gRPC and HTTP/protobuf) gets the facade's

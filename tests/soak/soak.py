@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak test (issue 9; `make soak`, not part of `make test`): bounded mixed
+"""Soak test (`make soak`, not part of `make test`): bounded mixed
 load through the facade, with the upstream servers killed on a schedule.
 
     .venv/bin/python tests/soak/soak.py --seconds 600 [--sessions 6] [--kill-every 5]

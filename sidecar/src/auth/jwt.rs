@@ -15,7 +15,7 @@ use mcp_warden_crds::{JwtIssuer, ServiceAccountTokens};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::pipeline::identity::{AuthMethod, Identity};
+use crate::auth::identity::{AuthMethod, Identity};
 
 const ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
 const DEFAULT_SKEW: u64 = 60;

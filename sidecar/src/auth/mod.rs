@@ -9,6 +9,7 @@
 //! -32001, so a caller cannot tell an expired token from a forged one.
 //! Tokens are never logged, audited, counted or forwarded.
 
+pub mod identity;
 mod jwt;
 mod static_tokens;
 
@@ -17,8 +18,8 @@ use std::path::Path;
 use mcp_warden_crds::AuthConfig;
 use mcp_warden_crds::ServerRef;
 
+use crate::auth::identity::Identity;
 use crate::jsonrpc::Message;
-use crate::pipeline::identity::Identity;
 use jwt::JwtVerifier;
 use static_tokens::StaticTokens;
 
@@ -98,7 +99,7 @@ impl Authenticator {
         for verifier in &self.jwt {
             match verifier.verify(token) {
                 Ok(mut identity) => {
-                    identity.token = Some(crate::pipeline::identity::CallerToken::new(token));
+                    identity.token = Some(crate::auth::identity::CallerToken::new(token));
                     return Ok(identity);
                 }
                 // An issuer that is not this verifier's says nothing; a more
@@ -145,7 +146,7 @@ pub fn strip_params_auth(msg: Message) -> (Message, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::identity::AuthMethod;
+    use crate::auth::identity::AuthMethod;
 
     #[test]
     fn bearer_header_parsing() {

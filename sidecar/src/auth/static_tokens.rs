@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use mcp_warden_crds::{StaticToken, StaticTokens as Config};
 use sha2::{Digest, Sha256};
 
-use crate::pipeline::identity::{AuthMethod, Identity};
+use crate::auth::identity::{AuthMethod, Identity};
 
 /// Raw tokens shorter than this are not accepted: a short token is guessable.
 pub const MIN_TOKEN_CHARS: usize = 16;

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use hyper::header::{HeaderName, AUTHORIZATION};
 use mcp_warden_crds::{FacadeCredential, Role, UpstreamAuth, UpstreamCredentialRule};
 
+use crate::auth::identity::Identity;
 use crate::net::Client;
-use crate::pipeline::identity::Identity;
 use crate::upstream::Credential;
 
 /// A secret read from a file: never printed.
@@ -312,7 +312,7 @@ fn facade_source(f: &FacadeCredential, base: &Path) -> Result<Source, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::identity::AuthMethod;
+    use crate::auth::identity::AuthMethod;
 
     fn caller(issuer: &str, subject: &str) -> Identity {
         Identity {

@@ -14,9 +14,9 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio_util::codec::{AnyDelimiterCodecError, FramedRead};
 
 use crate::app::App;
+use crate::auth::identity::Identity;
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, Kind, Message};
-use crate::pipeline::identity::Identity;
-use crate::pipeline::refusal::Refusal;
 use crate::session::channel::Era;
 use crate::session::stream::StreamRx;
 use crate::session::work::Work;
@@ -34,7 +34,7 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
     let env_token = std::env::var("MCP_WARDEN_TOKEN").ok();
     let owner = match app.policy.load().auth.authenticate(env_token.as_deref()) {
         Ok(identity) => Arc::new(identity),
-        Err(_) => Arc::new(crate::pipeline::identity::Identity::anonymous()),
+        Err(_) => Arc::new(crate::auth::identity::Identity::anonymous()),
     };
     let mut conn: Option<Conn> = None;
     let mut lines = FramedRead::new(
@@ -118,7 +118,11 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
     while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    if !app.sessions.remove(&app, &session.id, "stdin closed") {
+    if !app
+        .router
+        .sessions
+        .remove(&app, &session.id, "stdin closed")
+    {
         session.close("stdin closed");
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
@@ -153,9 +157,9 @@ async fn open(
             .await
             .map_err(|e| e.to_string())?;
         // The audit correlates a modern caller's requests by identity and id.
-        let name = crate::request_state::caller_hash(owner);
+        let name = owner.state_hash();
         Session::on_channel(
-            app.clone(),
+            app.ctx.clone(),
             name.into(),
             owner.clone(),
             quota_key,
@@ -166,8 +170,8 @@ async fn open(
         app.upstream_info()
             .await
             .ok_or("the MCP server has not answered yet; retry shortly")?;
-        app.sessions
-            .create(app, owner.clone(), owner.quota_key(None))
+        app.create_session(owner.clone(), owner.quota_key(None))
+            .await
             .map_err(|e| e.to_string())?
     };
     // The standalone stream is open-ended: every answer and server message

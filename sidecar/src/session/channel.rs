@@ -23,16 +23,18 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch, Notify};
 
+mod inbound;
+mod supervise;
+
 use super::Session;
-use crate::app::App;
-use crate::jsonrpc::{self, Kind, Message, RequestId};
-use crate::upstream::{self, Credential, Link, LinkEvent};
+use crate::jsonrpc::{self, Message, RequestId};
+use crate::session::context::Context;
+use crate::upstream::{Credential, Link};
 
 /// Which revision of MCP the server behind a channel speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +58,11 @@ pub(super) struct Outbound {
     pub(super) cancelled: Option<oneshot::Sender<()>>,
 }
 
+/// The facade's own identity, for requests it makes itself.
+pub fn client_info() -> Value {
+    serde_json::json!({ "name": "mcp-warden", "version": env!("CARGO_PKG_VERSION") })
+}
+
 #[derive(Default)]
 struct State {
     outbound: HashMap<u64, Outbound>,
@@ -72,7 +79,7 @@ struct State {
 }
 
 pub struct Channel {
-    pub(crate) app: Arc<App>,
+    pub(crate) app: Arc<Context>,
     pub era: Era,
     /// For logs: the session it serves, or `shared`.
     name: Arc<str>,
@@ -100,7 +107,7 @@ pub struct Channel {
 
 impl Channel {
     /// A channel to the configured upstream, connecting in the background.
-    pub fn start(app: Arc<App>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
+    pub fn start(app: Arc<Context>, era: Era, name: Arc<str>, spare: bool) -> Arc<Channel> {
         Channel::launch(app, era, name, spare, None, None)
     }
 
@@ -108,20 +115,20 @@ impl Channel {
     /// handshake (declaring that it can relay elicitation and sampling,
     /// which it turns into `input_required` results) on every link.
     pub fn start_bridge(
-        app: Arc<App>,
+        app: Arc<Context>,
         name: Arc<str>,
         credential: Option<Credential>,
     ) -> Arc<Channel> {
         let params = serde_json::json!({
             "protocolVersion": crate::era::LATEST_LEGACY,
             "capabilities": { "elicitation": { "form": {}, "url": {} }, "sampling": {} },
-            "clientInfo": crate::probe::client_info(),
+            "clientInfo": client_info(),
         });
         Channel::launch(app, Era::Legacy, name, true, Some(params), credential)
     }
 
     fn launch(
-        app: Arc<App>,
+        app: Arc<Context>,
         era: Era,
         name: Arc<str>,
         spare: bool,
@@ -148,7 +155,7 @@ impl Channel {
             own_handshake,
             credential: Mutex::new(credential),
         });
-        tokio::spawn(supervise(channel.clone()));
+        tokio::spawn(supervise::supervise(channel.clone()));
         channel
     }
 
@@ -357,8 +364,7 @@ impl Channel {
         let params = match (self.era, params) {
             (Era::Modern, Value::Object(p)) => {
                 let mut p = p.clone();
-                let meta =
-                    crate::era::modern_meta(&serde_json::json!({}), &crate::probe::client_info());
+                let meta = crate::era::modern_meta(&serde_json::json!({}), &client_info());
                 p.insert("_meta".into(), Value::Object(meta));
                 with_meta = Value::Object(p);
                 &with_meta
@@ -389,146 +395,6 @@ impl Channel {
             Ok(Ok(Err(reason))) => Err(reason),
             _ => Err(format!("the MCP server did not answer `{method}`")),
         }
-    }
-
-    /// The server's answer to one of the facade's requests: to whoever sent
-    /// it. An id the facade did not send (or no longer waits for) is dropped.
-    fn server_response(&self, msg: Message) {
-        let waiter = msg
-            .id
-            .as_ref()
-            .and_then(RequestId::as_number)
-            .and_then(|n| self.state.lock().unwrap().outbound.remove(&n));
-        match waiter {
-            Some(out) => {
-                let _ = out.answer.send(Ok(msg));
-            }
-            None => {
-                self.app.metrics.upstream_unmatched.inc();
-                tracing::debug!(channel = %self.name, id = ?msg.id, "dropped an answer to no request of the facade's");
-            }
-        }
-    }
-
-    /// The link could not deliver request `id` (the facade's): it fails.
-    fn fail_request(&self, id: &RequestId, reason: &str) {
-        let waiter = id
-            .as_number()
-            .and_then(|n| self.state.lock().unwrap().outbound.remove(&n));
-        if let Some(out) = waiter {
-            let _ = out.answer.send(Err(reason.to_string()));
-        }
-    }
-
-    /// The server went away: every request it had fails with `reason` (the
-    /// steps waiting for them answer their clients).
-    fn fail_in_flight(&self, reason: &str) {
-        let outbound = std::mem::take(&mut self.state.lock().unwrap().outbound);
-        for (_, out) in outbound {
-            let _ = out.answer.send(Err(reason.to_string()));
-        }
-    }
-
-    /// The live sessions that use this channel.
-    fn listeners(&self) -> Vec<Arc<Session>> {
-        let mut st = self.state.lock().unwrap();
-        st.listeners.retain(|w| w.strong_count() > 0);
-        st.listeners.iter().filter_map(Weak::upgrade).collect()
-    }
-
-    /// Take one message from the server and route it. `related` is the
-    /// facade's id of the request it came with, when the transport knows
-    /// (HTTP).
-    async fn server_message(self: &Arc<Self>, bytes: Bytes, related: Option<RequestId>) {
-        let msg = match Message::parse(bytes) {
-            Ok(msg) => msg,
-            Err((e, _)) => {
-                self.app.metrics.upstream_invalid.inc();
-                tracing::warn!(channel = %self.name, error = %e, "dropped a message from the MCP server that is not JSON-RPC");
-                return;
-            }
-        };
-        let related = related.and_then(|id| id.as_number());
-        match msg.kind {
-            Kind::Response => self.server_response(msg),
-            Kind::Request => {
-                // A modern server asks through its results, never with requests.
-                let session = match self.era {
-                    Era::Legacy => self.request_owner(related),
-                    Era::Modern => None,
-                };
-                match session {
-                    Some(session) => session.server_request(self, msg, related).await,
-                    None => self.refuse_server_request(&msg),
-                }
-            }
-            Kind::Notification => {
-                if msg.method() == "notifications/tools/list_changed" {
-                    // Re-check pins and drift before any client hears of it.
-                    let channel = self.clone();
-                    let owner = subscription_id(&msg).and_then(|n| self.origin(n));
-                    tokio::spawn(async move {
-                        channel.refresh_tools().await;
-                        match owner {
-                            Some((session, client)) => {
-                                session.server_notification(&msg, client).await
-                            }
-                            None => {
-                                for session in channel.listeners() {
-                                    session.server_notification(&msg, None).await;
-                                }
-                            }
-                        }
-                    });
-                    return;
-                }
-                // Tied to a request: it came with it (HTTP), names its
-                // progress token, or its subscription (modern).
-                let owner = related
-                    .or_else(|| progress_token(&msg))
-                    .or_else(|| subscription_id(&msg))
-                    .and_then(|n| self.origin(n));
-                match owner {
-                    Some((session, client)) => session.server_notification(&msg, client).await,
-                    None if msg.method() == "notifications/progress" => {
-                        self.app.metrics.dropped("server_notification");
-                    }
-                    None => {
-                        for session in self.listeners() {
-                            session.server_notification(&msg, None).await;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Which session a legacy server's request is for: the request it came
-    /// with (HTTP), else the newest request in flight (a stdio server
-    /// cannot say; the newest is the likely cause), else the channel's
-    /// session.
-    fn request_owner(&self, related: Option<u64>) -> Option<Arc<Session>> {
-        let st = self.state.lock().unwrap();
-        let by_request = related
-            .and_then(|n| st.outbound.get(&n))
-            .or_else(|| {
-                st.outbound
-                    .iter()
-                    .filter(|(_, o)| o.client.is_some())
-                    .max_by_key(|(n, _)| **n)
-                    .map(|(_, o)| o)
-            })
-            .and_then(|o| o.session.upgrade());
-        by_request.or_else(|| st.listeners.iter().find_map(Weak::upgrade))
-    }
-
-    /// Answer a server request nobody may see with -32601.
-    fn refuse_server_request(self: &Arc<Self>, msg: &Message) {
-        let id = msg.id.clone().expect("requests have ids");
-        let text = "the facade does not pass this request to the client";
-        let answer =
-            jsonrpc::error_response(Some(&id), jsonrpc::codes::METHOD_NOT_FOUND, text, None);
-        self.send_later(answer);
     }
 
     /// Send from a task of its own: the pump that calls this may be what a
@@ -585,193 +451,11 @@ impl Channel {
             "the MCP server's tool list has more than {MAX_PAGES} pages"
         ))
     }
-
-    /// Re-run the handshake on a fresh server so the sessions' state
-    /// (negotiated version, capabilities) is what their clients believe.
-    async fn replay_handshake(&self, link: &Link) -> Result<(), String> {
-        let (params, initialized) = {
-            let st = self.state.lock().unwrap();
-            (st.handshake.clone(), st.initialized)
-        };
-        let Some(params) = params else { return Ok(()) };
-        let answer = self
-            .internal_request(Some(link), "initialize", &params)
-            .await?;
-        if answer.is_error {
-            return Err("the restarted MCP server refused the session's initialize".into());
-        }
-        if initialized {
-            let note = jsonrpc::notification("notifications/initialized", &serde_json::json!({}));
-            let note = Message::parse(note).map_err(|_| "internal notification".to_string())?;
-            link.send_as(note, self.own_credential().await?.as_ref())
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
-    fn restart_budget_left(&self, restarts: &mut Vec<Instant>) -> bool {
-        let window = self.app.limits.restart_window;
-        restarts.retain(|t| t.elapsed() < window);
-        restarts.len() < self.app.limits.max_restarts as usize
-    }
-
-    /// The server cannot be kept up: the sessions that use the channel end
-    /// (their clients start over), and the channel with them.
-    fn give_up(&self, reason: &str) {
-        for session in self.listeners() {
-            session.close(reason);
-        }
-        self.close();
-    }
-}
-
-/// The progress token of a server progress notification, as the facade's
-/// request id it was set to.
-fn progress_token(msg: &Message) -> Option<u64> {
-    if msg.method() != "notifications/progress" {
-        return None;
-    }
-    msg.to_value()
-        .pointer("/params/progressToken")
-        .and_then(Value::as_u64)
-}
-
-/// The subscription a modern server's notification belongs to: the
-/// facade's id of the `subscriptions/listen` that opened it.
-fn subscription_id(msg: &Message) -> Option<u64> {
-    if !msg.mentions(b"subscriptionId") {
-        return None;
-    }
-    msg.to_value()
-        .pointer("/params/_meta")
-        .and_then(|m| m.get(crate::era::meta::SUBSCRIPTION_ID))
-        .and_then(Value::as_u64)
 }
 
 fn take_tools(page: &mut Value) -> Vec<Value> {
     match page.pointer_mut("/result/tools").map(Value::take) {
         Some(Value::Array(tools)) => tools,
         _ => Vec::new(),
-    }
-}
-
-async fn supervise(channel: Arc<Channel>) {
-    let app = channel.app.clone();
-    let mut restarts: Vec<Instant> = Vec::new();
-    let mut backoff = app.limits.restart_backoff_initial;
-    let mut first = true;
-    loop {
-        if channel.is_closed() {
-            return;
-        }
-        let connected = if first && channel.spare {
-            app.spares.take().await
-        } else {
-            let mut mode = app.link_mode(channel.era);
-            // A legacy link's GET stream and DELETE carry its caller's credential.
-            if channel.era == Era::Legacy {
-                mode.credential = channel.credential.lock().unwrap().clone();
-            }
-            upstream::connect(&app.target, &app.link_limits, &mode).await
-        };
-        let (link, mut events) = match connected {
-            Ok(pair) => pair,
-            Err(e) => {
-                tracing::warn!(channel = %channel.name, error = %e, "cannot open the upstream link");
-                channel.fail_in_flight(&format!("{e}"));
-                if !channel.restart_budget_left(&mut restarts) {
-                    return channel.give_up(&format!("the MCP server cannot be started: {e}"));
-                }
-                restarts.push(Instant::now());
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(app.limits.restart_backoff_max);
-                continue;
-            }
-        };
-        let link = Arc::new(link);
-        // Pump events while replaying the handshake: its answer arrives
-        // through the same event stream.
-        let pump_channel = channel.clone();
-        let (closed_tx, closed_rx) = oneshot::channel::<String>();
-        let pump = tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                match event {
-                    LinkEvent::Message { bytes, related } => {
-                        pump_channel.server_message(bytes, related).await
-                    }
-                    LinkEvent::Failed { id, reason } => pump_channel.fail_request(&id, &reason),
-                    LinkEvent::Closed { reason } => {
-                        let _ = closed_tx.send(reason);
-                        return;
-                    }
-                }
-            }
-            let _ = closed_tx.send("the upstream link ended".into());
-        });
-        let mut closed_rx = closed_rx;
-        if !first || channel.own_handshake {
-            // A server that dies during the replay is a crash like any other:
-            // it must count against the restart budget, not stall the sessions.
-            let replayed = tokio::select! {
-                r = channel.replay_handshake(&link) => r,
-                closed = &mut closed_rx => Err(closed.unwrap_or_else(|_| "the upstream link ended".into())),
-            };
-            if let Err(e) = replayed {
-                tracing::warn!(channel = %channel.name, error = %e, "restarted MCP server did not take the handshake");
-                pump.abort();
-                drop(link);
-                app.metrics.upstream_restarts.inc();
-                if !channel.restart_budget_left(&mut restarts) {
-                    return channel.give_up(&format!("the MCP server keeps failing ({e}); restart budget exhausted, the session is closed"));
-                }
-                restarts.push(Instant::now());
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(app.limits.restart_backoff_max);
-                continue;
-            }
-        }
-        first = false;
-        channel.state.lock().unwrap().epoch += 1;
-        channel.link.send_replace(Some(link.clone()));
-        let up_since = Instant::now();
-        let mut link_rx = channel.link.subscribe();
-        let reason = tokio::select! {
-            r = &mut closed_rx => r.unwrap_or_else(|_| "the upstream link ended".into()),
-            // The channel closed (its session ended, shutdown): stop pumping.
-            _ = link_rx.wait_for(|l| l.is_none()) => { pump.abort(); return; }
-            () = channel.recycle.notified() => {
-                pump.abort();
-                channel.link.send_replace(None);
-                drop(link);
-                if channel.is_closed() {
-                    return;
-                }
-                channel.fail_in_flight("the MCP server was restarted because it did not stop a cancelled call; retry the request");
-                continue;
-            }
-        };
-        channel.link.send_replace(None);
-        drop(link);
-        if channel.is_closed() {
-            return;
-        }
-        app.metrics.upstream_restarts.inc();
-        tracing::warn!(channel = %channel.name, %reason, "upstream MCP server went away; restarting");
-        channel.fail_in_flight(&format!(
-            "{reason}; the facade is restarting it, retry the request"
-        ));
-        if !channel.restart_budget_left(&mut restarts) {
-            return channel.give_up(&format!(
-                "{reason}; restart budget exhausted, the session is closed"
-            ));
-        }
-        restarts.push(Instant::now());
-        // A link that stayed up for a whole window earns a fresh backoff.
-        if up_since.elapsed() > app.limits.restart_window {
-            backoff = app.limits.restart_backoff_initial;
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(app.limits.restart_backoff_max);
     }
 }

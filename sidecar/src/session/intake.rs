@@ -1,7 +1,7 @@
 //! Client → facade: every message a client sends, by kind.
 //!
 //! - A request is registered (it is owed one answer from here on), looked
-//!   up in the method table ([`crate::pipeline::methods`]; unknown methods
+//!   up in the method table ([`crate::gates::methods`]; unknown methods
 //!   are refused), read strictly (a key given twice, or params a parser
 //!   cannot read, are refused: the facade and the server must read the same
 //!   request), passed through the role gate, and handed to its pipeline
@@ -19,11 +19,11 @@ use serde_json::Value;
 
 use super::channel::Era;
 use super::{Pending, Session, ToClient};
+use crate::auth::identity::Identity;
 use crate::era;
+use crate::gates::methods::{self, ClientNotification, Who};
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
-use crate::pipeline::identity::Identity;
-use crate::pipeline::methods::{self, ClientNotification, Who};
-use crate::pipeline::refusal::Refusal;
 use crate::spans::RequestSpan;
 use mcp_warden_telemetry::opentelemetry::KeyValue;
 
@@ -139,7 +139,7 @@ impl Session {
                 p.progress_token = RawValue::from_string(token.to_string()).ok();
             }
         }
-        let ctx = crate::pipeline::Request {
+        let ctx = crate::gates::Request {
             id,
             msg,
             value: request,
@@ -150,7 +150,7 @@ impl Session {
             started,
             span,
         };
-        crate::pipeline::run(self.clone(), gates.step, ctx).await;
+        crate::session::steps::run(self.clone(), gates.step, ctx).await;
     }
 
     async fn client_notification(self: &Arc<Self>, msg: Message) {
@@ -283,17 +283,17 @@ impl Session {
         let parent = crate::spans::parent_of(value.as_ref());
         let method = crate::metrics::method_label(msg.method());
         let span = self.app.telemetry.request(parent, method, || {
-            let session = crate::pipeline::audit::hash_session(&self.id);
+            let session = crate::gates::audit::hash_session(&self.id);
             let request_id = id.as_json().trim_matches('"');
             let mut kvs = vec![
                 KeyValue::new(
                     "mcpwarden.call_id",
-                    format!("{session}:{}", crate::pipeline::audit::bounded(request_id)),
+                    format!("{session}:{}", crate::gates::audit::bounded(request_id)),
                 ),
                 KeyValue::new("mcpwarden.session", session),
                 KeyValue::new(
                     "jsonrpc.request.id",
-                    crate::pipeline::audit::bounded(request_id).to_string(),
+                    crate::gates::audit::bounded(request_id).to_string(),
                 ),
                 KeyValue::new("mcpwarden.auth", caller.method.as_str()),
             ];
@@ -333,7 +333,7 @@ impl Session {
             .policy_denials
             .with_label_values(&[refusal.reason()])
             .inc();
-        crate::pipeline::audit::denied(self, id, method, caller, refusal, started, span);
+        crate::gates::audit::denied(self.trail(), id, method, caller, refusal, started, span);
     }
 }
 

@@ -33,6 +33,9 @@ pub(super) struct LegacyClient {
     pub(super) subscribed: BTreeSet<String>,
     /// The facade's id of the session's `subscriptions/listen` on the server.
     pub(super) listen: Option<u64>,
+    /// Held while the listen is opened again: one at a time, so the last to
+    /// run reads the last subscription set.
+    pub(super) relisten: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl LegacyClient {
@@ -53,7 +56,7 @@ impl LegacyClient {
         let mut meta = self
             .meta
             .clone()
-            .unwrap_or_else(|| era::modern_meta(&json!({}), &crate::probe::client_info()));
+            .unwrap_or_else(|| era::modern_meta(&json!({}), &super::channel::client_info()));
         if let Some(level) = &self.log_level {
             meta.insert(era::meta::LOG_LEVEL.into(), json!(level));
         }
@@ -64,11 +67,14 @@ impl LegacyClient {
 /// The answer a legacy client gets to `initialize` in front of a modern
 /// server: the version it asked for if the facade serves it, the server's
 /// capabilities as the policy leaves them.
-pub(crate) fn initialize_result(requested: Option<&str>, info: &crate::app::UpstreamInfo) -> Value {
+pub(crate) fn initialize_result(
+    requested: Option<&str>,
+    info: &crate::session::context::UpstreamInfo,
+) -> Value {
     let version = requested
         .filter(|v| era::LEGACY_VERSIONS.contains(v))
         .unwrap_or(era::LATEST_LEGACY);
-    let mut capabilities = crate::pipeline::discover::served_capabilities(&info.capabilities);
+    let mut capabilities = crate::session::steps::discover::served_capabilities(&info.capabilities);
     // The facade serves the log level itself (as `_meta` on each request).
     if info.capabilities.get("logging").is_some() {
         capabilities["logging"] = json!({});
@@ -90,18 +96,34 @@ impl Session {
         self.state.lock().unwrap().legacy.log_level = Some(level.to_string());
     }
 
-    /// A legacy client on a modern server (un)subscribed to `uri`: the
-    /// session's listen on the server is opened again with the new set.
-    pub(crate) async fn legacy_subscribe(self: &Arc<Self>, uri: &str, on: bool) {
-        {
+    /// A legacy client on a modern server (un)subscribed to `uri`: the set
+    /// changes now, and the session's listen on the server is opened again
+    /// with it in the background — the client's answer never waits on the
+    /// server's stream, and the reopening has a deadline of its own.
+    pub(crate) fn legacy_subscribe(self: &Arc<Self>, uri: &str, on: bool) {
+        let relisten = {
             let mut st = self.state.lock().unwrap();
             if on {
                 st.legacy.subscribed.insert(uri.to_string());
             } else {
                 st.legacy.subscribed.remove(uri);
             }
-        }
-        self.legacy_listen().await;
+            st.legacy.relisten.clone()
+        };
+        let session = self.clone();
+        let deadline = self.app.limits.upstream_wait;
+        tokio::spawn(async move {
+            let _turn = relisten.lock().await;
+            if tokio::time::timeout(deadline, session.legacy_listen())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    session = %session.id,
+                    "the MCP server did not take the new resource subscription in time"
+                );
+            }
+        });
     }
 
     /// (Re)open the session's `subscriptions/listen` on the modern server:

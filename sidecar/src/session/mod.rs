@@ -6,7 +6,7 @@
 //! server (the server's state is the session's), or one shared by every
 //! caller for a modern server. The session's work is split by direction:
 //! - [`intake`]: client → facade: the method table, the role gate, and the
-//!   pipeline step that answers each request;
+//!   step that answers each request;
 //! - [`upstream`]: facade → server: every request goes out under an id of
 //!   the facade's own (per channel, monotonic), and the server's answer
 //!   comes back to the step that sent it, never straight to the client;
@@ -20,25 +20,35 @@
 //!   requests for modern clients, server requests for legacy ones), and the
 //!   signed `requestState` of a retry;
 //! - [`local`]: what the facade answers itself for a legacy client in front
-//!   of a modern server (`ping`, the log level, resource subscriptions).
+//!   of a modern server (`ping`, the log level, resource subscriptions);
+//! - [`steps`]: the step that answers each request (tools/call, tools/list,
+//!   the catalog, …), composed from the gates ([`crate::gates`]) and this
+//!   session's forwarding;
+//! - [`context`]: what every session shares (limits, policy, registry,
+//!   audit, metrics), handed down by the application.
+//!
+//! Where it sits: above the gates and the transports, below the router
+//! (which finds or makes a session and gives it its channel) and the
+//! application.
 //!
 //! A modern client has no session: each of its requests gets a session of
 //! its own (HTTP), or its connection does (stdio); either way on the shared
 //! channel of a modern server or the caller's bridge to a legacy one.
 //!
 //! Invariant: every client request gets exactly one response, from the
-//! pipeline step that took it, or from the facade when the session ends.
+//! step that took it, or from the facade when the session ends.
 //! Only a request the client itself cancelled gets none, as the MCP
 //! cancellation rules require. A request is registered when it is taken;
 //! whoever removes it from `pending` answers it.
 
 pub mod channel;
+pub mod context;
 pub mod ids;
 mod intake;
 mod local;
-pub mod manager;
 mod mrtr;
 mod route;
+pub mod steps;
 pub mod stream;
 mod upstream;
 pub mod work;
@@ -52,10 +62,10 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
-use crate::app::App;
+use crate::auth::identity::Identity;
+use crate::gates::budget::SessionBudget;
 use crate::jsonrpc::{self, codes, Message, RequestId};
-use crate::pipeline::budget::SessionBudget;
-use crate::pipeline::identity::Identity;
+use crate::session::context::Context;
 use channel::{Channel, Era};
 use stream::{Stream, StreamRx};
 
@@ -141,7 +151,7 @@ pub enum SessionError {
 
 pub struct Session {
     pub id: Arc<str>,
-    pub(crate) app: Arc<App>,
+    pub(crate) app: Arc<Context>,
     state: Mutex<State>,
     /// Where the session's requests go.
     pub(crate) channel: Arc<Channel>,
@@ -168,7 +178,7 @@ impl Session {
     /// Create a session with a channel of its own to the server (a legacy
     /// server: a process, or an upstream session, per client session).
     pub fn start(
-        app: Arc<App>,
+        app: Arc<Context>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
@@ -189,7 +199,7 @@ impl Session {
     /// A session on a channel it shares with other sessions (a modern
     /// server's, or a legacy server's the facade opened for a modern caller).
     pub fn on_channel(
-        app: Arc<App>,
+        app: Arc<Context>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
@@ -214,7 +224,7 @@ impl Session {
     }
 
     fn with_channel(
-        app: Arc<App>,
+        app: Arc<Context>,
         id: Arc<str>,
         owner: Arc<Identity>,
         quota_key: String,
@@ -440,6 +450,15 @@ impl Session {
     }
 
     /// Whether the client can answer an elicitation.
+    /// What the audit needs of this session.
+    pub(crate) fn trail(&self) -> crate::gates::audit::Trail<'_> {
+        crate::gates::audit::Trail {
+            audit: &self.app.audit,
+            metrics: &self.app.metrics,
+            session: &self.id,
+        }
+    }
+
     pub(crate) fn client_can_elicit(&self) -> bool {
         self.state.lock().unwrap().client_elicits
     }

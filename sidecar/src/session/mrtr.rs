@@ -31,13 +31,13 @@ use serde_json::{json, Map, Value};
 
 use super::channel::Channel;
 use super::Session;
-use crate::app::App;
+use crate::auth::identity::Identity;
 use crate::era;
+use crate::gates::methods;
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
-use crate::pipeline::identity::Identity;
-use crate::pipeline::methods;
-use crate::pipeline::refusal::Refusal;
 use crate::request_state::{self, Claims, StateError, StateKind};
+use crate::session::context::Context;
 
 /// The `inputResponses` key of the facade's approval question.
 pub const APPROVAL_KEY: &str = "mcp-warden/approval";
@@ -61,7 +61,7 @@ impl Round {
     pub(crate) fn new(caller: &Identity, method: &str, request: &Value) -> Round {
         let params = request.get("params").unwrap_or(&Value::Null);
         Round {
-            caller: request_state::caller_hash(caller),
+            caller: caller.state_hash(),
             request: request_state::request_hash(method, params),
             capabilities: params
                 .pointer("/_meta")
@@ -187,9 +187,7 @@ impl Session {
             let as_request = jsonrpc::request(&RequestId::number(0), method, &params);
             let params = Message::parse(as_request)
                 .ok()
-                .and_then(|m| {
-                    crate::pipeline::output::filter_params(&m, &policy, &self.app.metrics)
-                })
+                .and_then(|m| crate::gates::output::filter_params(&m, &policy, &self.app.metrics))
                 .ok_or("the MCP server's question is over the size limit")?;
             let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
             let reply = self
@@ -224,7 +222,7 @@ enum Target {
 impl Handover {
     /// The call's answer: to the retry, under the retry's id. Before any
     /// retry the client no longer waits: nothing is owed.
-    pub(crate) fn deliver(&self, _app: &App, bytes: Bytes) {
+    pub(crate) fn deliver(&self, _app: &Context, bytes: Bytes) {
         let target = std::mem::take(&mut *self.0.lock().unwrap());
         if let Target::To(session, id) = target {
             if let Some(session) = session.upgrade() {
@@ -253,7 +251,7 @@ pub struct Parked {
     expires: Instant,
 }
 
-impl App {
+impl Context {
     /// Forget parked calls whose client never came back, and stop them on
     /// the server.
     pub fn sweep_parked(&self) {
@@ -286,7 +284,7 @@ impl App {
 /// A modern client's answer, as it leaves: a modern server's
 /// `input_required` gets a state of the facade's (carrying the server's),
 /// and asks only for what the facade passes to clients.
-pub(crate) fn seal_answer(app: &App, round: &Round, bytes: Bytes) -> Bytes {
+pub(crate) fn seal_answer(app: &Context, round: &Round, bytes: Bytes) -> Bytes {
     if memchr::memmem::find(&bytes, b"input_required").is_none() {
         return bytes;
     }
@@ -339,13 +337,19 @@ pub(crate) fn seal_answer(app: &App, round: &Round, bytes: Bytes) -> Bytes {
             .map(str::to_string),
         park: None,
         owner: None,
+        nonce: Some(crate::request_state::nonce()),
     };
     result.insert("requestState".into(), json!(app.state_seal.seal(&claims)));
     Bytes::from(serde_json::to_vec(&value).expect("values serialize"))
 }
 
 /// The `input_required` result asking a person to approve a call.
-pub(crate) fn approval_request(app: &App, round: &Round, id: &RequestId, question: Value) -> Bytes {
+pub(crate) fn approval_request(
+    app: &Context,
+    round: &Round,
+    id: &RequestId,
+    question: Value,
+) -> Bytes {
     let claims = Claims {
         kind: StateKind::Approval,
         caller: round.caller.clone(),
@@ -355,6 +359,7 @@ pub(crate) fn approval_request(app: &App, round: &Round, id: &RequestId, questio
         upstream: None,
         park: None,
         owner: None,
+        nonce: Some(crate::request_state::nonce()),
     };
     let result = json!({
         "resultType": "input_required",
@@ -396,6 +401,18 @@ impl Session {
             ),
             Some(_) => return Err(Refusal::RequestState(StateError::Tampered)),
         };
+        // A state that carries an approval (the facade's own question, or a
+        // modern server's after an approval) runs its call once: the retry
+        // spends it, and a replay is refused.
+        if let Some(c) = claims
+            .as_ref()
+            .filter(|c| c.kind == StateKind::Approval || c.approved)
+        {
+            self.app
+                .spent_states
+                .spend(c)
+                .map_err(Refusal::RequestState)?;
+        }
         let responses = params.get("inputResponses");
         match claims {
             Some(c) if c.kind == StateKind::Parked => {
@@ -475,6 +492,8 @@ impl Session {
             upstream: None,
             park: Some(park.clone()),
             owner: self.app.session_ids.me().map(str::to_string),
+            // The parked call itself is continued once (see `resume_parked`).
+            nonce: None,
         };
         let mut question = Map::new();
         question.insert("method".into(), json!(msg.method()));

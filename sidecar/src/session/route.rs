@@ -27,10 +27,10 @@ use serde_json::Value;
 
 use super::channel::{Channel, Era};
 use super::{push_item, Session, State, ToClient, BACKLOG_DEPTH};
+use crate::gates::methods::{self, ServerNotification};
+use crate::gates::output;
+use crate::gates::policy::LivePolicy;
 use crate::jsonrpc::{self, codes, Message, RequestId};
-use crate::pipeline::methods::{self, ServerNotification};
-use crate::pipeline::output;
-use crate::pipeline::policy::LivePolicy;
 
 impl Session {
     /// A request from the server, which the channel decided is for this

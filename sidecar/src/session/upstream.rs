@@ -191,7 +191,7 @@ impl Session {
             bool,
             &mut Option<ParamsEdit<'_>>,
             &Adjust,
-            &crate::pipeline::identity::Identity,
+            &crate::auth::identity::Identity,
         ),
         (mut rx, mut cancel_rx): (
             oneshot::Receiver<Result<Message, String>>,

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::Session;
+use crate::auth::identity::Identity;
 use crate::jsonrpc::Message;
-use crate::pipeline::identity::Identity;
 
 pub struct Work(Option<Pin<Box<dyn Future<Output = ()> + Send>>>);
 

@@ -1,6 +1,6 @@
 //! The audit file: appended to, rotated by size, a fixed number kept.
 //!
-//! Where it sits: the audit writer thread ([`crate::pipeline::audit`])
+//! Where it sits: the audit writer thread ([`crate::gates::audit`])
 //! writes whole lines into it. When a line would take the file past
 //! `max_bytes`, the file is closed and renamed `PATH.1` (`PATH.1` becomes
 //! `PATH.2`, …; the one past `keep` is deleted) and a new `PATH` is

@@ -2,7 +2,7 @@
 //! backoff, held meanwhile in a bounded buffer; dropped (counted, logged)
 //! only when that buffer is full. Never in a call's way.
 //!
-//! Where it sits: [`crate::pipeline::audit::Audit::write`] pushes each
+//! Where it sits: [`crate::gates::audit::Audit::write`] pushes each
 //! record's line here (a lock and a wake-up, nothing more); a task sends
 //! them. A batch is up to `batch` lines as one `application/x-ndjson` body,
 //! sent once `batch` lines wait or `linger` has passed since the first.

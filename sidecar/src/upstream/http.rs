@@ -14,6 +14,11 @@
 //! paces. Dropping the link cancels everything and DELETEs the upstream
 //! session.
 //!
+//! Some servers write an `application/json` answer as several JSON texts
+//! ([`JsonStream`]): notifications, then the result. Such a body is relayed
+//! message by message like an SSE answer; a `subscriptions/listen` is read
+//! as it comes, since it never ends while the subscription lives.
+//!
 //! A modern server (2026-07-28, [`LinkMode::modern`]) has no session and no
 //! GET stream: every POST carries `MCP-Protocol-Version`, `Mcp-Method`,
 //! `Mcp-Name` and the tool's `Mcp-Param-*` headers, taken from the body the
@@ -40,11 +45,15 @@ use hyper::{Method, Request, StatusCode, Uri};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod streams;
+
 use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
+use crate::json_stream::JsonStream;
 use crate::jsonrpc::{Kind, Message, RequestId};
 use crate::net::pool::{Exchange, Pool};
 use crate::net::{EgressRefusal, Endpoint};
 use crate::sse;
+use streams::{get_stream, read_json_stream, read_post_stream};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -467,6 +476,18 @@ async fn post_message(
         ));
         return Ok(None);
     }
+    if msg.method() == "subscriptions/listen" && status.is_success() {
+        // A subscription written as JSON texts, one after another, for as
+        // long as it lives: read it as it comes, never to its end.
+        conn.detach();
+        tokio::spawn(read_json_stream(
+            state.clone(),
+            msg,
+            resp.into_body(),
+            in_flight,
+        ));
+        return Ok(None);
+    }
     let body = match conn
         .drive(Limited::new(resp.into_body(), state.max).collect())
         .await
@@ -491,6 +512,7 @@ async fn post_message(
             }
             Ok(Some(answer))
         }
+        _ if relay_json_texts(state, &msg, &body).await => Ok(None),
         _ => {
             let mut snippet = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
             if let Some(c) = credential {
@@ -504,6 +526,30 @@ async fn post_message(
             .await
         }
     }
+}
+
+/// A JSON body of several texts, one after another (notifications, then
+/// the answer), delivered as an SSE answer would be: each in order, related
+/// to the request. `false` (nothing delivered) unless it holds the answer.
+async fn relay_json_texts(state: &State, msg: &Message, body: &Bytes) -> bool {
+    let Ok(texts) = JsonStream::new(state.max).feed(body) else {
+        return false;
+    };
+    let answered = texts.iter().any(|bytes| {
+        Message::parse(bytes.clone()).is_ok_and(|m| m.kind == Kind::Response && m.id == msg.id)
+    });
+    if !answered || texts.len() < 2 {
+        return false;
+    }
+    for bytes in texts {
+        state
+            .report(LinkEvent::Message {
+                bytes,
+                related: msg.id.clone(),
+            })
+            .await;
+    }
+    true
 }
 
 /// A message the server did not take: requests fail with `reason`; anything
@@ -529,202 +575,5 @@ fn remember_version(state: &State, answer: &Message) {
         if let Ok(v) = HeaderValue::from_str(v) {
             *state.version.lock().unwrap() = Some(v);
         }
-    }
-}
-
-/// Read a POST's SSE answer until the response arrives, resuming with GET +
-/// `Last-Event-ID` if the server closes the stream first.
-async fn read_post_stream(
-    state: Arc<State>,
-    msg: Message,
-    body: Incoming,
-    in_flight: Option<InFlight>,
-) {
-    let related = msg.id.clone();
-    let is_initialize = msg.method() == "initialize";
-    let cancel = in_flight
-        .as_ref()
-        .map_or_else(|| state.cancel.clone(), |f| f.token.clone());
-    let mut parser = sse::Parser::new(state.max);
-    let mut body = Some(body);
-    for resumes in 0..MAX_RESUMES {
-        if let Some(b) = body.take() {
-            let pumped = pump(
-                &state,
-                &mut parser,
-                b,
-                related.clone(),
-                is_initialize,
-                &cancel,
-            )
-            .await;
-            match pumped {
-                Pumped::Answered | Pumped::Cancelled => return,
-                Pumped::Failed(reason) => return state.fail(&msg, reason).await,
-                Pumped::Ended => {}
-            }
-        }
-        // A modern stream cannot be resumed: it ended without the answer.
-        let last = parser.last_event_id.clone().filter(|_| !state.mode.modern);
-        let Some(last) = last else {
-            return state
-                .fail(
-                    &msg,
-                    "the upstream closed the response stream before answering".into(),
-                )
-                .await;
-        };
-        // The first resume is at once: the server closed the stream to poll
-        // and may finish the call any moment (an SDK drops a result nobody
-        // is attached for). The retry hint paces the resumes after that.
-        let delay = match resumes {
-            0 => Duration::ZERO,
-            _ => Duration::from_millis(parser.retry_ms.unwrap_or(100).min(30_000)),
-        };
-        tokio::select! { _ = tokio::time::sleep(delay) => {}, _ = cancel.cancelled() => return }
-        let req = state
-            .request(Method::GET, None, None)
-            .header(LAST_EVENT_HEADER, last)
-            .body(Full::new(Bytes::new()))
-            .expect("request parts are valid");
-        match state.exchange(req).await {
-            None => return,
-            Some(Ok(Exchange { resp, conn })) if resp.status().is_success() => {
-                conn.detach();
-                body = Some(resp.into_body())
-            }
-            Some(Ok(Exchange { resp, .. })) => {
-                return state
-                    .fail(
-                        &msg,
-                        format!(
-                            "resuming the upstream stream failed: HTTP {}",
-                            resp.status()
-                        ),
-                    )
-                    .await
-            }
-            Some(Err(e)) => {
-                return state
-                    .fail(&msg, format!("resuming the upstream stream failed: {e}"))
-                    .await
-            }
-        }
-    }
-    state
-        .fail(
-            &msg,
-            "the upstream kept closing the response stream without answering".into(),
-        )
-        .await
-}
-
-enum Pumped {
-    Answered,
-    Ended,
-    Cancelled,
-    Failed(String),
-}
-
-async fn pump(
-    state: &State,
-    parser: &mut sse::Parser,
-    mut body: Incoming,
-    related: Option<RequestId>,
-    is_initialize: bool,
-    cancel: &CancellationToken,
-) -> Pumped {
-    loop {
-        let frame = tokio::select! {
-            f = body.frame() => f,
-            _ = cancel.cancelled() => return Pumped::Cancelled,
-        };
-        let chunk = match frame {
-            None => return Pumped::Ended,
-            Some(Err(_)) => return Pumped::Ended,
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_) => continue,
-            },
-        };
-        let events = match parser.feed(&chunk) {
-            Ok(events) => events,
-            Err(e) => return Pumped::Failed(e.to_string()),
-        };
-        let mut answered = false;
-        for ev in events {
-            if ev.data.is_empty() {
-                continue;
-            }
-            let bytes = Bytes::from(ev.data);
-            if related.is_some() {
-                if let Ok(m) = Message::parse(bytes.clone()) {
-                    if m.kind == Kind::Response && m.id == related {
-                        if is_initialize {
-                            remember_version(state, &m);
-                        }
-                        answered = true;
-                    }
-                }
-            }
-            state
-                .report(LinkEvent::Message {
-                    bytes,
-                    related: related.clone(),
-                })
-                .await;
-        }
-        if answered {
-            return Pumped::Answered;
-        }
-    }
-}
-
-/// The standalone GET stream: server requests and notifications not tied to a
-/// client request. Reconnects (with `Last-Event-ID`) while the link lives.
-async fn get_stream(state: Arc<State>, attached: tokio::sync::oneshot::Sender<()>) {
-    let mut attached = Some(attached);
-    let mut parser = sse::Parser::new(state.max);
-    let mut failures = 0u32;
-    while !state.cancel.is_cancelled() && failures < 5 {
-        let mut req = state.request(Method::GET, None, None);
-        if let Some(last) = parser.last_event_id.clone() {
-            req = req.header(LAST_EVENT_HEADER, last);
-        }
-        let req = req
-            .body(Full::new(Bytes::new()))
-            .expect("request parts are valid");
-        match state.exchange(req).await {
-            None => return,
-            Some(Ok(Exchange { resp, .. })) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => {
-                return
-            }
-            Some(Ok(Exchange { resp, .. })) if resp.status() == StatusCode::NOT_FOUND => {
-                let reason =
-                    "the upstream MCP server no longer knows this session (HTTP 404)".to_string();
-                return state.report(LinkEvent::Closed { reason }).await;
-            }
-            Some(Ok(Exchange { resp, conn })) if resp.status().is_success() => {
-                failures = 0;
-                conn.detach();
-                if let Some(tx) = attached.take() {
-                    let _ = tx.send(());
-                }
-                let cancel = state.cancel.clone();
-                if let Pumped::Cancelled =
-                    pump(&state, &mut parser, resp.into_body(), None, false, &cancel).await
-                {
-                    return;
-                }
-            }
-            _ => failures += 1,
-        }
-        let delay = Duration::from_millis(
-            parser
-                .retry_ms
-                .unwrap_or(500 << failures.min(4))
-                .min(30_000),
-        );
-        tokio::select! { _ = tokio::time::sleep(delay) => {}, _ = state.cancel.cancelled() => return }
     }
 }

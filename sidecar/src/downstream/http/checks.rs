@@ -10,7 +10,7 @@ use hyper::{Response, StatusCode};
 use super::reply::reject;
 use super::{ResponseBody, PRIMING_FROM, SESSION_HEADER, SUPPORTED_VERSIONS, VERSION_HEADER};
 use crate::app::App;
-use crate::pipeline::identity::Identity;
+use crate::auth::identity::Identity;
 use crate::session::Session;
 
 /// The session named by `Mcp-Session-Id`: `Ok(None)` without the header,
@@ -27,7 +27,7 @@ pub(super) fn session_of(
     match value
         .to_str()
         .ok()
-        .and_then(|id| app.sessions.get(id))
+        .and_then(|id| app.router.sessions.get(id))
         .filter(|s| s.owned_by(caller))
     {
         Some(session) => Ok(Some(session)),

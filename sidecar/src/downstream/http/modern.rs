@@ -21,11 +21,12 @@ use serde_json::Value;
 use super::reply::{empty, json_response, one_message, reject};
 use super::streams::{sse, SseBody};
 use super::{ResponseBody, VERSION_HEADER};
-use crate::app::{App, ChannelError};
+use crate::app::App;
+use crate::auth::identity::Identity;
 use crate::era;
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{codes, Kind, Message, RequestId};
-use crate::pipeline::identity::Identity;
-use crate::pipeline::refusal::Refusal;
+use crate::router::ChannelError;
 use crate::session::channel::Era;
 use crate::session::stream::StreamRx;
 use crate::session::work::Work;
@@ -142,14 +143,9 @@ pub(super) async fn serve(
     }
     // One request, one session: its id is the request's correlation (the
     // caller and the request id), which the audit line carries.
-    let name: Arc<str> = format!(
-        "{}:{}",
-        crate::request_state::caller_hash(&caller),
-        id.as_json()
-    )
-    .into();
+    let name: Arc<str> = format!("{}:{}", caller.state_hash(), id.as_json()).into();
     let session = Session::on_channel(
-        app.clone(),
+        app.ctx.clone(),
         name,
         caller.clone(),
         quota_key,

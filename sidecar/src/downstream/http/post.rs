@@ -16,12 +16,12 @@ use super::reply::{empty, json_error, json_response, one_message, reject};
 use super::streams::{encode, sse, sse_response, SseBody};
 use super::{Peer, ResponseBody, RETRY_MS, SESSION_HEADER};
 use crate::app::App;
+use crate::auth::identity::Identity;
 use crate::downstream::take;
+use crate::gates::audit;
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, codes, split_batch, Kind, Message};
-use crate::pipeline::audit;
-use crate::pipeline::identity::Identity;
-use crate::pipeline::refusal::Refusal;
-use crate::session::manager::CreateError;
+use crate::router::sessions::CreateError;
 use crate::session::stream::StreamRx;
 use crate::session::work::Work;
 use crate::session::Session;
@@ -203,8 +203,8 @@ async fn single(
                 );
             }
             match app
-                .sessions
-                .create(&app, caller.clone(), caller.quota_key(peer))
+                .create_session(caller.clone(), caller.quota_key(peer))
+                .await
             {
                 Ok(session) => (session, true),
                 Err(e @ CreateError::TooManyForCaller(_)) => {
@@ -240,7 +240,9 @@ async fn single(
     if new_session {
         if resp.status() != StatusCode::OK || session.protocol_version().is_none() {
             // The server refused initialize: no session was established.
-            app.sessions.remove(&app, &session.id, "initialize failed");
+            app.router
+                .sessions
+                .remove(&app, &session.id, "initialize failed");
         } else if let Ok(v) = HeaderValue::from_str(&session.id) {
             resp.headers_mut().insert(SESSION_HEADER, v);
         }
@@ -267,6 +269,30 @@ async fn batch(
         };
         return reject(&app, "batch_not_allowed", StatusCode::BAD_REQUEST, &text);
     };
+    // One POST must not make the facade hold, or the server answer, more
+    // than a few requests' worth: the batch is bounded, and below the bound
+    // each element is a request of its own for every budget and limit.
+    let limit = app.limits.max_batch_size;
+    if elements.len() > limit {
+        app.metrics
+            .http_rejections
+            .with_label_values(&["batch_too_large"])
+            .inc();
+        let message = format!(
+            "Invalid Request: a batch of {} messages is over the limit of {limit}; send at most {limit} per POST",
+            elements.len()
+        );
+        let data = serde_json::json!({
+            "reason": "batch_too_large",
+            "limit": limit,
+            "observed": elements.len(),
+            "hint": "split the batch, or send one message per POST",
+        });
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::error_response(None, codes::INVALID_REQUEST, &message, Some(data)),
+        );
+    }
     let parsed: Vec<_> = elements
         .into_iter()
         .map(|e| take(e).map(|(msg, _)| msg))

@@ -9,9 +9,9 @@ use hyper::{Response, StatusCode};
 use super::ResponseBody;
 use crate::app::App;
 use crate::auth::AuthFailure;
+use crate::gates::audit::{self, Record};
+use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, codes};
-use crate::pipeline::audit::{self, Record};
-use crate::pipeline::refusal::Refusal;
 
 pub fn json_response(status: StatusCode, bytes: Bytes) -> Response<ResponseBody> {
     let mut resp = Response::new(Full::new(bytes).boxed_unsync());
@@ -84,7 +84,7 @@ pub fn audit_auth_failure(app: &App, failure: AuthFailure) {
         time: audit::now_rfc3339(),
         event: "auth_failure",
         decision: "deny",
-        code: Some(crate::pipeline::refusal::AUTH_REQUIRED),
+        code: Some(crate::gates::refusal::AUTH_REQUIRED),
         reason: Some(failure.reason()),
         auth: "none",
         ..Default::default()

@@ -17,7 +17,7 @@ use super::checks::{accepts, check_version, session_of};
 use super::reply::{empty, reject};
 use super::{ResponseBody, LAST_EVENT_HEADER};
 use crate::app::App;
-use crate::pipeline::identity::Identity;
+use crate::auth::identity::Identity;
 use crate::session::stream::{Out, StreamRx};
 use crate::session::work::Work;
 use crate::sse;
@@ -80,7 +80,8 @@ pub(super) fn delete(
 ) -> Response<ResponseBody> {
     match session_of(&app, req.headers(), caller) {
         Ok(Some(session)) => {
-            app.sessions
+            app.router
+                .sessions
                 .remove(&app, &session.id, "the client ended the session");
             empty(StatusCode::OK)
         }

@@ -1,0 +1,53 @@
+//! The `initialize` step: the handshake goes to the server under the
+//! facade's id, and each side learns only what the facade serves.
+//!
+//! The client's `initialize` is kept (a restarted server gets it replayed)
+//! and tells whether the client can answer elicitations (for approvals).
+//! Neither side hears of the tasks capability: a task-augmented request
+//! would fetch its result with `tasks/result`, which the method table does
+//! not serve.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::forward::exchange;
+use crate::gates::Ended;
+use crate::gates::Request;
+use crate::jsonrpc::Members;
+use crate::session::Session;
+
+pub async fn initialize(session: &Arc<Session>, req: Request) {
+    let mut params = req.params().clone();
+    let elicits = params.pointer("/capabilities/elicitation").is_some();
+    let capabilities = params
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut);
+    let had_tasks = capabilities.is_some_and(|caps| caps.remove("tasks").is_some());
+    let stripped = params.get("capabilities").cloned();
+    session.record_initialize(params, elicits);
+    let mut edit = |p: &mut Members| {
+        if let (true, Some(caps)) = (had_tasks, &stripped) {
+            let raw = serde_json::value::to_raw_value(caps).expect("objects serialize");
+            p.set("capabilities", raw);
+        }
+    };
+    let mut version = None;
+    let ended = exchange(session, &req, Some(&mut edit), |result| {
+        if let Some(caps) = result
+            .get_mut("capabilities")
+            .and_then(Value::as_object_mut)
+        {
+            caps.remove("tasks");
+        }
+        version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    })
+    .await;
+    if let (Ended::Answered { error: false, .. }, Some(v)) = (&ended, version) {
+        session.set_protocol_version(v);
+    }
+    session.observe("initialize", ended.outcome(), req.started);
+}

@@ -1,0 +1,288 @@
+"""The seams: where two of the facade's features meet, a caller with a valid
+token must not get more than either allows. One test per hole a review
+found, each against a real server where the review used one, each showing
+the attack fails and the legitimate path still works:
+
+  1. two argument rules ask for approval on different channels: the
+     strongest channel wins (out of band), and the request names both rules;
+  2. secrets in a tool's result are redacted as the client will read them
+     (decoded JSON), whatever the raw bytes look like;
+  3. a JSON-RPC batch is bounded, and each element is a request for every
+     budget;
+  6. one identity cannot fill the out-of-band approval queue;
+  7. a `requestState` that carried an approval runs its call once.
+
+Servers: @modelcontextprotocol/server-filesystem and server-everything
+(Node), mcp-server-git (Python), over stdio.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import threading
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import types
+
+from era_helpers import ModernMcp
+from helpers import RawMcp, everything_stdio, parse_body, run_async
+from warden_helpers import (Audit, filesystem_stdio, git_stdio, policy_doc, sdk_client, sdk_error,
+                            text_of_result, token_entry, wait_for)
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+ANON = {"anonymous": {"role": "user"}}
+ADMIN_TOKEN = "admin-" + secrets.token_hex(16)
+
+
+def admin(fa, method: str, path: str, **kw) -> httpx.Response:
+    return httpx.request(method, f"{fa.admin_url}{path}", timeout=5,
+                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kw)
+
+
+def pending(fa) -> list[dict]:
+    r = admin(fa, "GET", "/approvals")
+    assert r.status_code == 200, r.text
+    return r.json()["approvals"]
+
+
+class SelfApprover:
+    """A client that declares elicitation and accepts whatever it is asked:
+    the agent answering its own confirmation."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    async def __call__(self, context, params):
+        self.asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+
+# ---------------------------------------------------------------------------
+# 1. Two rules, two channels: the strongest wins
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    root = tmp_path / "work"
+    for d in ("prod", "dev"):
+        (root / d).mkdir(parents=True)
+        (root / d / "app.txt").write_text(f"{d} app\n")
+    return root.resolve()
+
+
+def two_channel_policy(root: Path) -> dict:
+    # Moving anything out of prod asks the caller's user; writing into dev
+    # needs a person on the admin port. A move from prod to dev trips both.
+    return policy_doc(auth=ANON, defaultAction="deny", sandbox={"writeAllowed": True}, tools=[
+        {"name": "move_file", "requiredRole": "user", "arguments": [
+            {"name": "source", "kind": "path", "allow": [f"{root}/**"], "check": [f"{root}/prod/**"]},
+            {"name": "destination", "kind": "path", "allow": [f"{root}/**"], "check": [f"{root}/dev/**"],
+             "approval": "outOfBand"}]}])
+
+
+def test_1_a_call_two_rules_check_waits_for_the_stronger_channel(facade, workspace, tmp_path):
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(ADMIN_TOKEN + "\n")
+    fa = facade(upstream=filesystem_stdio(workspace), policy=two_channel_policy(workspace),
+                extra_args=["--admin-token-file", str(token_file), "--approval-timeout-secs", "4"])
+    me = SelfApprover()
+    seen: dict = {}
+
+    def approve_when_listed():
+        calls = wait_for(lambda: pending(fa), timeout=10, what="a pending approval")
+        seen["pending"] = calls
+        seen["post"] = admin(fa, "POST", f"/approvals/{calls[0]['id']}",
+                             json={"decision": "approve", "approver": "carol"})
+
+    async def body():
+        async with sdk_client(fa.url, elicitation_callback=me) as c:
+            # The attack: prod -> dev trips both rules; the agent accepts its
+            # own elicitation, nobody approves out of band: nothing moves.
+            e = await sdk_error(c.call_tool("move_file", {
+                "source": str(workspace / "prod/app.txt"), "destination": str(workspace / "dev/stolen.txt")}))
+            assert (e.code, e.data["reason"]) == (-32008, "approval_timeout"), e.error
+            assert (workspace / "prod/app.txt").exists() and not (workspace / "dev/stolen.txt").exists()
+            # The legitimate path: a person approves on the admin port, and
+            # sees both rules that asked.
+            t = threading.Thread(target=approve_when_listed)
+            t.start()
+            r = await c.call_tool("move_file", {
+                "source": str(workspace / "prod/app.txt"), "destination": str(workspace / "dev/moved.txt")})
+            await anyio.to_thread.run_sync(t.join)
+            assert not r.is_error, r
+            assert (workspace / "dev/moved.txt").read_text() == "prod app\n"
+
+    run_async(body)
+    (call,) = seen["pending"]
+    named = json.dumps(call)
+    assert "source" in named and "destination" in named, call
+    assert seen["post"].status_code == 200
+
+
+# ---------------------------------------------------------------------------
+# 2. Secrets are redacted as the client reads them
+# ---------------------------------------------------------------------------
+DB_PASSWORD = "hunter2 with spaces & " + secrets.token_hex(6)
+ENV_PASSWORD = "Tr0ub4dor&3xyz;" + secrets.token_hex(4)
+AWS_SECRET = secrets.token_urlsafe(30)[:40]
+
+
+def git_repo_with_an_env_file(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "main")
+    run("config", "user.email", "dev@example.com")
+    run("config", "user.name", "dev")
+    (repo / ".env").write_text(f'DB_PASSWORD="{DB_PASSWORD}"\nDB_HOST=db.internal\n')
+    run("add", ".env")
+    run("commit", "-q", "-m", "add env")
+    return repo
+
+
+def test_2_secrets_in_results_are_redacted_as_the_client_reads_them(facade, tmp_path):
+    repo = git_repo_with_an_env_file(tmp_path)
+    fa = facade(upstream=git_stdio(repo), policy=policy_doc(auth=ANON, defaultAction="allow"))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            shown = text_of_result(await c.call_tool("git_show", {"repo_path": str(repo), "revision": "HEAD"}))
+            assert "DB_HOST=db.internal" in shown, shown  # the rest of the diff passes untouched
+            assert DB_PASSWORD not in shown and "hunter2" not in shown, shown
+            assert "REDACTED" in shown
+
+    run_async(body)
+
+
+def test_2_the_servers_environment_does_not_leak_through_get_env(facade):
+    env = {"DB_PASSWORD": ENV_PASSWORD, "AWS_SECRET_ACCESS_KEY": AWS_SECRET}
+    fa = facade(upstream=everything_stdio(), env={**os.environ, **env},
+                policy=policy_doc(auth=ANON, defaultAction="allow", sandbox={"writeAllowed": True}))
+
+    async def body():
+        async with sdk_client(fa.url) as c:
+            text = text_of_result(await c.call_tool("get-env", {}))
+            assert "DB_PASSWORD" in text and "AWS_SECRET_ACCESS_KEY" in text, text
+            for secret in (ENV_PASSWORD, ENV_PASSWORD.split("&")[1], AWS_SECRET):
+                assert secret not in text, text
+
+    run_async(body)
+
+
+# ---------------------------------------------------------------------------
+# 3. Batches are bounded, and every element is a request
+# ---------------------------------------------------------------------------
+def batch_session(url: str) -> RawMcp:
+    c = RawMcp(url, version="2025-03-26")  # the last revision with batches
+    c.initialize()
+    return c
+
+
+def test_3_a_batch_is_bounded_and_each_element_meets_every_budget(facade):
+    policy = policy_doc(auth=ANON, defaultAction="allow", limits={"maxCallsPerSession": 3})
+    fa = facade(upstream=everything_stdio(), policy=policy)  # the default batch limit (16)
+    c = batch_session(fa.url)
+    try:
+        # The attack: one POST that makes the facade answer 20,000 requests.
+        huge = [{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in range(20_000)]
+        r = c.post(huge)
+        assert r.status_code == 400, (r.status_code, r.text[:300])
+        (err,) = parse_body(r)
+        assert err["error"]["code"] == -32600 and err["error"]["data"]["limit"] == 16, err
+        # Within the limit a batch works, one answer per element ...
+        r = c.post([{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in range(8)])
+        answers = sorted(m["id"] for m in parse_body(r))
+        assert r.status_code == 200 and answers == list(range(8)), r.text[:300]
+        # ... and each element is a call against the session's budget.
+        calls = [{"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                  "params": {"name": "echo", "arguments": {"message": f"m{i}"}}} for i in range(6)]
+        by_id = {m["id"]: m for m in parse_body(c.post(calls))}
+        ok = [i for i, m in by_id.items() if "result" in m]
+        over = [m["error"]["code"] for m in by_id.values() if "error" in m]
+        assert len(by_id) == 6 and len(ok) == 3 and over == [-32005] * 3, by_id
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------
+# 6. One identity cannot fill the approval queue
+# ---------------------------------------------------------------------------
+ALICE, BOB = "alice-" + secrets.token_hex(8), "bob-" + secrets.token_hex(8)
+QUEUE_POLICY = policy_doc(
+    auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
+    roles=[{"role": "user", "subjects": ["alice", "bob"]}],
+    defaultAction="deny", sandbox={"writeAllowed": True},
+    tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
+                                           "check": ["deploy .*"], "approval": "outOfBand"}]}])
+
+
+def test_6_one_identity_cannot_fill_the_approval_queue(facade, tmp_path):
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(ADMIN_TOKEN + "\n")
+    fa = facade(upstream=everything_stdio(), policy=QUEUE_POLICY,
+                # Each identity's share is a quarter of the queue by default: 2 of 8.
+                extra_args=["--admin-token-file", str(token_file), "--approval-timeout-secs", "20",
+                            "--max-pending-approvals", "8"])
+    alice, bob = ModernMcp(fa.url, ALICE, timeout=30), ModernMcp(fa.url, BOB, timeout=30)
+    results: dict[str, tuple] = {}
+
+    def call(who: ModernMcp, key: str):
+        results[key] = who.request("tools/call", {"name": "echo", "arguments": {"message": f"deploy {key}"}})
+
+    waiting = [threading.Thread(target=call, args=(alice, f"a{i}")) for i in range(2)]
+    for t in waiting:
+        t.start()
+    try:
+        wait_for(lambda: len(pending(fa)) == 2, timeout=10, what="alice's two calls pending")
+        # Alice's third call is over her share: refused at once, clearly.
+        _, answer = alice.request("tools/call", {"name": "echo", "arguments": {"message": "deploy a3"}})
+        assert answer["error"]["code"] == -32008, answer
+        assert answer["error"]["data"]["reason"] == "approval_share_exhausted", answer
+        # Bob still gets his turn in the queue.
+        t = threading.Thread(target=call, args=(bob, "b1"))
+        t.start()
+        waiting.append(t)
+        wait_for(lambda: any(p["subject"] == "bob" for p in pending(fa)), timeout=10, what="bob's call pending")
+    finally:
+        for p in pending(fa):
+            admin(fa, "POST", f"/approvals/{p['id']}", json={"decision": "deny", "approver": "carol"})
+        for t in waiting:
+            t.join(timeout=30)
+        alice.close()
+        bob.close()
+    assert results["b1"][1]["error"]["data"]["reason"] == "approval_declined", results["b1"]
+
+
+# ---------------------------------------------------------------------------
+# 7. An approved requestState runs its call once
+# ---------------------------------------------------------------------------
+ELICITS = {"elicitation": {}}
+APPROVE = {"mcp-warden/approval": {"action": "accept", "content": {"approve": True}}}
+STATE_POLICY = policy_doc(
+    auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice")]}},
+    roles=[{"role": "user", "subjects": ["alice"]}], defaultAction="deny", sandbox={"writeAllowed": True},
+    tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
+                                           "check": ["deploy .*"]}]}])
+
+
+def test_7_an_approved_request_state_runs_its_call_once(facade):
+    fa = facade(upstream=everything_stdio(), policy=STATE_POLICY)
+    mcp = ModernMcp(fa.url, ALICE)
+    params = {"name": "echo", "arguments": {"message": "deploy prod"}}
+    try:
+        _, asked = mcp.request("tools/call", params, capabilities=ELICITS)
+        state = asked["result"]["requestState"]
+        retry = {**params, "inputResponses": APPROVE, "requestState": state}
+        _, first = mcp.request("tools/call", retry, capabilities=ELICITS)
+        assert first["result"]["content"][0]["text"] == "Echo: deploy prod", first
+        for _ in range(3):
+            _, again = mcp.request("tools/call", retry, capabilities=ELICITS)
+            assert again.get("error", {}).get("code") == -32602, again
+            assert again["error"]["data"]["reason"] == "request_state_used", again
+    finally:
+        mcp.close()
