@@ -472,8 +472,11 @@ pub struct MCPServerStatus {
     #[schemars(length(max = 1024))]
     pub requested_capabilities: Vec<String>,
     /// `sha256:<hex>` over `requestedCapabilities` (each name followed by a
-    /// newline): the value a cluster admin puts in the
-    /// `mcpwarden.dev/approve` annotation.
+    /// newline) and then the hashes of `workload` (each `workload.<part>=<hash>`
+    /// followed by a newline): the value a cluster admin puts in the
+    /// `mcpwarden.dev/approve` annotation. It binds what runs as well as
+    /// what it may do, so a changed image, command, env, volume, profile or
+    /// referenced Secret or ConfigMap content makes a new digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability_digest: Option<String>,
     /// The digest whose approval is in force, if any.
@@ -483,6 +486,25 @@ pub struct MCPServerStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 1024))]
     pub approved_capabilities: Vec<String>,
+    /// What decides what runs with the capabilities, by part (`image`,
+    /// `command`, `args`, `env`, `secretEnv`, `workspace`, `podTemplate`,
+    /// `serviceAccount`, `transport`, `remote`, `toolProfile`,
+    /// `sandboxProfile`): a `sha256:` hash of each, with the content of the
+    /// Secrets and ConfigMaps it references (hashed, never copied).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub workload: std::collections::BTreeMap<String, String>,
+    /// `workload` as it was when `approvedDigest` was approved: a part that
+    /// differs is a change waiting for approval, while the last approved
+    /// workload keeps running.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub approved_workload: std::collections::BTreeMap<String, String>,
+    /// `sha256:` of the policy the operator last wrote under an approval
+    /// (the approved one, or a tightening of it): a profile change that
+    /// only takes away from it applies at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_policy: Option<String>,
     /// The upstream tools the facades observed (from each pod's
     /// `:9090/tools`), by name: definition hash, state and risk. A
     /// quarantined tool's new hash is what to pin in the ToolProfile.

@@ -1,10 +1,13 @@
-//! Capabilities (pure; DESIGN.md §5): what an MCPServer asks for above the
-//! baseline, its digest, and which of it an admin's approval puts in force.
+//! Capabilities (pure): what an MCPServer asks for above the baseline, the
+//! digest that binds them to the workload, and which of it an admin's
+//! approval puts in force.
 //!
 //! ```text
-//! spec + ToolProfile + SandboxProfile ─▶ requested (sorted names) ─▶ digest "sha256:<hex>"
+//! spec + ToolProfile + SandboxProfile ─▶ requested (sorted names) ─┐
+//! crate::workload::parts (image, command, env, profiles, …) ───────┴▶ digest "sha256:<hex>"
 //! annotation mcpwarden.dev/approve ─┐
-//! status.approvedDigest/-Capabilities ┴─▶ decide ─▶ in force (→ compile + build) + condition
+//! status.approvedDigest/-Capabilities/-Workload ┴─▶ decide ─▶ in force (→ compile + build),
+//!                                                          hold (keep the last approved workload) + condition
 //! ```
 //!
 //! The baseline: no egress, read-only workspace, no service-account token,
@@ -19,13 +22,27 @@
 //! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
 //! | `tool:<upstream name>` | a ToolProfile tool with risk `high` or `critical` |
 //!
-//! The digest is sha256 over the sorted names, each followed by `\n`, as
-//! `sha256:<lowercase hex>`. Rules, in order:
-//! 1. the annotation names the current digest → the whole requested set is in force;
-//! 2. else the annotation names `status.approvedDigest` (approved earlier, the
-//!    spec changed since) → the earlier approved set, minus what is no longer
-//!    requested, stays in force and the new digest is pending;
-//! 3. else (no annotation, or a digest that matches neither) → nothing above
+//! The digest is sha256 over the sorted names, each followed by `\n`, then
+//! the workload's parts in name order, each as `workload.<part>=<hash>\n`,
+//! as `sha256:<lowercase hex>`. The parts (`crate::workload`) cover the
+//! image, command, args, env, the content of the Secrets `secretEnv` names,
+//! the workspace, the pod template overrides, `spec.remote`, and the
+//! profiles with the JWKS ConfigMaps they name: two servers with the same
+//! names but different workloads have different digests, so an approval is
+//! not portable. Rules, in order:
+//! 1. the annotation names the current digest → the whole requested set is
+//!    in force and the current workload is the approved one;
+//! 2. nothing is requested → the baseline: the workload rolls out at once;
+//! 3. the annotation names `status.approvedDigest` (approved earlier, the
+//!    spec or a profile changed since) → the earlier approved set, minus
+//!    what is no longer requested, stays in force and the new digest is
+//!    pending; when the workload itself changed (`status.approvedWorkload`
+//!    differs) the operator *holds*: the Deployment and the policy keep the
+//!    last approved workload (no rollout) and the condition is
+//!    `ApprovalPending`, naming the parts that changed — except a profile
+//!    change that only takes away (`crate::tightening`), which applies at
+//!    once;
+//! 4. else (no annotation, or a digest that matches neither) → nothing above
 //!    the baseline is in force: removing the annotation revokes.
 
 use std::{collections::BTreeSet, fmt};
@@ -36,7 +53,7 @@ use mcp_warden_crds::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::names;
+use crate::{names, workload::Parts};
 
 /// The annotation a cluster admin sets to approve (contract).
 pub const APPROVE_ANNOTATION: &str = "mcpwarden.dev/approve";
@@ -190,12 +207,17 @@ pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
     set.iter().map(Capability::to_string).collect()
 }
 
-/// `sha256:<hex>` over the sorted names, each followed by `\n`.
-pub fn digest(names: &BTreeSet<String>) -> String {
+/// `sha256:<hex>` over the sorted names, each followed by `\n`, then each
+/// workload part as `workload.<part>=<hash>\n` (names never start with
+/// `workload.`, so the two cannot be confused).
+pub fn digest(names: &BTreeSet<String>, workload: &Parts) -> String {
     let mut hasher = Sha256::new();
     for name in names {
         hasher.update(name.as_bytes());
         hasher.update(b"\n");
+    }
+    for (part, hash) in workload {
+        hasher.update(format!("workload.{part}={hash}\n").as_bytes());
     }
     format!("sha256:{}", hex::encode(hasher.finalize()))
 }
@@ -236,50 +258,80 @@ pub struct Decision {
     pub approved_digest: Option<String>,
     /// Where it stands.
     pub state: ApprovalState,
+    /// The workload as it is now, by part.
+    pub workload: Parts,
+    /// The workload the approval in force was given for (empty: none).
+    pub approved_workload: Parts,
+    /// The parts that differ from the approved workload while an earlier
+    /// approval is in force (rule 3), sorted.
+    pub changed: Vec<String>,
+    /// Keep the last approved Deployment and policy (rule 3 with a changed
+    /// workload): the new one is not rolled out until approved.
+    pub hold: bool,
 }
 
 /// Apply the rules of the module header.
 pub fn decide(
     requested: BTreeSet<String>,
+    workload: Parts,
     annotation: Option<&str>,
     previous: &MCPServerStatus,
 ) -> Decision {
-    let digest = digest(&requested);
+    let digest = digest(&requested, &workload);
     let annotation = annotation.map(str::trim).filter(|a| !a.is_empty());
-    let (in_force, approved_digest) = if annotation == Some(digest.as_str()) {
-        (requested.clone(), Some(digest.clone()))
-    } else if annotation.is_some() && annotation == previous.approved_digest.as_deref() {
+    let earlier_matches = annotation.is_some() && annotation == previous.approved_digest.as_deref();
+    let (in_force, approved_digest, approved_workload) = if annotation == Some(digest.as_str()) {
+        (requested.clone(), Some(digest.clone()), workload.clone())
+    } else if earlier_matches {
         let earlier: BTreeSet<String> = previous.approved_capabilities.iter().cloned().collect();
         (
             earlier.intersection(&requested).cloned().collect(),
             previous.approved_digest.clone(),
+            previous.approved_workload.clone(),
         )
     } else {
-        (BTreeSet::new(), None)
+        (BTreeSet::new(), None, Parts::new())
     };
     let state = if requested.is_empty() {
         ApprovalState::Baseline
-    } else if in_force == requested {
+    } else if approved_digest.as_deref() == Some(digest.as_str()) {
         ApprovalState::Approved
     } else {
         ApprovalState::Pending
     };
+    let changed = if state == ApprovalState::Pending && earlier_matches {
+        crate::workload::changed(&approved_workload, &workload)
+    } else {
+        Vec::new()
+    };
     Decision {
+        hold: !changed.is_empty(),
         requested,
         digest,
         in_force,
         approved_digest,
         state,
+        workload,
+        approved_workload,
+        changed,
     }
 }
+
+/// The `CapabilitiesApproved` reason while a changed workload waits and the
+/// last approved one keeps running.
+pub const HOLD_REASON: &str = "ApprovalPending";
+/// The `CapabilitiesApproved` reason while capabilities wait for approval
+/// and the workload runs without them.
+pub const PENDING_REASON: &str = "PendingApproval";
 
 /// Whether the server's recorded status says it waits for an admin's
 /// approval (what `mcpwarden_capabilities_pending` counts).
 pub fn is_pending(server: &MCPServer) -> bool {
     server.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "CapabilitiesApproved" && c.reason == "PendingApproval")
+        s.conditions.iter().any(|c| {
+            c.type_ == "CapabilitiesApproved"
+                && (c.reason == PENDING_REASON || c.reason == HOLD_REASON)
+        })
     })
 }
 
@@ -328,6 +380,35 @@ impl Decision {
                     join(self.in_force.iter().map(String::as_str))
                 ),
             ),
+            ApprovalState::Pending if self.hold => (
+                "False",
+                HOLD_REASON,
+                format!(
+                    "the workload changed since {} was approved ({}); the last approved workload keeps running, not rolled out, with: {}. To approve {} (the new workload with {}): {}",
+                    self.approved_digest.as_deref().unwrap_or("?"),
+                    self.changed.join(", "),
+                    if self.in_force.is_empty() {
+                        "nothing above the baseline".to_string()
+                    } else {
+                        join(self.in_force.iter().map(String::as_str))
+                    },
+                    self.digest,
+                    join(self.requested.iter().map(String::as_str)),
+                    approve_command(server, &self.digest)
+                ),
+            ),
+            // Not held and nothing waits: the change only took away (applied at once).
+            ApprovalState::Pending if !self.changed.is_empty() && self.pending().is_empty() => (
+                "True",
+                "Tightened",
+                format!(
+                    "a change that only takes away from the approved policy is in force at once ({}); still approved from {}: {}. To record the new workload as approved: {}",
+                    self.changed.join(", "),
+                    self.approved_digest.as_deref().unwrap_or("?"),
+                    join(self.in_force.iter().map(String::as_str)),
+                    approve_command(server, &self.digest)
+                ),
+            ),
             ApprovalState::Pending => {
                 let in_force = if self.in_force.is_empty() {
                     "nothing above the baseline is in force".to_string()
@@ -338,13 +419,13 @@ impl Decision {
                         join(self.in_force.iter().map(String::as_str))
                     )
                 };
+                let what = join(self.pending().into_iter());
                 (
                     "False",
-                    "PendingApproval",
+                    PENDING_REASON,
                     format!(
-                        "waiting for approval of {}: {}; {in_force}. To approve: {}",
+                        "waiting for approval of {}: {what}; {in_force}. To approve: {}",
                         self.digest,
-                        join(self.pending().into_iter()),
                         approve_command(server, &self.digest)
                     ),
                 )
@@ -358,207 +439,5 @@ fn join<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sandbox(yaml: &str) -> SandboxProfileSpec {
-        serde_yaml_ng::from_str(yaml).unwrap()
-    }
-
-    fn tools(yaml: &str) -> ToolProfileSpec {
-        serde_yaml_ng::from_str(yaml).unwrap()
-    }
-
-    fn set(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn pending_is_read_from_the_recorded_condition() {
-        let mut server: MCPServer = serde_yaml_ng::from_str(
-            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\nspec: {image: i, toolProfileRef: {name: p}}\n",
-        )
-        .unwrap();
-        assert!(!is_pending(&server), "no status yet");
-        let condition = |reason: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-            type_: "CapabilitiesApproved".into(),
-            status: "False".into(),
-            reason: reason.into(),
-            message: String::new(),
-            observed_generation: None,
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                Default::default(),
-            ),
-        };
-        server.status = Some(MCPServerStatus {
-            conditions: vec![condition("PendingApproval")],
-            ..Default::default()
-        });
-        assert!(is_pending(&server));
-        server.status = Some(MCPServerStatus {
-            conditions: vec![condition("Baseline")],
-            ..Default::default()
-        });
-        assert!(!is_pending(&server));
-    }
-
-    #[test]
-    fn requested_names_are_stable_and_sorted() {
-        let got = requested(
-            &tools("{tools: [{name: rm, risk: critical}, {name: ls, risk: low}, {name: w, risk: high}, {name: x}]}"),
-            &sandbox(
-                "{network: {egress: {dns: true, rules: [{cidr: 203.0.113.0/24, ports: [443, 80]}], \
-                 presets: [npm], hosts: [{name: api.example.com, ports: [8443]}]}}, \
-                 workspaceAccess: readWrite, automountServiceAccountToken: true}",
-            ),
-        );
-        assert_eq!(
-            got.into_iter().collect::<Vec<_>>(),
-            [
-                "network.dns",
-                "network.egress.host:api.example.com:8443",
-                "network.egress.host:registry.npmjs.org:443",
-                "network.egress:203.0.113.0/24:443",
-                "network.egress:203.0.113.0/24:80",
-                "serviceaccount.token",
-                "tool:rm",
-                "tool:w",
-                "workspace.write",
-            ]
-        );
-        assert!(requested(&ToolProfileSpec::default(), &SandboxProfileSpec::default()).is_empty());
-    }
-
-    #[test]
-    fn names_parse_back() {
-        for name in [
-            "network.egress:2001:db8::/32:443",
-            "network.egress.host:registry.npmjs.org:443",
-            "network.dns",
-            "workspace.write",
-            "serviceaccount.token",
-            "tool:git_push",
-            "remote.write",
-        ] {
-            assert_eq!(Capability::parse(name).unwrap().to_string(), name);
-        }
-        assert_eq!(Capability::parse("network.egress:x:notaport"), None);
-        assert_eq!(Capability::parse("network.egress.host::443"), None);
-        assert_eq!(Capability::parse("root.shell"), None);
-    }
-
-    #[test]
-    fn a_remote_asks_for_its_hosts_and_blocks() {
-        let server: MCPServer = serde_yaml_ng::from_str(
-            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\n\
-             spec: {toolProfileRef: {name: p}, remote: {url: 'https://mcp.example.com/mcp', privateCidrs: [10.0.0.0/8], \
-             auth: {facade: {clientCredentials: {tokenUrl: 'https://idp.example.com:8443/token', clientId: c, \
-             clientSecretRef: {name: s, key: k}}}, rules: [{useFacade: true}]}}}\n",
-        )
-        .unwrap();
-        assert_eq!(
-            requested_remote(&server).into_iter().collect::<Vec<_>>(),
-            [
-                "network.dns",
-                "network.egress.host:idp.example.com:8443",
-                "network.egress.host:mcp.example.com:443",
-                "network.egress:10.0.0.0/8:443",
-                "network.egress:10.0.0.0/8:8443",
-            ]
-        );
-        let by_address: MCPServer = serde_yaml_ng::from_str(
-            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s}\n\
-             spec: {toolProfileRef: {name: p}, remote: {url: 'https://203.0.113.7:8443/mcp'}}\n",
-        )
-        .unwrap();
-        assert_eq!(
-            requested_remote(&by_address)
-                .into_iter()
-                .collect::<Vec<_>>(),
-            ["network.egress:203.0.113.7/32:8443"]
-        );
-        let writes: MCPServer = serde_yaml_ng::from_str(
-            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s}\n\
-             spec: {toolProfileRef: {name: p}, remote: {url: 'https://203.0.113.7/mcp', writes: true}}\n",
-        )
-        .unwrap();
-        assert_eq!(
-            requested_remote(&writes).into_iter().collect::<Vec<_>>(),
-            ["network.egress:203.0.113.7/32:443", "remote.write"]
-        );
-    }
-
-    #[test]
-    fn digest_is_canonical() {
-        // sha256("a\nb\n"), the same in any language
-        assert_eq!(
-            digest(&set(&["b", "a"])),
-            "sha256:911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2"
-        );
-        assert_ne!(digest(&set(&["a"])), digest(&set(&["a", "b"])));
-        assert_ne!(
-            digest(&set(&["ab"])),
-            digest(&set(&["a", "b"])),
-            "names are delimited"
-        );
-    }
-
-    #[test]
-    fn digest_shape() {
-        let d = digest(&BTreeSet::from(["network.dns".to_string()]));
-        assert!(is_digest(&d), "{d}");
-        for bad in [
-            "yes",
-            "",
-            "sha256:",
-            "sha256:ABC",
-            &d.to_uppercase(),
-            &format!("{d}0"),
-            &d[1..],
-        ] {
-            assert!(!is_digest(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn approval_rules() {
-        let none = MCPServerStatus::default();
-        let want = set(&["network.dns", "workspace.write"]);
-        let d = digest(&want);
-        // unapproved, or a wrong digest: nothing in force
-        for annotation in [None, Some("sha256:0000")] {
-            let got = decide(want.clone(), annotation, &none);
-            assert!(got.in_force.is_empty() && got.approved_digest.is_none());
-            assert_eq!(got.state, ApprovalState::Pending);
-        }
-        // the right digest: all of it
-        let approved = decide(want.clone(), Some(&d), &none);
-        assert_eq!(
-            (approved.in_force.clone(), approved.state.clone()),
-            (want.clone(), ApprovalState::Approved)
-        );
-        // the spec asks for more: the earlier set stays, the new digest is pending
-        let earlier = MCPServerStatus {
-            approved_digest: Some(d.clone()),
-            approved_capabilities: want.iter().cloned().collect(),
-            ..Default::default()
-        };
-        let more = set(&["network.dns", "serviceaccount.token", "workspace.write"]);
-        let got = decide(more.clone(), Some(&d), &earlier);
-        assert_eq!(got.in_force, want);
-        assert_eq!(got.approved_digest.as_deref(), Some(d.as_str()));
-        assert_eq!(got.pending(), ["serviceaccount.token"]);
-        assert_ne!(got.digest, d);
-        // asking for less keeps only what is still asked for
-        let less = decide(set(&["network.dns"]), Some(&d), &earlier);
-        assert_eq!(less.in_force, set(&["network.dns"]));
-        // removing the annotation revokes
-        let revoked = decide(more, None, &earlier);
-        assert!(revoked.in_force.is_empty() && revoked.approved_digest.is_none());
-        // nothing requested: the baseline, approved by definition
-        assert_eq!(
-            decide(BTreeSet::new(), None, &none).state,
-            ApprovalState::Baseline
-        );
-    }
-}
+#[path = "capabilities_tests.rs"]
+mod tests;

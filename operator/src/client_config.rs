@@ -84,6 +84,22 @@ pub fn describe(
     out
 }
 
+/// A failed API call as a person reads it: what was asked for, the API
+/// server's own message and its HTTP code (never the client's debug dump).
+pub fn api_error(what: &str, e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => {
+            let hint = match status.code {
+                401 => " (is the kubeconfig's token still valid?)",
+                403 => " (your user may not read it: ask for the `view` role in that namespace)",
+                _ => "",
+            };
+            format!("{what}: {} (HTTP {}){hint}", status.message, status.code)
+        }
+        other => format!("{what}: {other}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +172,23 @@ mod tests {
             "https://time.mcp.example.com/mcp"
         );
         assert!(text.contains("#   in the cluster: http://time.team-a.svc.cluster.local:8080/mcp"));
+    }
+
+    #[test]
+    fn api_errors_read_as_sentences() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "mcpservers.mcpwarden.dev \"x\" is forbidden: User \"carol\" cannot get resource"
+        }))
+        .unwrap();
+        let text = api_error("MCPServer team-a/x", &kube::Error::Api(Box::new(status)));
+        assert_eq!(
+            text,
+            "MCPServer team-a/x: mcpservers.mcpwarden.dev \"x\" is forbidden: User \"carol\" cannot get resource (HTTP 403) (your user may not read it: ask for the `view` role in that namespace)"
+        );
+        assert!(
+            !text.contains("ErrorResponse") && !text.contains("Status {"),
+            "{text}"
+        );
     }
 }

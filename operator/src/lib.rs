@@ -31,5 +31,7 @@ pub mod rbac;
 pub mod reconcile;
 pub mod render;
 pub mod runtime;
+pub mod tightening;
 pub mod validate;
 pub mod webhook;
+pub mod workload;

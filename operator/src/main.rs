@@ -196,6 +196,11 @@ struct RunArgs {
         default_value = "mcp-warden"
     )]
     webhook_config_name: String,
+    /// The webhook accepts an approval from a user who changed what it
+    /// covers (separation of duties off; the chart's
+    /// `approval.allowSelfApproval`).
+    #[arg(long, env = "MCP_WARDEN_ALLOW_SELF_APPROVAL")]
+    allow_self_approval: bool,
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     #[arg(long, env = "MCP_WARDEN_ADMIN_LISTEN", default_value = "0.0.0.0:8081")]
     admin_listen: SocketAddr,
@@ -358,19 +363,18 @@ async fn client_config_from_cluster(
     let ns = namespace.unwrap_or_else(|| client.default_namespace().to_string());
     let servers: kube::Api<mcp_warden_crds::MCPServer> = kube::Api::namespaced(client.clone(), &ns);
     let server = servers
-        .get(name)
+        .get_opt(name)
         .await
-        .map_err(|e| format!("MCPServer {ns}/{name}: {e}"))?;
-    let profiles: kube::Api<mcp_warden_crds::ToolProfile> = kube::Api::namespaced(client, &ns);
-    let profile = profiles
-        .get_opt(&server.spec.tool_profile_ref.name)
-        .await
-        .map_err(|e| {
-            format!(
-                "ToolProfile {ns}/{}: {e}",
-                server.spec.tool_profile_ref.name
-            )
+        .map_err(|e| client_config::api_error(&format!("MCPServer {ns}/{name}"), &e))?
+        .ok_or_else(|| {
+            format!("no MCPServer {name:?} in namespace {ns:?} (kubectl get mcpservers -n {ns})")
         })?;
+    let profiles: kube::Api<mcp_warden_crds::ToolProfile> = kube::Api::namespaced(client, &ns);
+    let profile_name = &server.spec.tool_profile_ref.name;
+    let profile = profiles
+        .get_opt(profile_name)
+        .await
+        .map_err(|e| client_config::api_error(&format!("ToolProfile {ns}/{profile_name}"), &e))?;
     Ok(client_config::describe(
         &server,
         profile.as_ref().map(|p| &p.spec),
@@ -512,6 +516,7 @@ async fn start_webhook(
     let tls = certs::server_config(&pair).map_err(|e| e.to_string())?;
     let authorizer = Arc::new(webhook::KubeAuthorizer {
         client: client.clone(),
+        allow_self_approval: args.allow_self_approval,
     });
     let listen = args.webhook_listen;
     tokio::spawn(async move {

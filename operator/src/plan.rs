@@ -12,6 +12,7 @@ use crate::{
     compile::{compile_policy, policy_yaml, Approved},
     config::BuildConfig,
     validate::{validate, validate_policy, ValidateError},
+    workload::{self, Content},
 };
 
 /// What the resolve step found for one MCPServer.
@@ -28,6 +29,13 @@ pub struct Inputs<'a> {
     /// The JWKS of the profile's JWT issuers without a ConfigMap, by issuer
     /// URL, as the operator fetched them (`None`: not fetched, e.g. `render`).
     pub issuer_jwks: Option<&'a BTreeMap<String, String>>,
+    /// Content hashes of the Secrets and ConfigMaps the workload references
+    /// (`None`: not read, e.g. `render`, which hashes them as absent).
+    pub content: Option<&'a Content>,
+    /// Set when the last approved workload is gone (no Deployment to keep):
+    /// plan as if nothing were approved, so the new workload runs at the
+    /// baseline until an admin approves it.
+    pub revoke: bool,
 }
 
 /// Why no objects can be built; the server waits for a change.
@@ -66,6 +74,9 @@ pub struct Plan {
     pub capabilities: Decision,
     /// Every object, in apply order.
     pub objects: DesiredObjects,
+    /// `sha256:` of the compiled policy's YAML (what `status.approvedPolicy`
+    /// records once it is written under an approval).
+    pub policy_hash: String,
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();
@@ -84,9 +95,17 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
     validate(inputs.server, tools, &sandbox)?;
     let mut requested = capabilities::requested(tools, &sandbox);
     requested.extend(capabilities::requested_remote(inputs.server));
+    let workload = workload::parts(
+        inputs.server,
+        tools,
+        &sandbox,
+        inputs.content.unwrap_or(&EMPTY),
+    );
+    let annotation = capabilities::annotation(inputs.server).filter(|_| !inputs.revoke);
     let decision = capabilities::decide(
         requested,
-        capabilities::annotation(inputs.server),
+        workload,
+        annotation,
         &inputs.server.status.clone().unwrap_or_default(),
     );
     let approved = Approved::from_names(&decision.in_force);
@@ -108,5 +127,6 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         sandbox,
         capabilities: decision,
         objects,
+        policy_hash: workload::hash_bytes(yaml.as_bytes()),
     })
 }

@@ -103,6 +103,8 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             // No cluster, no issuer keys: the JWKS ConfigMap is not rendered.
             jwks: None,
             issuer_jwks: None,
+            content: None,
+            revoke: false,
         };
         let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
             namespace: ns.clone(),

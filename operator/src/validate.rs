@@ -71,6 +71,11 @@ pub enum ValidateError {
     /// accepts several).
     #[error("the ToolProfile does not compile: {0}")]
     Policy(String),
+    /// Anything else the facade's loader refuses in the compiled policy (a
+    /// regex or glob that does not compile, a command pattern that is not a
+    /// plain command…): the facade would not start, so nothing is written.
+    #[error("the facade would refuse this policy: {0}")]
+    InvalidPolicy(String),
     /// An egress host that is not a plain lowercase host name.
     #[error("network.egress.hosts: {0:?} is not a lowercase host name with a dot (no wildcards, no trailing dot)")]
     EgressHost(String),
@@ -94,6 +99,7 @@ impl ValidateError {
             | ValidateError::PodTemplateValue(_)
             | ValidateError::ReservedMetadata(_) => "InvalidPodTemplate",
             ValidateError::EgressHost(_) => "InvalidSandboxProfile",
+            ValidateError::InvalidPolicy(_) => "InvalidPolicy",
         }
     }
 }
@@ -237,21 +243,47 @@ pub fn validate_tools(tools: &ToolProfileSpec) -> Result<(), ValidateError> {
 /// crate) on the compiled policy: a role binding without its issuer when the
 /// profile accepts several, an issuer named twice, a binding to nobody. The
 /// facade would refuse to load such a policy; here it is refused first, with
-/// the same messages. Only the `roles` and `auth` findings count: the rest
-/// of the profile is checked above and by the API server.
+/// the same messages. Every other finding of that loader (regexes, globs,
+/// command patterns, limits…) is [`ValidateError::InvalidPolicy`]: the
+/// facade runs the same function at start and would refuse the policy, so
+/// it never reaches a ConfigMap.
 pub fn validate_policy(policy: &FacadePolicy) -> Result<(), ValidateError> {
     let Err(errors) = mcp_warden_policy::CompiledPolicy::compile(policy) else {
         return Ok(());
     };
-    let found: Vec<String> = errors
+    let (who, rest): (Vec<String>, Vec<String>) = errors
         .iter()
         .map(ToString::to_string)
-        .filter(|e| e.starts_with("roles") || e.starts_with("auth"))
-        .collect();
-    if found.is_empty() {
-        Ok(())
-    } else {
-        Err(ValidateError::Policy(found.join("; ")))
+        .partition(|e| e.starts_with("roles") || e.starts_with("auth"));
+    if !who.is_empty() {
+        return Err(ValidateError::Policy(who.join("; ")));
+    }
+    Err(ValidateError::InvalidPolicy(rest.join("; ")))
+}
+
+/// The ToolProfile on its own, compiled for a plain server with nothing
+/// approved and run through the facade's loader: what the profile's `Valid`
+/// condition says, so a profile the facade would refuse is `InvalidPolicy`
+/// before any server uses it. Only the loader's findings about the profile
+/// itself count (who-gets-in findings depend on the server and the cluster's
+/// issuer; the server's own pipeline checks those).
+pub fn facade_accepts(tools: &ToolProfileSpec) -> Result<(), ValidateError> {
+    let server: MCPServer = serde_json::from_value(serde_json::json!({
+        "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+        "metadata": {"name": "profile-check", "namespace": "profile-check"},
+        "spec": {"image": "check", "command": ["check"], "toolProfileRef": {"name": "check"}}
+    }))
+    .expect("a fixed server parses");
+    let policy = crate::compile::compile_policy(
+        &server,
+        tools,
+        &SandboxProfileSpec::default(),
+        &crate::compile::Approved::default(),
+        &crate::config::BuildConfig::default(),
+    );
+    match validate_policy(&policy) {
+        Err(e @ ValidateError::InvalidPolicy(_)) => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -52,7 +52,8 @@ fn every_buildable_pod_is_restricted() {
          topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]}}, \
          serviceAccount: {annotations: {iam.gke.io/gcp-service-account: a@b.iam.gserviceaccount.com}}",
     ];
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let config = BuildConfig::default();
     let mut checked = 0;
     for transport in ["stdio", "streamable-http"] {
@@ -66,6 +67,8 @@ fn every_buildable_pod_is_restricted() {
                         sandbox_profile: Some(&sandbox),
                         jwks: None,
                         issuer_jwks: None,
+                        content: None,
+                        revoke: false,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
@@ -116,7 +119,8 @@ fn every_buildable_pod_is_restricted() {
 fn the_matrix_would_catch_a_broken_builder() {
     // Guard against a vacuous pass: the same check flags a pod with one field broken.
     let server = server("stdio", "none", "");
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
     let inputs = plan::Inputs {
         server: &server,
@@ -124,6 +128,8 @@ fn the_matrix_would_catch_a_broken_builder() {
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
@@ -149,7 +155,8 @@ fn remote_server_pods_are_restricted() {
         ))
         .unwrap()
     };
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let config = BuildConfig::default();
     let mut checked = 0;
     for extra in [
@@ -165,6 +172,8 @@ fn remote_server_pods_are_restricted() {
                 sandbox_profile: Some(&sandbox),
                 jwks: None,
                 issuer_jwks: None,
+                content: None,
+                revoke: false,
             };
             let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
             let mut approved_server = server.clone();
@@ -201,7 +210,8 @@ fn the_pod_template_lands_under_the_hardening() {
         ", podTemplate: {metadata: {labels: {team: a}}, spec: {nodeSelector: {pool: mcp}, \
          tolerations: [{key: mcp, operator: Exists}]}}",
     );
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox: SandboxProfileSpec =
         serde_yaml_ng::from_str("{runtimeClassName: gvisor}").unwrap();
     let inputs = plan::Inputs {
@@ -210,6 +220,8 @@ fn the_pod_template_lands_under_the_hardening() {
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;

@@ -128,7 +128,9 @@ async fn profile_change_rewrites_only_the_policy() {
         "git-readonly",
     );
     assert_eq!(refs.len(), 1);
-    // …whose reconcile rewrites the ConfigMap and nothing else (no pod restart).
+    // …whose reconcile rewrites the ConfigMap and nothing else (no pod
+    // restart): nothing above the baseline, so no approval to wait for. The
+    // status records the new workload hash of the profile.
     let changed = settled
         .with_tool_profile(json!([{"name": "git_log", "alias": "log"}, {"name": "git_diff"}]));
     let (_, calls, after) = changed.reconcile().await;
@@ -138,6 +140,7 @@ async fn profile_change_rewrites_only_the_policy() {
         [
             "PATCH /api/v1/namespaces/team-a/configmaps/git-policy",
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
+            "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status",
         ]
     );
     let policy = after.objects["/api/v1/namespaces/team-a/configmaps/git-policy"]["data"]
@@ -230,6 +233,12 @@ async fn objects_under_its_names_that_it_does_not_own_are_not_taken_over() {
         };
         assert!(degraded.message.contains(kind_name), "{}", degraded.message);
         assert_eq!(condition(&server, "Ready").reason, "ObjectNotOwned");
+        // The status never claims a ConfigMap that was not written.
+        let compiled = condition(&server, "PolicyCompiled").message.clone();
+        assert!(
+            compiled.contains("not written") && !compiled.contains("compiled into"),
+            "{compiled}"
+        );
         let warning = calls
             .iter()
             .find(|c| c.path.contains("/events") && c.body["reason"] == "ObjectNotOwned")
@@ -409,7 +418,8 @@ async fn approval_lifecycle_egress_is_applied_only_for_the_approved_digest() {
         events(&calls)
     );
 
-    // 4. The spec asks for more: the approved rule stays, the new digest is pending.
+    // 4. The profile asks for more: the approved rule stays, the new digest
+    // is pending, and the changed SandboxProfile is not rolled out (held).
     let more = json!({"dns": true, "rules": [{"cidr": "203.0.113.0/24", "ports": [443]}]});
     let (_, calls, grown) = approved.with_sandbox_egress(more).reconcile().await;
     assert_eq!(
@@ -426,8 +436,14 @@ async fn approval_lifecycle_egress_is_applied_only_for_the_approved_digest() {
         ["network.dns", "network.egress:203.0.113.0/24:443"]
     );
     let cond = condition(&grown.server(), "CapabilitiesApproved").clone();
-    assert_eq!(cond.reason, "PendingApproval");
-    assert!(cond.message.contains(&new_digest) && cond.message.contains("network.dns"));
+    assert_eq!(cond.reason, "ApprovalPending");
+    assert!(
+        cond.message.contains(&new_digest)
+            && cond.message.contains("network.dns")
+            && cond.message.contains("(sandboxProfile)"),
+        "{}",
+        cond.message
+    );
     assert!(events(&calls)
         .iter()
         .any(|(r, _)| r == "CapabilitiesPending"));

@@ -18,7 +18,8 @@ fn server(remote: &str) -> MCPServer {
 
 /// Plan the server as is, then with the digest it asks for approved.
 fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
     let inputs = plan::Inputs {
         server,
@@ -26,6 +27,8 @@ fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let config = BuildConfig::default();
     let pending = plan::plan(&inputs, &config).expect("a valid remote server");
@@ -290,7 +293,8 @@ fn a_remote_without_auth_carries_no_credentials() {
 #[test]
 fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses() {
     let server = server(FULL);
-    let tools = ToolProfileSpec::default();
+    // One tool: a profile that allows nothing is refused (the facade would not start).
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
     let config = BuildConfig {
         named_egress: mcp_warden_operator::config::NamedEgress::Cilium,
@@ -303,6 +307,8 @@ fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses
         sandbox_profile: Some(&sandbox),
         jwks: None,
         issuer_jwks: None,
+        content: None,
+        revoke: false,
     };
     let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
     approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());

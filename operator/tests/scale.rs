@@ -225,6 +225,8 @@ async fn reconcile_many_servers() {
                 sandbox_profile: None,
                 jwks: None,
                 issuer_jwks: None,
+                content: None,
+                revoke: false,
             },
             &config,
         )

@@ -24,9 +24,11 @@ impl Authorizer for OnlyAlice {
         user: &'a UserInfo,
         _namespace: &'a str,
         _name: &'a str,
-        _access: Access,
+        access: Access,
     ) -> BoxFuture<'a, Result<AccessDecision, String>> {
-        let allowed = user.username == "alice";
+        // alice approves and updates servers; she cannot edit profiles or
+        // Secrets, so she may approve changes no record attributes.
+        let allowed = user.username == "alice" && !matches!(access, Access::Edit(_));
         Box::pin(async move {
             Ok(AccessDecision {
                 allowed,

@@ -17,7 +17,8 @@ root one for the modules that `from conftest import ...`.
                        this host's address (Endpoints may not point at 127.0.0.0/8); .stop() and
                        .start() for tests that need it down
     examples_applied   session: every examples/*.yaml applied into `team-a`, a namespace that
-                       enforces Pod Security "restricted"
+                       enforces Pod Security "restricted" (with the webhook up: creating an
+                       MCPServer passes it, and it fails closed)
 """
 from __future__ import annotations
 
@@ -217,7 +218,8 @@ def webhook(request, cluster, installed, operator_kubeconfig, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def examples_applied(cluster, installed):
+def examples_applied(cluster, installed, webhook):
+    # Creating an MCPServer passes the webhook (it records who made it), which fails closed.
     cluster.namespace(EXAMPLE_NAMESPACE, RESTRICTED)
     results = {}
     for path in EXAMPLES:

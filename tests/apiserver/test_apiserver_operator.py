@@ -206,7 +206,7 @@ def test_objects_it_does_not_own_are_not_taken_over(cluster, controller, example
     cluster.apply(foreign, field_manager="another-team")
     cluster.apply([
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": ns},
-         "spec": {}},
+         "spec": {"tools": [{"name": "echo"}]}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "taken", "namespace": ns},
          "spec": {"image": "ghcr.io/example/mcp:1", "command": ["srv"], "toolProfileRef": {"name": "t"}}},
     ])
@@ -287,3 +287,22 @@ def test_client_config_prints_what_an_agent_needs(cluster, reconciled_examples):
     assert secret is not None
     import base64
     assert base64.b64decode(secret["data"]["ci-bot"]).decode() not in text
+
+
+def test_client_config_errors_read_as_sentences(cluster, reconciled_examples):
+    """A missing server, or one the user may not read, is a sentence that says what to do — never
+    the client's debug dump of the API error."""
+    import subprocess
+    env = {"KUBECONFIG": str(cluster.kubeconfig()), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([str(operator_binary()), "client-config", "no-such-server", "-n", NS],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode != 0
+    assert out.stderr.strip() == (f'error: no MCPServer "no-such-server" in namespace "{NS}" '
+                                  f"(kubectl get mcpservers -n {NS})"), out.stderr
+    # carol holds no role in this namespace: the API server's own message and its code.
+    env["KUBECONFIG"] = str(cluster.kubeconfig("carol"))
+    out = subprocess.run([str(operator_binary()), "client-config", "time", "-n", NS],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode != 0
+    assert "(HTTP 403)" in out.stderr and "is forbidden" in out.stderr, out.stderr
+    assert "ApiError" not in out.stderr and "ErrorResponse" not in out.stderr and "Status {" not in out.stderr

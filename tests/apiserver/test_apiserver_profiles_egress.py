@@ -58,10 +58,15 @@ def test_example_profiles_say_they_are_valid_and_who_uses_them(cluster, examples
 def test_named_egress_waits_for_an_engine_then_follows_the_approval(cluster, controller, webhook):
     cluster.namespace(NS, RESTRICTED)
     cluster.apply([
+        # An approver who made none of it (separation of duties: the admin who creates cannot approve).
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "bob-approves", "namespace": NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mcp-warden-approver"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "npm", "namespace": NS},
          "spec": {"network": {"egress": {"presets": ["npm"]}}}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": NS},
-         "spec": {}},
+         "spec": {"tools": [{"name": "echo"}]}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "pkg", "namespace": NS},
          "spec": {"image": "node:22-slim", "command": ["npx", "-y", "@modelcontextprotocol/server-memory"],
                   "toolProfileRef": {"name": "t"}, "sandboxProfileRef": {"name": "npm"}}},
@@ -72,7 +77,7 @@ def test_named_egress_waits_for_an_engine_then_follows_the_approval(cluster, con
 
     digest = wait_for("the digest", lambda: status().get("capabilityDigest"), timeout=60)
     assert status()["requestedCapabilities"] == ["network.egress.host:registry.npmjs.org:443"]
-    cluster.kubectl("annotate", "mcpserver", "pkg", "-n", NS, f"{APPROVE}={digest}", "--overwrite")
+    cluster.kubectl("annotate", "mcpserver", "pkg", "-n", NS, f"{APPROVE}={digest}", "--overwrite", user="bob")
     degraded = wait_for("Degraded=NamedEgressNotEnforced", lambda: (lambda c: c if c and c["reason"] ==
                         "NamedEgressNotEnforced" else None)(condition(cluster.get("mcpserver", "pkg", NS), "Degraded")),
                         timeout=60)

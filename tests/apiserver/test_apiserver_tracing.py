@@ -25,7 +25,7 @@ NS = "team-traced"
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_reconciles_are_exported_as_spans(cluster, controller, protocol):
+def test_reconciles_are_exported_as_spans(cluster, controller, webhook, protocol):
     name = f"traced-{protocol.split('/')[0]}"
     with OtlpReceiver() as rx:
         endpoint = rx.http_endpoint if protocol == "http/protobuf" else rx.grpc_endpoint

@@ -7,8 +7,9 @@ chart's roles for people, with real users:
 
 An approver can approve and change nothing else; an editor can create and
 change servers and profiles and cannot approve; a malformed approval is
-refused; and while the webhook is down, edits that do not touch the approval
-still work (failurePolicy Fail only bites where the webhook must decide).
+refused; and while the webhook is down, edits that touch neither the approval
+nor what it covers (labels, replicas) still work (failurePolicy Fail only
+bites where the webhook must decide or record who changed the workload).
 """
 from __future__ import annotations
 
@@ -176,7 +177,7 @@ def test_with_the_webhook_down_only_approval_changes_wait(cluster, hooks):
     name = "while-down"
     cluster.apply(server(name))
     digest = digest_of(cluster, name)
-    cluster.kubectl("annotate", "mcpserver", name, "-n", NS, f"{APPROVE}={digest}")
+    cluster.kubectl("annotate", "mcpserver", name, "-n", NS, f"{APPROVE}={digest}", user="bob")
     hooks.stop()
     try:
         with socket.socket() as sock:
@@ -189,9 +190,13 @@ def test_with_the_webhook_down_only_approval_changes_wait(cluster, hooks):
         live = cluster.get("mcpserver", name, NS)
         assert live["spec"]["replicas"] == 2 and live["metadata"]["labels"]["team"] == "x"
         assert live["metadata"]["annotations"][APPROVE] == digest
-        # …and so does creating a server without an approval.
+        # A change of what an approval covers, or a new server, waits: the webhook records who made
+        # it (separation of duties), so such writes fail closed.
+        out = cluster.kubectl("patch", "mcpserver", name, "-n", NS, "--type=merge", "-p",
+                              '{"spec": {"image": "ghcr.io/example/mcp:2"}}', user="carol", check=False)
+        assert out.code != 0 and "failed calling webhook" in out.stderr, out.stderr
         out = cluster.apply(server("created-while-down"), user="carol", check=False)
-        assert out.code == 0, out.stderr
+        assert out.code != 0 and "failed calling webhook" in out.stderr, out.stderr
         # The webhook's decisions wait for it (failurePolicy Fail): approving, revoking, an approver's edit.
         for user, args in [("admin", [f"{APPROVE}-"]), ("bob", [f"{APPROVE}={digest[:-1]}0", "--overwrite"]),
                            ("bob", ["note=x"])]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import helm_python as helm
 import jsonschema
@@ -281,9 +282,18 @@ def test_webhook_contract(variant):
                                 "operations": ["CREATE", "UPDATE"], "resources": ["mcpservers"],
                                 "scope": "Namespaced"}]
         # What the expression decides is tested on a real API server (tests/apiserver).
-        assert [m["name"] for m in wh["matchConditions"]] == ["approval-annotations-change-or-no-update-right"]
+        assert [m["name"] for m in wh["matchConditions"]] == [
+            "approval-or-covered-change-or-no-update-right"]
         expression = wh["matchConditions"][0]["expression"]
         assert "mcpwarden.dev/approve" in expression and "check('update')" in expression
+        assert "mcpwarden.dev/changed-by" in expression and "request.operation == 'CREATE'" in expression
+        # Every spec field an approval covers sends the write to the webhook (it records who made
+        # it): all of the CRD's spec but `replicas` and `expose`.
+        crd = yaml.safe_load((REPO / "crds" / "mcpserver.yaml").read_text())
+        spec_fields = set(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
+        listed = set(re.search(r"\[('image'.*?)\]\.exists\(f,", expression, re.S).group(1)
+                     .replace("'", "").replace(" ", "").replace("\n", "").split(","))
+        assert listed == spec_fields - {"replicas", "expose"}, listed ^ (spec_fields - {"replicas", "expose"})
         if kind == "MutatingWebhookConfiguration":
             assert wh["reinvocationPolicy"] == "Never"
         annotations = config["metadata"].get("annotations", {})

@@ -24,6 +24,8 @@ def operator_reasons() -> set[str]:
         text = path.read_text().split("#[cfg(test)]")[0]
         found |= set(re.findall(r'"(?:True|False|Unknown)",\s*"([A-Z][A-Za-z]+)"', text))
         found |= set(re.findall(r'=>\s*\{?\s*"([A-Z][A-Za-z]+)"', text))
+        # reasons named by a constant (`pub const HOLD_REASON: &str = "ApprovalPending";`)
+        found |= set(re.findall(r'_REASON: &str = "([A-Z][A-Za-z]+)"', text))
     return found
 
 

@@ -23,7 +23,7 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
-# secretEnv existence checks (metadata), per-server peer keys, the webhook's own certificate.
+# secretEnv content hashed for the approval digest (never kept), static-token existence (metadata), per-server peer keys, the webhook's own certificate.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create]

@@ -741,6 +741,8 @@ mod tests {
             sandbox_profile: None,
             jwks: None,
             issuer_jwks: None,
+            content: None,
+            revoke: false,
         };
         let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
         let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();

@@ -147,6 +147,8 @@ mod tests {
                     sandbox_profile: None,
                     jwks: None,
                     issuer_jwks: fetched,
+                    content: None,
+                    revoke: false,
                 },
                 &BuildConfig::default(),
             )

@@ -8,6 +8,12 @@
 //! is written: the server would otherwise run with someone else's policy,
 //! Service or NetworkPolicy, or force-apply over an object another team made.
 //! The status says which objects are in the way ([`Applied::not_owned`]).
+//!
+//! `hold` (a changed workload waits for approval, `crate::capabilities`
+//! rule 3): the live policy ConfigMap and Deployment are left exactly as
+//! they are — the last approved workload keeps running, no rollout — while
+//! everything else (NetworkPolicy narrowed to what is still in force,
+//! Service, …) is applied as usual. The caller holds only when both exist.
 
 use std::fmt::Debug;
 
@@ -104,6 +110,7 @@ pub async fn apply_all(
     client: &Client,
     server: &MCPServer,
     objects: &DesiredObjects,
+    hold: bool,
 ) -> Result<Applied, ApplyError> {
     let ns = &names::namespace(server);
     // 1. read (and check ownership of) everything before writing anything
@@ -183,7 +190,9 @@ pub async fn apply_all(
     let mut applied = Applied::default();
     let written = &mut applied.written;
     write(client, ns, sa, written).await?;
-    write(client, ns, cm, written).await?;
+    if !hold {
+        write(client, ns, cm, written).await?;
+    }
     if let Some(jwks) = jwks {
         write(client, ns, jwks, written).await?;
     }
@@ -206,7 +215,11 @@ pub async fn apply_all(
     )
     .await?
     .and_then(|s| admin_token(&s));
-    applied.deployment = write(client, ns, deployment, written).await?;
+    applied.deployment = if hold {
+        deployment.live
+    } else {
+        write(client, ns, deployment, written).await?
+    };
     write(client, ns, service, written).await?;
     match peers {
         Some(peers) => drop(write(client, ns, peers, written).await?),

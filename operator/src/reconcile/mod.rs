@@ -4,7 +4,9 @@
 //! resolve (resolve.rs, reads; + issuer JWKS, observe.rs) → plan (crate::plan, pure:
 //!   capabilities, validate, compile, build)
 //!   ├─ invalid / missing profile → status PolicyCompiled=False + Event → wait for a change
-//!   └─ ok → apply (apply.rs, SSA, skips matching objects) → observe the facades' /tools
+//!   └─ ok → hold? (a changed workload waits for approval: keep the live Deployment and
+//!        policy, unless the change only tightens the policy, or there is nothing live to keep)
+//!        → apply (apply.rs, SSA, skips matching objects) → observe the facades' /tools
 //!        (observe.rs) → status (status.rs) → requeue later
 //! ```
 //! Transient API errors back off per object ([`error_policy`]); invalid specs
@@ -13,6 +15,7 @@
 
 pub mod apply;
 pub mod controller;
+pub mod hold;
 pub mod observe;
 pub mod oidc;
 pub mod profiles;
@@ -185,16 +188,36 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
             issuer_jwks.insert(issuer.issuer.clone(), keys);
         }
     }
-    let inputs = plan::Inputs {
+    let mut inputs = plan::Inputs {
         server,
         tool_profile: resolved.tool_profile.as_ref().map(|p| &p.spec),
         sandbox_profile: resolved.sandbox_profile.as_ref().map(|p| &p.spec),
         jwks: issuer_keys.as_ref().map(|k| k.jwks.as_str()),
         issuer_jwks: Some(&issuer_jwks),
+        content: Some(&resolved.content),
+        revoke: false,
     };
     // 2.–4. validate, compile, build (pure)
     tracing::debug!(step = "plan", "reconcile step");
-    let plan = match plan::plan(&inputs, &config) {
+    let planned = match plan::plan(&inputs, &config) {
+        Ok(mut plan) if plan.capabilities.hold => {
+            match hold::check(&ctx.client, server, &plan).await? {
+                hold::Check::Hold => Ok(plan),
+                hold::Check::Tightening => {
+                    info!("the profile change only takes away from the approved policy; applied at once");
+                    plan.capabilities.hold = false;
+                    Ok(plan)
+                }
+                hold::Check::NothingToKeep => {
+                    info!("the last approved workload is gone; the new one runs at the baseline until approved");
+                    inputs.revoke = true;
+                    plan::plan(&inputs, &config)
+                }
+            }
+        }
+        other => other,
+    };
+    let plan = match planned {
         Ok(plan) => plan,
         Err(invalid) => {
             info!(reason = invalid.reason(), error = %invalid, "spec cannot be built; waiting for a change");
@@ -205,7 +228,11 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     };
     // 5. apply (writes only what differs)
     tracing::debug!(step = "apply", "reconcile step");
-    let applied = apply::apply_all(&ctx.client, server, &plan.objects).await?;
+    let hold = plan.capabilities.hold;
+    if hold {
+        info!(changed = ?plan.capabilities.changed, "the workload changed and waits for approval; the last approved one keeps running");
+    }
+    let applied = apply::apply_all(&ctx.client, server, &plan.objects, hold).await?;
     if !applied.written.is_empty() {
         info!(written = ?applied.written, "applied");
     }
@@ -231,6 +258,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     } else {
         Vec::new()
     };
+    let approved_policy = hold::approved_policy(server, &plan);
     let outcome = status::Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         unenforced_hosts: &unenforced,
@@ -242,6 +270,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         peer_key_unusable: applied.peer_key_unusable,
         not_owned: &applied.not_owned,
         route_unavailable: applied.route_unavailable,
+        approved_policy: approved_policy.as_deref(),
     };
     let desired = status::desired_status(server, outcome, &now);
     status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;
@@ -250,7 +279,9 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         info!(not_owned = ?applied.not_owned, "objects with this server's names belong to someone else; nothing applied");
     }
     Ok(Outcome::Applied {
-        secrets_missing: !resolved.missing_secrets.is_empty() || !applied.not_owned.is_empty(),
+        secrets_missing: !resolved.missing_secrets.is_empty()
+            || !applied.not_owned.is_empty()
+            || resolved.references_content,
     })
 }
 

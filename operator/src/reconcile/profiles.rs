@@ -77,7 +77,8 @@ impl Profile for ToolProfile {
     const KIND: ProfileKind = ProfileKind::Tool;
     const NAME: &'static str = "ToolProfile";
     fn check(&self) -> Result<(), ValidateError> {
-        validate_tools(&self.spec)
+        validate_tools(&self.spec)?;
+        crate::validate::facade_accepts(&self.spec)
     }
     fn current(&self) -> Option<&ProfileStatus> {
         self.status.as_ref()

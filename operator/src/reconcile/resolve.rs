@@ -1,15 +1,21 @@
 //! Resolve (reads only): fetch what an MCPServer references — its
 //! ToolProfile, its SandboxProfile and the Secrets of `secretEnv`,
-//! `remote.auth`, `expose.tls` and the profile's static tokens. A missing
-//! object is an answer, not an error; only API failures are errors.
+//! `remote.auth`, `expose.tls` and the profile's static tokens — and hash the
+//! content the approval covers (`crate::workload`): the keys `secretEnv`
+//! names and the profile's JWKS ConfigMaps. Only the hash leaves this step;
+//! a value is never logged, copied or kept. A missing object is an answer,
+//! not an error; only API failures are errors.
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
 
-use crate::names;
+use crate::{
+    names,
+    workload::{self, Content},
+};
 
 /// What the references point at.
 #[derive(Clone, Debug, Default)]
@@ -20,6 +26,11 @@ pub struct Resolved {
     pub sandbox_profile: Option<SandboxProfile>,
     /// Names of `secretEnv` and static-token Secrets that do not exist (sorted).
     pub missing_secrets: Vec<String>,
+    /// Content hashes of what the workload references (absent keys absent).
+    pub content: Content,
+    /// Whether the workload references any content (re-read sooner:
+    /// Secrets are not watched).
+    pub references_content: bool,
 }
 
 /// A read failed (transient: the reconcile backs off and retries).
@@ -71,8 +82,61 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
     if let Some(profile) = &tool_profile {
         wanted.extend(crate::build::facade_auth::secret_names(&profile.spec.auth));
     }
+    // The content an approval covers: hashed here, the values dropped.
+    let referenced = workload::referenced(server, tool_profile.as_ref().map(|p| &p.spec));
+    let mut content = Content::new();
+    let env_secrets: BTreeSet<&String> = referenced.secrets.iter().map(|(n, _)| n).collect();
+    for name in env_secrets {
+        let found = secrets
+            .get_opt(name)
+            .await
+            .map_err(err(format!("Secret {ns}/{name}")))?;
+        for (secret, key) in referenced.secrets.iter().filter(|(n, _)| n == name) {
+            let bytes = found.as_ref().and_then(|s| {
+                let data = s
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(key))
+                    .map(|b| b.0.clone());
+                data.or_else(|| {
+                    let text = s.string_data.as_ref()?.get(key)?;
+                    Some(text.as_bytes().to_vec())
+                })
+            });
+            if let Some(bytes) = bytes {
+                content.insert(
+                    workload::secret_key(secret, key),
+                    workload::hash_bytes(&bytes),
+                );
+            }
+        }
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let cm_names: BTreeSet<&String> = referenced.config_maps.iter().map(|(n, _)| n).collect();
+    for name in cm_names {
+        let found = config_maps
+            .get_opt(name)
+            .await
+            .map_err(err(format!("ConfigMap {ns}/{name}")))?;
+        for (cm, key) in referenced.config_maps.iter().filter(|(n, _)| n == name) {
+            let bytes = found.as_ref().and_then(|c| {
+                let text = c
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(key))
+                    .map(|t| t.as_bytes().to_vec());
+                text.or_else(|| Some(c.binary_data.as_ref()?.get(key)?.0.clone()))
+            });
+            if let Some(bytes) = bytes {
+                content.insert(
+                    workload::config_map_key(cm, key),
+                    workload::hash_bytes(&bytes),
+                );
+            }
+        }
+    }
     for secret in wanted {
-        // Metadata only: the operator never reads secret values.
+        // Metadata only: existence is all this loop needs.
         let found = secrets
             .get_metadata_opt(&secret)
             .await
@@ -85,5 +149,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
         tool_profile,
         sandbox_profile,
         missing_secrets,
+        references_content: !referenced.is_empty(),
+        content,
     })
 }

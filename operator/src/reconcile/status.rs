@@ -6,7 +6,9 @@
 //! Conditions: `PolicyCompiled` (the profiles resolved, validated and
 //! compiled), `Ready` (the Deployment has its replicas available),
 //! `CapabilitiesApproved` (everything requested above the baseline is
-//! approved; else `PendingApproval` with the command to approve), `Degraded`
+//! approved; else `PendingApproval` with the command to approve, or
+//! `ApprovalPending` when a changed workload waits and the last approved one
+//! keeps running), `Degraded`
 //! (running, but worse than asked: a missing Secret, a stuck rollout, or
 //! capabilities that wait for approval).
 //!
@@ -30,7 +32,7 @@ use mcp_warden_crds::{
 use tracing::info;
 
 use crate::{
-    capabilities::{ApprovalState, Decision, APPROVED_BY_ANNOTATION},
+    capabilities::{ApprovalState, Decision, APPROVED_BY_ANNOTATION, HOLD_REASON, PENDING_REASON},
     config::FIELD_MANAGER,
     names,
     plan::PlanError,
@@ -65,6 +67,8 @@ pub enum Outcome<'a> {
         not_owned: &'a [String],
         /// `expose.httpRoute` asks for an HTTPRoute the cluster does not serve.
         route_unavailable: bool,
+        /// What `status.approvedPolicy` records (`crate::reconcile::hold`).
+        approved_policy: Option<&'a str>,
     },
 }
 
@@ -88,6 +92,11 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         old.capability_digest.clone(),
         old.approved_digest.clone(),
         old.approved_capabilities.clone(),
+    );
+    let mut workload_fields = (
+        old.workload.clone(),
+        old.approved_workload.clone(),
+        old.approved_policy.clone(),
     );
     let mut tools_now = old.tools.clone();
     let mut server_now = old.server.clone();
@@ -122,12 +131,18 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             peer_key_unusable,
             not_owned,
             route_unavailable,
+            approved_policy,
         } => {
             capability_fields = (
                 capabilities.requested.iter().cloned().collect(),
                 Some(capabilities.digest.clone()),
                 capabilities.approved_digest.clone(),
                 capabilities.in_force.iter().cloned().collect(),
+            );
+            workload_fields = (
+                capabilities.workload.clone(),
+                capabilities.approved_workload.clone(),
+                approved_policy.map(str::to_string),
             );
             if let Some(tools) = tools {
                 tools_now = tools.to_vec();
@@ -136,14 +151,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                 server_now = Some(observed.clone());
             }
             (
-                (
-                    "True",
-                    "Compiled",
-                    format!(
-                        "policy compiled into ConfigMap {}",
-                        names::policy_config_map(server)
-                    ),
-                ),
+                compiled_condition(server, capabilities, not_owned),
                 match not_owned_condition(not_owned) {
                     Some((_, reason, message)) => ("False", reason, message),
                     None => ready_condition(server, deployment),
@@ -192,9 +200,33 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         capability_digest: capability_fields.1,
         approved_digest: capability_fields.2,
         approved_capabilities: capability_fields.3,
+        workload: workload_fields.0,
+        approved_workload: workload_fields.1,
+        approved_policy: workload_fields.2,
         tools: tools_now,
         server: server_now,
     }
+}
+
+/// `PolicyCompiled`: compiled, and where it is — never a ConfigMap that was
+/// not written (someone else's object in the way, or a held change).
+fn compiled_condition(
+    server: &MCPServer,
+    capabilities: &Decision,
+    not_owned: &[String],
+) -> (&'static str, &'static str, String) {
+    let cm = names::policy_config_map(server);
+    let message = if !not_owned.is_empty() {
+        format!(
+            "policy compiled, not written: ConfigMap {cm} was not applied ({} in the way)",
+            not_owned.join(", ")
+        )
+    } else if capabilities.hold {
+        format!("policy compiled, not written until approved: ConfigMap {cm} keeps the last approved policy")
+    } else {
+        format!("policy compiled into ConfigMap {cm}")
+    };
+    ("True", "Compiled", message)
 }
 
 /// Objects under the server's names that belong to someone else: nothing
@@ -319,7 +351,14 @@ fn degraded_condition(
             "the rollout is stuck; see the Deployment's pods".into(),
         );
     }
-    if capabilities.state == ApprovalState::Pending {
+    if capabilities.hold {
+        let message = format!(
+            "running the last approved workload; the changed one ({}) waits for approval",
+            capabilities.changed.join(", ")
+        );
+        return ("True", "ChangeNotApplied", message);
+    }
+    if capabilities.state == ApprovalState::Pending && !capabilities.pending().is_empty() {
         let message = format!(
             "running without capabilities that wait for approval: {}",
             capabilities.pending().join(", ")
@@ -445,16 +484,15 @@ pub fn capability_events(
             (None, None) => {}
         }
     }
-    let pending = new
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "CapabilitiesApproved" && c.reason == "PendingApproval");
+    // Both waiting reasons: capabilities without approval, and a changed
+    // workload held (`ApprovalPending`); the Event carries the same message.
+    let waiting = |c: &&Condition| {
+        c.type_ == "CapabilitiesApproved" && (c.reason == PENDING_REASON || c.reason == HOLD_REASON)
+    };
+    let pending = new.conditions.iter().find(waiting);
     if let Some(pending) = pending {
         let was_pending_same = old.capability_digest == new.capability_digest
-            && old
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "CapabilitiesApproved" && c.reason == "PendingApproval");
+            && old.conditions.iter().any(|c| waiting(&c));
         if !was_pending_same {
             events.push((
                 EventType::Warning,

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::duties::{self, Unrecorded, CHANGED_BY_ANNOTATION};
 use crate::capabilities::{is_digest, APPROVED_BY_ANNOTATION, APPROVE_ANNOTATION};
 
 /// The requesting user, as the API server authenticated it.
@@ -51,13 +52,17 @@ pub struct AccessDecision {
     pub reason: String,
 }
 
-/// What the webhook asks the API server a user may do to one MCPServer.
+/// What the webhook asks the API server a user may do to one MCPServer
+/// (or, for [`Access::Edit`], in its namespace).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// Verb `approve` on `mcpservers/approval`: set or change `mcpwarden.dev/approve`.
     Approve,
     /// Verb `update` on `mcpservers`: change anything besides the approval annotations.
     Update,
+    /// Verb `update` on the kind behind an unrecorded covered part (any
+    /// object of it in the namespace): could this user have made the change?
+    Edit(Unrecorded),
 }
 
 impl Access {
@@ -65,7 +70,18 @@ impl Access {
     pub fn verb_and_subresource(self) -> (&'static str, Option<&'static str>) {
         match self {
             Access::Approve => ("approve", Some("approval")),
-            Access::Update => ("update", None),
+            Access::Update | Access::Edit(_) => ("update", None),
+        }
+    }
+
+    /// `(API group, resource, whether the review names the MCPServer)`.
+    pub fn resource(self) -> (&'static str, &'static str, bool) {
+        match self {
+            Access::Approve | Access::Update => (mcp_warden_crds::GROUP, "mcpservers", true),
+            Access::Edit(part) => {
+                let (group, resource) = part.resource();
+                (group, resource, false)
+            }
         }
     }
 }
@@ -81,6 +97,12 @@ pub trait Authorizer: Send + Sync {
         name: &'a str,
         access: Access,
     ) -> BoxFuture<'a, Result<AccessDecision, String>>;
+
+    /// Whether someone who changed covered content may approve it
+    /// (`approval.allowSelfApproval`; off unless configured).
+    fn allow_self_approval(&self) -> bool {
+        false
+    }
 }
 
 /// Which webhook path.
@@ -108,6 +130,10 @@ struct Request {
     has_annotations: bool,
     /// An UPDATE that changes more than the approval annotations.
     other_changes: bool,
+    /// A CREATE, or an UPDATE that changes what an approval covers.
+    covered_changed: bool,
+    /// Covered parts changed since the last approval without a record.
+    unrecorded: Vec<Unrecorded>,
 }
 
 /// What a user edits of an MCPServer, without the approval annotations and
@@ -119,6 +145,7 @@ fn editable(object: &Value) -> Value {
     if let Some(map) = annotations.as_object_mut() {
         map.remove(APPROVE_ANNOTATION);
         map.remove(APPROVED_BY_ANNOTATION);
+        map.remove(CHANGED_BY_ANNOTATION);
     }
     let empty_is_absent = |v: Option<Value>| match v {
         Some(Value::Object(m)) if m.is_empty() => Value::Null,
@@ -204,6 +231,9 @@ fn parse(body: &[u8]) -> Result<Request, Malformed> {
             .pointer("/metadata/annotations")
             .is_some_and(Value::is_object),
         other_changes: old_object.is_some_and(|old| editable(old) != editable(object)),
+        covered_changed: old_object
+            .is_none_or(|old| duties::covered(old) != duties::covered(object)),
+        unrecorded: duties::unrecorded(object),
     })
 }
 
@@ -258,6 +288,69 @@ async fn require(
     }
 }
 
+/// `changed-by` after this write (see `duties::expected`).
+fn expected_changers(req: &Request, approve_changed: bool) -> std::collections::BTreeSet<String> {
+    let old = duties::changers(req.old.get(CHANGED_BY_ANNOTATION));
+    duties::expected(
+        &old,
+        &req.user.username,
+        req.covered_changed,
+        approve_changed,
+    )
+}
+
+/// Refuse an approval by someone who changed what it covers: recorded in
+/// `changed-by` (or changing it in this very write), or able to have made
+/// a change no record names.
+async fn self_approval(req: &Request, authorizer: &dyn Authorizer) -> Option<Value> {
+    let user = &req.user.username;
+    let who = format!("MCPServer {}/{}", req.namespace, req.name);
+    let mut made = duties::changers(req.old.get(CHANGED_BY_ANNOTATION));
+    if req.covered_changed {
+        made.insert(user.clone());
+    }
+    if made.contains(user) {
+        let names = made
+            .iter()
+            .map(|u| format!("{u:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(deny(req, 403, format!(
+            "user {user:?} may not approve {who}: it was changed since the last approval by {names}, and whoever changed a workload may not approve it (separation of duties; the chart's approval.allowSelfApproval turns this off)"
+        )));
+    }
+    for part in &req.unrecorded {
+        let (group, resource) = part.resource();
+        let allowed = authorizer
+            .allowed(&req.user, &req.namespace, &req.name, Access::Edit(*part))
+            .await;
+        let could = match allowed {
+            Ok(d) => d.allowed,
+            Err(e) => {
+                return Some(deny(
+                    req,
+                    500,
+                    format!(
+                        "{who}: cannot check the user's rights (SubjectAccessReview failed: {e})"
+                    ),
+                ))
+            }
+        };
+        if could {
+            let kind = if group.is_empty() {
+                resource.to_string()
+            } else {
+                format!("{resource}.{group}")
+            };
+            return Some(deny(req, 403, format!(
+                "user {user:?} may not approve {who}: its {} changed since the last approval where no record says who changed it, and {user:?} could have (verb \"update\" on {kind} in namespace {:?}); an approver who cannot edit it must approve (separation of duties; the chart's approval.allowSelfApproval turns this off)",
+                part.part(), req.namespace
+            )));
+        }
+    }
+    None
+}
+
 /// Answer one AdmissionReview: the response review (allowed or denied with
 /// a reason), or [`Malformed`] when there is nothing to answer.
 pub async fn review(
@@ -286,14 +379,26 @@ pub async fn review(
             } else {
                 by_old
             };
+            let changers_key = format!(
+                "/metadata/annotations/{}",
+                CHANGED_BY_ANNOTATION.replace('/', "~1")
+            );
+            let changers_want = duties::encode(&expected_changers(&req, approve_changed));
+            let changers_new = req.new.get(CHANGED_BY_ANNOTATION);
             let mut ops = Vec::new();
-            if !req.has_annotations && want.is_some() {
+            if !req.has_annotations && (want.is_some() || changers_want.is_some()) {
                 ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
             }
             match (by_new, want) {
                 (a, b) if a == b => {}
                 (_, Some(v)) => ops.push(json!({"op": "add", "path": key, "value": v})),
                 (Some(_), None) => ops.push(json!({"op": "remove", "path": key})),
+                (None, None) => {}
+            }
+            match (changers_new, changers_want.as_ref()) {
+                (a, b) if a == b => {}
+                (_, Some(v)) => ops.push(json!({"op": "add", "path": changers_key, "value": v})),
+                (Some(_), None) => ops.push(json!({"op": "remove", "path": changers_key})),
                 (None, None) => {}
             }
             if ops.is_empty() {
@@ -334,12 +439,25 @@ pub async fn review(
                     ),
                 ));
             }
+            let changers_want = duties::encode(&expected_changers(&req, approve_changed));
+            if req.new.get(CHANGED_BY_ANNOTATION) != changers_want.as_ref() {
+                return Ok(deny(
+                    &req,
+                    403,
+                    format!("{who}: {CHANGED_BY_ANNOTATION} is written by the mcp-warden admission webhook only"),
+                ));
+            }
             let user = &req.user.username;
             if approve_changed {
                 if let Err(denial) = require(&req, authorizer, Access::Approve, |who| format!(
                     "user {user:?} may not approve capabilities of {who}: setting {APPROVE_ANNOTATION} needs verb \"approve\" on resource \"mcpservers/approval\" in API group \"mcpwarden.dev\""
                 )).await {
                     return Ok(denial);
+                }
+                if !authorizer.allow_self_approval() {
+                    if let Some(denial) = self_approval(&req, authorizer).await {
+                        return Ok(denial);
+                    }
                 }
             }
             if req.other_changes {
@@ -355,323 +473,5 @@ pub async fn review(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Mutex;
-
-    /// `alice` may approve (and patch, so she is an approver only); `erin`
-    /// may update (an editor); nobody else may do either. Records every question.
-    #[derive(Default)]
-    struct Fake {
-        asked: Mutex<Vec<(String, String, String, Access)>>,
-    }
-
-    impl Authorizer for Fake {
-        fn allowed<'a>(
-            &'a self,
-            user: &'a UserInfo,
-            namespace: &'a str,
-            name: &'a str,
-            access: Access,
-        ) -> BoxFuture<'a, Result<AccessDecision, String>> {
-            self.asked.lock().unwrap().push((
-                user.username.clone(),
-                namespace.into(),
-                name.into(),
-                access,
-            ));
-            let allowed = match access {
-                Access::Approve => user.username == "alice",
-                Access::Update => user.username == "erin",
-            };
-            Box::pin(async move {
-                Ok(AccessDecision {
-                    allowed,
-                    reason: if allowed {
-                        ""
-                    } else {
-                        "no RBAC policy matched"
-                    }
-                    .into(),
-                })
-            })
-        }
-    }
-
-    fn review_json(user: &str, old: Option<Value>, new: Value) -> Vec<u8> {
-        review_with_spec(user, old.map(|o| (o, json!({}))), (new, json!({})))
-    }
-
-    /// An AdmissionReview whose old and new objects have these annotations and specs.
-    fn review_with_spec(user: &str, old: Option<(Value, Value)>, new: (Value, Value)) -> Vec<u8> {
-        let meta = |a: Value| json!({"name": "fetch", "namespace": "team-a", "annotations": a});
-        let object = |(a, spec): (Value, Value)| json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": meta(a), "spec": spec});
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "kind": {"group": "mcpwarden.dev", "version": "v1alpha1", "kind": "MCPServer"},
-                "resource": {"group": "mcpwarden.dev", "version": "v1alpha1", "resource": "mcpservers"},
-                "namespace": "team-a", "name": "fetch",
-                "operation": if old.is_some() { "UPDATE" } else { "CREATE" },
-                "userInfo": {"username": user, "groups": ["system:authenticated"]},
-                "object": object(new),
-                "oldObject": old.map(object),
-            }
-        }))
-        .unwrap()
-    }
-
-    fn decoded_patch(resp: &Value) -> Value {
-        let bytes: k8s_openapi::ByteString =
-            serde_json::from_value(resp["response"]["patch"].clone()).unwrap();
-        serde_json::from_slice(&bytes.0).unwrap()
-    }
-
-    const D: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-
-    #[tokio::test]
-    async fn an_approver_passes_and_is_recorded() {
-        let fake = Fake::default();
-        let body = review_json("alice", Some(json!({})), json!({APPROVE_ANNOTATION: D}));
-        let v = review(&body, Mode::Validate, &fake).await.unwrap();
-        assert_eq!(v["response"]["allowed"], true);
-        assert_eq!(v["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
-        assert_eq!(v["kind"], "AdmissionReview");
-        assert_eq!(
-            *fake.asked.lock().unwrap(),
-            [(
-                "alice".to_string(),
-                "team-a".to_string(),
-                "fetch".to_string(),
-                Access::Approve
-            )]
-        );
-        let m = review(&body, Mode::Mutate, &fake).await.unwrap();
-        assert_eq!(m["response"]["patchType"], "JSONPatch");
-        assert_eq!(
-            decoded_patch(&m),
-            json!([{"op": "add", "path": "/metadata/annotations/mcpwarden.dev~1approved-by", "value": "alice"}])
-        );
-    }
-
-    #[tokio::test]
-    async fn another_user_is_denied_with_the_reason() {
-        let fake = Fake::default();
-        let body = review_json(
-            "mallory",
-            Some(json!({APPROVE_ANNOTATION: "sha256:old"})),
-            json!({APPROVE_ANNOTATION: D}),
-        );
-        let v = review(&body, Mode::Validate, &fake).await.unwrap();
-        assert_eq!(v["response"]["allowed"], false);
-        assert_eq!(v["response"]["status"]["code"], 403);
-        let msg = v["response"]["status"]["message"].as_str().unwrap();
-        assert!(
-            msg.contains("\"mallory\" may not approve capabilities of MCPServer team-a/fetch"),
-            "{msg}"
-        );
-        assert!(
-            msg.contains("\"approve\" on resource \"mcpservers/approval\""),
-            "{msg}"
-        );
-        assert!(msg.contains("no RBAC policy matched"), "{msg}");
-    }
-
-    #[tokio::test]
-    async fn updates_that_leave_the_annotation_alone_need_no_review() {
-        let fake = Fake::default();
-        let same = json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "alice", "other": "x"});
-        let body = review_json("bob", Some(same.clone()), same);
-        for mode in [Mode::Validate, Mode::Mutate] {
-            let v = review(&body, mode, &fake).await.unwrap();
-            assert_eq!(v["response"]["allowed"], true);
-            assert!(v["response"].get("patch").is_none());
-        }
-        // a create without any annotation, too
-        let create = review_json("bob", None, Value::Null);
-        assert_eq!(
-            review(&create, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-            true
-        );
-        assert_eq!(
-            review(&create, Mode::Mutate, &fake).await.unwrap()["response"]["allowed"],
-            true
-        );
-        assert!(
-            fake.asked.lock().unwrap().is_empty(),
-            "no SubjectAccessReview"
-        );
-    }
-
-    #[tokio::test]
-    async fn revoking_is_allowed_and_clears_the_approver() {
-        let fake = Fake::default();
-        let body = review_json(
-            "bob",
-            Some(json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "alice"})),
-            json!({APPROVED_BY_ANNOTATION: "alice"}),
-        );
-        assert_eq!(
-            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-            true
-        );
-        let m = review(&body, Mode::Mutate, &fake).await.unwrap();
-        assert_eq!(
-            decoded_patch(&m),
-            json!([{"op": "remove", "path": "/metadata/annotations/mcpwarden.dev~1approved-by"}])
-        );
-        assert!(fake.asked.lock().unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn forging_the_approver_is_refused_or_undone() {
-        let fake = Fake::default();
-        let before = json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "alice"});
-        let forged = json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "mallory"});
-        let body = review_json("mallory", Some(before), forged);
-        let v = review(&body, Mode::Validate, &fake).await.unwrap();
-        assert_eq!(v["response"]["allowed"], false);
-        let m = review(&body, Mode::Mutate, &fake).await.unwrap();
-        assert_eq!(
-            decoded_patch(&m),
-            json!([{"op": "add", "path": "/metadata/annotations/mcpwarden.dev~1approved-by", "value": "alice"}])
-        );
-        // an approver cannot name someone else either
-        let body = review_json(
-            "alice",
-            Some(json!({})),
-            json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "carol"}),
-        );
-        assert_eq!(
-            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-            false
-        );
-    }
-
-    #[tokio::test]
-    async fn a_value_that_is_not_a_digest_is_refused() {
-        let fake = Fake::default();
-        for bad in ["yes", "sha256:aaaa", "SHA256:AAAA"] {
-            let body = review_json("alice", Some(json!({})), json!({APPROVE_ANNOTATION: bad}));
-            let v = review(&body, Mode::Validate, &fake).await.unwrap();
-            assert_eq!(v["response"]["allowed"], false, "{bad}");
-            assert_eq!(v["response"]["status"]["code"], 422);
-            let msg = v["response"]["status"]["message"].as_str().unwrap();
-            assert!(
-                msg.contains("must be \"sha256:\" followed by 64 lowercase hex digits"),
-                "{msg}"
-            );
-            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
-        }
-        // An old malformed value that stays is not re-judged.
-        let same = json!({APPROVE_ANNOTATION: "yes", "x": "1"});
-        let body = review_json("bob", Some(same.clone()), same);
-        assert_eq!(
-            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-            true
-        );
-    }
-
-    #[tokio::test]
-    async fn an_approver_changes_nothing_else() {
-        let fake = Fake::default();
-        let spec = |r: i64| json!({"image": "i", "replicas": r});
-        // approve and, in the same write, change the spec: refused (no `update`)
-        let body = review_with_spec(
-            "alice",
-            Some((json!({}), spec(1))),
-            (json!({APPROVE_ANNOTATION: D}), spec(5)),
-        );
-        let v = review(&body, Mode::Validate, &fake).await.unwrap();
-        assert_eq!(v["response"]["allowed"], false);
-        let msg = v["response"]["status"]["message"].as_str().unwrap();
-        assert!(
-            msg.contains(
-                "\"alice\" may change only the approval annotations of MCPServer team-a/fetch"
-            ),
-            "{msg}"
-        );
-        assert!(msg.contains("verb \"update\""), "{msg}");
-        // a label or another annotation is a change too
-        for (old, new) in [
-            (json!({}), json!({"team": "x"})),
-            (
-                json!({APPROVE_ANNOTATION: D}),
-                json!({APPROVE_ANNOTATION: D, "note": "x"}),
-            ),
-        ] {
-            let body = review_with_spec("alice", Some((old, spec(1))), (new, spec(1)));
-            assert_eq!(
-                review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-                false
-            );
-        }
-        // approving alone, or revoking, is fine
-        for (old, new) in [
-            (json!({}), json!({APPROVE_ANNOTATION: D})),
-            (
-                json!({APPROVE_ANNOTATION: D, APPROVED_BY_ANNOTATION: "alice"}),
-                json!({}),
-            ),
-        ] {
-            let body = review_with_spec("alice", Some((old, spec(1))), (new, spec(1)));
-            assert_eq!(
-                review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-                true
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn an_editor_edits_without_approving() {
-        let fake = Fake::default();
-        let spec = |r: i64| json!({"image": "i", "replicas": r});
-        let body = review_with_spec("erin", Some((json!({}), spec(1))), (json!({}), spec(3)));
-        assert_eq!(
-            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-            true
-        );
-        assert_eq!(
-            fake.asked.lock().unwrap().last().map(|a| a.3),
-            Some(Access::Update)
-        );
-        // …but may not approve
-        let body = review_with_spec(
-            "erin",
-            Some((json!({}), spec(1))),
-            (json!({APPROVE_ANNOTATION: D}), spec(3)),
-        );
-        let v = review(&body, Mode::Validate, &fake).await.unwrap();
-        assert_eq!(v["response"]["allowed"], false);
-        assert!(v["response"]["status"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("may not approve"));
-        // a CREATE is RBAC's business (verb create): no update check
-        let fake = Fake::default();
-        let body = review_with_spec("mallory", None, (json!({"x": "y"}), spec(1)));
-        assert_eq!(
-            review(&body, Mode::Validate, &fake).await.unwrap()["response"]["allowed"],
-            true
-        );
-        assert!(fake.asked.lock().unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn malformed_requests_get_a_clear_error() {
-        let fake = Fake::default();
-        for (body, expect) in [
-            (&b"{not json"[..], "not JSON"),
-            (br#"{"kind": "Pod"}"#, "kind must be AdmissionReview"),
-            (br#"{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}"#, "no request"),
-            (br#"{"kind": "AdmissionReview", "request": {"object": {}}}"#, "request.uid is missing"),
-            (br#"{"kind": "AdmissionReview", "request": {"uid": "u"}}"#, "request.object is missing"),
-            (br#"{"kind": "AdmissionReview", "request": {"uid": "u", "object": {"metadata": {"annotations": [1]}}}}"#, "metadata.annotations"),
-        ] {
-            let err = review(body, Mode::Validate, &fake).await.unwrap_err();
-            assert!(err.to_string().starts_with("malformed AdmissionReview: "), "{err}");
-            assert!(err.to_string().contains(expect), "{err} (wanted {expect})");
-        }
-    }
-}
+#[path = "admission_tests.rs"]
+mod tests;

@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod certs;
+pub mod duties;
 
 use std::{convert::Infallible, net::SocketAddr, sync::Arc};
 
@@ -56,6 +57,9 @@ pub enum ServeError {
 pub struct KubeAuthorizer {
     /// The API client.
     pub client: Client,
+    /// `approval.allowSelfApproval`: someone who changed covered content
+    /// may approve it.
+    pub allow_self_approval: bool,
 }
 
 impl Authorizer for KubeAuthorizer {
@@ -67,6 +71,7 @@ impl Authorizer for KubeAuthorizer {
         access: Access,
     ) -> BoxFuture<'a, Result<AccessDecision, String>> {
         let (verb, subresource) = access.verb_and_subresource();
+        let (group, resource, named) = access.resource();
         Box::pin(async move {
             let review = SubjectAccessReview {
                 spec: SubjectAccessReviewSpec {
@@ -75,12 +80,12 @@ impl Authorizer for KubeAuthorizer {
                     groups: Some(user.groups.clone()),
                     extra: Some(user.extra.clone()),
                     resource_attributes: Some(ResourceAttributes {
-                        group: Some(mcp_warden_crds::GROUP.into()),
-                        resource: Some("mcpservers".into()),
+                        group: Some(group.into()),
+                        resource: Some(resource.into()),
                         subresource: subresource.map(Into::into),
                         verb: Some(verb.into()),
                         namespace: Some(namespace.into()),
-                        name: Some(name.into()),
+                        name: named.then(|| name.into()),
                         ..ResourceAttributes::default()
                     }),
                     ..SubjectAccessReviewSpec::default()
@@ -104,6 +109,10 @@ impl Authorizer for KubeAuthorizer {
                 reason,
             })
         })
+    }
+
+    fn allow_self_approval(&self) -> bool {
+        self.allow_self_approval
     }
 }
 

@@ -221,7 +221,9 @@ impl Fixture {
             engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
             issuer_keys: Default::default(),
         });
-        let action = reconcile::reconcile(Arc::new(self.server()), ctx)
+        // On the heap, as the controller holds it: a reconcile's future is
+        // larger than a test thread's stack in a debug build.
+        let action = Box::pin(reconcile::reconcile(Arc::new(self.server()), ctx))
             .await
             .expect("reconcile succeeds");
         api.abort();

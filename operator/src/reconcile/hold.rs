@@ -1,0 +1,102 @@
+//! Hold (reads only): whether the last approved workload can be kept while a
+//! changed one waits for approval (`crate::capabilities`, rule 3).
+//!
+//! ```text
+//! plan.hold ─▶ live Deployment + policy ConfigMap, both ours?
+//!   ├─ no  → NothingToKeep: re-plan with nothing approved (the new workload at the baseline)
+//!   └─ yes → only the ToolProfile changed, the live policy is the one recorded in
+//!            status.approvedPolicy, and the new policy only takes away from it
+//!            (crate::tightening)?  yes → Tightening (apply at once) ; no → Hold
+//! ```
+//!
+//! What is kept lives in the cluster (the live Deployment and ConfigMap)
+//! and what it is checked against in the MCPServer's status, which only the
+//! operator writes; so a restart finds the same answer, and an edit of the
+//! MCPServer cannot change what is kept.
+
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+use kube::{Api, Client};
+use mcp_warden_crds::{FacadePolicy, MCPServer};
+
+use super::{apply::controlled_by, resolve::ResolveError};
+use crate::{names, plan::Plan, workload};
+
+/// What to do with a planned hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Keep the live Deployment and policy.
+    Hold,
+    /// Apply: the change only takes away from the approved policy.
+    Tightening,
+    /// Nothing approved is live to keep.
+    NothingToKeep,
+}
+
+/// Read the live objects and decide.
+pub async fn check(
+    client: &Client,
+    server: &MCPServer,
+    plan: &Plan,
+) -> Result<Check, ResolveError> {
+    let ns = names::namespace(server);
+    let err = |what: String| move |source| ResolveError { what, source };
+    let name = names::object_name(server);
+    let deployment = Api::<Deployment>::namespaced(client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(err(format!("Deployment {ns}/{name}")))?;
+    let cm_name = names::policy_config_map(server);
+    let config_map = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get_opt(&cm_name)
+        .await
+        .map_err(err(format!("ConfigMap {ns}/{cm_name}")))?;
+    let (Some(deployment), Some(config_map)) = (deployment, config_map) else {
+        return Ok(Check::NothingToKeep);
+    };
+    if !controlled_by(&deployment, server) || !controlled_by(&config_map, server) {
+        return Ok(Check::NothingToKeep);
+    }
+    let live = config_map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(names::POLICY_KEY));
+    // The recorded policy as the API server has it now: the watch cache may
+    // not have seen the status the previous reconcile wrote with the
+    // tightening it applied (the ConfigMap's own event can arrive first).
+    let fresh = Api::<MCPServer>::namespaced(client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(err(format!("MCPServer {ns}/{name}")))?
+        .and_then(|s| s.status)
+        .and_then(|s| s.approved_policy);
+    let recorded = fresh.or_else(|| server.status.as_ref()?.approved_policy.clone());
+    Ok(decide(plan, recorded.as_deref(), live.map(String::as_str)))
+}
+
+/// The pure part of [`check`], given the recorded approved policy's hash
+/// and the live policy YAML.
+pub fn decide(plan: &Plan, recorded: Option<&str>, live_policy: Option<&str>) -> Check {
+    let only_profile = plan.capabilities.changed == ["toolProfile"];
+    let tightening = only_profile
+        && live_policy.is_some_and(|yaml| {
+            Some(workload::hash_bytes(yaml.as_bytes()).as_str()) == recorded
+                && serde_yaml_ng::from_str::<FacadePolicy>(yaml)
+                    .is_ok_and(|old| crate::tightening::only_takes_away(&old, &plan.policy))
+        });
+    if tightening {
+        Check::Tightening
+    } else {
+        Check::Hold
+    }
+}
+
+/// What `status.approvedPolicy` records after this reconcile: the policy
+/// written under an approval in force, the earlier one while holding, none
+/// without an approval.
+pub fn approved_policy(server: &MCPServer, plan: &Plan) -> Option<String> {
+    match (&plan.capabilities.approved_digest, plan.capabilities.hold) {
+        (None, _) => None,
+        (Some(_), true) => server.status.as_ref()?.approved_policy.clone(),
+        (Some(_), false) => Some(plan.policy_hash.clone()),
+    }
+}

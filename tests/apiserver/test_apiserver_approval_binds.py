@@ -1,0 +1,227 @@
+"""An approval binds the workload it approves, on a real API server with the
+chart's RBAC, webhook and operator:
+
+    bob    bound (in one namespace) to the chart's approver ClusterRole only
+    carol  bound to the built-in `edit` role
+
+bob approves a server with egress; carol then changes, in turn, its image,
+its command, its env, its volume (the workspace) and its ToolProfile's
+content. Each time the Deployment's pod template stays the approved one (no
+rollout), `CapabilitiesApproved` is `ApprovalPending` naming the part that
+changed and the command that approves the new digest, and approving that
+digest rolls it out. A ToolProfile change that only takes away (a tool
+removed) is written at once. carol, who also holds the approver role, may
+not approve her own change (the webhook names who changed it) unless the
+webhook runs with `approval.allowSelfApproval`.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from chartkit import RELEASE
+from k8s_cluster import wait_for
+
+NS = "team-binds"
+APPROVE = "mcpwarden.dev/approve"
+
+TOOLS = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile",
+         "metadata": {"name": "tools", "namespace": NS},
+         "spec": {"tools": [{"name": "echo"}, {"name": "add"}]}}
+SANDBOX = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile",
+           "metadata": {"name": "npm", "namespace": NS},
+           "spec": {"network": {"egress": {"rules": [{"cidr": "203.0.113.0/24", "ports": [443]}]}}}}
+SERVER = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+          "metadata": {"name": "everything", "namespace": NS},
+          "spec": {"image": "ghcr.io/example/everything:1", "command": ["node", "/srv/index.js"],
+                   "toolProfileRef": {"name": "tools"}, "sandboxProfileRef": {"name": "npm"}}}
+
+
+@pytest.fixture(scope="module")
+def team(cluster, installed, webhook, controller):
+    cluster.namespace(NS)
+    cluster.apply([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "bob-approves", "namespace": NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "carol-edits", "namespace": NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
+        # carol also holds the approver role here: separation of duties, not RBAC, stops her
+        # approving her own change.
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "carol-approves", "namespace": NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
+    ])
+
+    def carol_can_patch():
+        out = cluster.kubectl("auth", "can-i", "patch", "mcpservers.mcpwarden.dev", "-n", NS, user="carol",
+                              check=False)
+        return out.stdout.strip() == "yes"
+    wait_for("carol (edit) to be able to patch MCPServers", carol_can_patch, timeout=30)
+    cluster.apply([TOOLS, SANDBOX, SERVER], user="carol")
+    return cluster
+
+
+def status(cluster) -> dict:
+    return (cluster.get("mcpserver", "everything", NS) or {}).get("status", {})
+
+
+def capability_condition(cluster) -> dict:
+    return next((c for c in status(cluster).get("conditions", []) if c["type"] == "CapabilitiesApproved"), {})
+
+
+def template(cluster) -> dict:
+    return cluster.get("deployment", "everything", NS)["spec"]["template"]
+
+
+def policy(cluster) -> str:
+    return cluster.get("configmap", "everything-policy", NS)["data"]["policy.yaml"]
+
+
+def approve(cluster, digest: str) -> None:
+    out = cluster.kubectl("annotate", "mcpserver", "everything", "-n", NS, f"{APPROVE}={digest}", "--overwrite",
+                          user="bob", check=False)
+    assert out.code == 0, out.stderr
+    wait_for(f"{digest} approved and in force",
+             lambda: status(cluster).get("approvedDigest") == digest
+             and capability_condition(cluster).get("reason") == "Approved", timeout=30)
+
+
+def pending_digest(cluster, old: str) -> str:
+    return wait_for("a new pending digest", lambda: (lambda d: d if d and d != old else None)(
+        status(cluster).get("capabilityDigest")), timeout=30)
+
+
+def server_container(tpl: dict) -> dict:
+    return next(c for c in tpl["spec"]["containers"] if c["name"] == "server")
+
+
+def carol_patches(cluster, kind: str, name: str, patch: dict) -> None:
+    out = cluster.kubectl("patch", kind, name, "-n", NS, "--type=merge", "-p", json.dumps(patch), user="carol",
+                          check=False)
+    assert out.code == 0, out.stderr
+
+
+CHANGES = [
+    ("image", {"spec": {"image": "docker.io/attacker/anything:latest"}},
+     lambda tpl: server_container(tpl)["image"] == "docker.io/attacker/anything:latest"),
+    ("command", {"spec": {"command": ["node", "/evil.js"]}},
+     lambda tpl: "/evil.js" in json.dumps(server_container(tpl))),
+    ("env", {"spec": {"env": [{"name": "NODE_OPTIONS", "value": "--require /tmp/x.js"}]}},
+     lambda tpl: {"name": "NODE_OPTIONS", "value": "--require /tmp/x.js"} in server_container(tpl).get("env", [])),
+    ("workspace", {"spec": {"workspace": {"mountPath": "/work", "emptyDir": {}}}},
+     lambda tpl: any(m.get("mountPath") == "/work" for m in server_container(tpl).get("volumeMounts", []))),
+]
+
+
+def test_each_change_is_held_until_its_digest_is_approved(team):
+    cluster = team
+    digest = wait_for("the first digest", lambda: status(cluster).get("capabilityDigest"), timeout=30)
+    approve(cluster, digest)
+    for part, patch, rolled_out in CHANGES:
+        before = template(cluster)
+        carol_patches(cluster, "mcpserver", "everything", patch)
+        new = pending_digest(cluster, digest)
+        cond = wait_for(f"ApprovalPending naming {part}", lambda: (lambda c: c if c.get("reason") == "ApprovalPending"
+                                                                   else None)(capability_condition(cluster)),
+                        timeout=30)
+        assert f"({part})" in cond["message"], cond["message"]
+        assert f"kubectl annotate mcpserver everything -n {NS} {APPROVE}={new} --overwrite" in cond["message"]
+        time.sleep(2)  # a rollout, were there one, is written before the status
+        assert template(cluster) == before, f"the pod template changed after an unapproved {part} change"
+        assert not rolled_out(template(cluster))
+        approve(cluster, new)
+        wait_for(f"the {part} change rolled out", lambda: rolled_out(template(cluster)), timeout=30)
+        digest = new
+
+
+def test_a_profile_change_waits_unless_it_only_takes_away(team):
+    cluster = team
+    # Depends on the approved state the previous test leaves; make sure it is approved now.
+    digest = wait_for("a digest", lambda: status(cluster).get("capabilityDigest"), timeout=30)
+    if status(cluster).get("approvedDigest") != digest:
+        approve(cluster, digest)
+    before_policy, before_template = policy(cluster), template(cluster)
+    # A tool added: held, the policy ConfigMap keeps the approved policy.
+    carol_patches(cluster, "toolprofile", "tools", {"spec": {"tools": [{"name": "echo"}, {"name": "add"},
+                                                                         {"name": "printEnv"}]}})
+    new = pending_digest(cluster, digest)
+    cond = wait_for("ApprovalPending naming toolProfile", lambda: (lambda c: c if c.get("reason") == "ApprovalPending"
+                                                                   else None)(capability_condition(cluster)),
+                    timeout=30)
+    assert "(toolProfile)" in cond["message"], cond["message"]
+    time.sleep(2)
+    assert policy(cluster) == before_policy and "printEnv" not in policy(cluster)
+    assert template(cluster) == before_template
+    approve(cluster, new)
+    wait_for("the added tool in the policy", lambda: "printEnv" in policy(cluster), timeout=30)
+    # A tool removed: a tightening, written at once without an approval.
+    carol_patches(cluster, "toolprofile", "tools", {"spec": {"tools": [{"name": "echo"}, {"name": "printEnv"}]}})
+    wait_for("the removed tool gone from the policy", lambda: "name: add" not in policy(cluster), timeout=30)
+    cond = wait_for("Tightened", lambda: (lambda c: c if c.get("reason") == "Tightened" else None)(
+        capability_condition(cluster)), timeout=30)
+    assert cond["status"] == "True" and "(toolProfile)" in cond["message"], cond
+
+
+def test_whoever_changed_it_may_not_approve_it(team, webhook):
+    cluster = team
+    digest = wait_for("a digest", lambda: status(cluster).get("capabilityDigest"), timeout=30)
+    if status(cluster).get("approvedDigest") != digest:
+        approve(cluster, digest)
+    carol_patches(cluster, "mcpserver", "everything", {"spec": {"image": "ghcr.io/example/everything:2"}})
+    live = cluster.get("mcpserver", "everything", NS)
+    assert live["metadata"]["annotations"]["mcpwarden.dev/changed-by"] == '["carol"]'
+    new = pending_digest(cluster, digest)
+    out = cluster.kubectl("annotate", "mcpserver", "everything", "-n", NS, f"{APPROVE}={new}", "--overwrite",
+                          user="carol", check=False)
+    assert out.code != 0, "carol approved her own change"
+    assert 'changed since the last approval by "carol"' in out.stderr, out.stderr
+    assert status(cluster).get("approvedDigest") == digest
+    # Someone else approves; the record is cleared.
+    approve(cluster, new)
+    assert "mcpwarden.dev/changed-by" not in cluster.get("mcpserver", "everything", NS)["metadata"]["annotations"]
+    # With approval.allowSelfApproval (the chart sets MCP_WARDEN_ALLOW_SELF_APPROVAL), she may.
+    webhook.stop()
+    webhook.process.args.append("--allow-self-approval")
+    try:
+        webhook.start()
+        carol_patches(cluster, "mcpserver", "everything", {"spec": {"image": "ghcr.io/example/everything:3"}})
+        newer = pending_digest(cluster, new)
+        out = cluster.kubectl("annotate", "mcpserver", "everything", "-n", NS, f"{APPROVE}={newer}", "--overwrite",
+                              user="carol", check=False)
+        assert out.code == 0, out.stderr
+        wait_for("carol's approval in force", lambda: status(cluster).get("approvedDigest") == newer, timeout=30)
+    finally:
+        webhook.stop()
+        webhook.process.args.remove("--allow-self-approval")
+        webhook.start()
+
+
+def test_a_profile_the_facade_would_refuse_changes_nothing(team):
+    """The regex of a platform team's report: it passes the CRD's schema and CEL, the facade's loader
+    refuses it (`unclosed group`), so the operator writes nothing and says InvalidPolicy."""
+    cluster = team
+    before_policy, before_template = policy(cluster), template(cluster)
+    tools = cluster.get("toolprofile", "tools", NS)["spec"]["tools"]
+    bad = [*tools, {"name": "fetch", "arguments": [{"name": "url", "kind": "string",
+                                                   "allow": ["^https://(example\\.com/"]}]}]
+    carol_patches(cluster, "toolprofile", "tools", {"spec": {"tools": bad}})
+
+    def compiled():
+        c = next((c for c in status(cluster).get("conditions", []) if c["type"] == "PolicyCompiled"), {})
+        return c if c.get("reason") == "InvalidPolicy" else None
+    cond = wait_for("PolicyCompiled=False InvalidPolicy", compiled, timeout=30)
+    assert cond["status"] == "False" and "unclosed group" in cond["message"], cond
+    profile_valid = wait_for("the profile's Valid=False", lambda: next(
+        (c for c in (cluster.get("toolprofile", "tools", NS) or {}).get("status", {}).get("conditions", [])
+         if c["type"] == "Valid" and c["status"] == "False"), None), timeout=30)
+    assert profile_valid["reason"] == "InvalidPolicy" and "unclosed group" in profile_valid["message"]
+    time.sleep(2)
+    assert policy(cluster) == before_policy and template(cluster) == before_template
+    carol_patches(cluster, "toolprofile", "tools", {"spec": {"tools": tools}})
