@@ -6,9 +6,11 @@ VENV     ?= .venv
 PYTHON   ?= $(VENV)/bin/python
 SIDECAR  := target/debug/mcp-warden-sidecar
 OPERATOR := target/debug/mcp-warden-operator
-# A real kube-apiserver + kube-controller-manager for tests/apiserver (control-plane.sh
-# and the binaries); the suite skips, saying so, when the folder is absent.
-K8S_BIN_DIR ?= ../shared/k8s
+# A folder with the Kubernetes test binaries: control-plane.sh (a kube-apiserver and
+# kube-controller-manager on loopback) and node.sh (a one-node cluster whose pods run),
+# with the binaries they start. tests/apiserver skips, saying so, without it.
+# Default: $MCP_WARDEN_K8S_BIN_DIR, else a `shared/k8s` folder beside the checkout.
+K8S_BIN_DIR ?= $(or $(MCP_WARDEN_K8S_BIN_DIR),$(abspath ..)/shared/k8s)
 
 .PHONY: all build test test-rust test-e2e test-apiserver lint fmt generate check-generated demo setup bench clean
 
@@ -140,7 +142,7 @@ static-binaries:
 	done
 
 # ---------------------------------------------------------------------------
-# Hardening (issue 9): fuzzing and the soak test. Not part of `make test`.
+# Hardening: fuzzing and the soak test. Not part of `make test`.
 # ---------------------------------------------------------------------------
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 600

@@ -1,6 +1,6 @@
 """A real Kubernetes control plane for tests, and kubectl against it.
 
-    ControlPlane.start(bin_dir, work_dir) -> ControlPlane    runs ../shared/k8s/control-plane.sh
+    ControlPlane.start(bin_dir, work_dir) -> ControlPlane    runs BIN_DIR/control-plane.sh
         .kubectl(*args, user="admin", input=None, check=True) -> Result(stdout, stderr, code)
         .apply(docs_or_text, user=..., dry_run=False, namespace=None) -> Result
         .get(kind, name, namespace=None, user=...) -> dict | None

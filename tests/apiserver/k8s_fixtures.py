@@ -3,8 +3,8 @@ tests/conftest.py loads (`pytest_plugins`): a conftest.py here would shadow the
 root one for the modules that `from conftest import ...`.
 
     cluster            session: a kube-apiserver + kube-controller-manager on loopback, started
-                       with $MCP_WARDEN_K8S_BIN_DIR/control-plane.sh (default ../shared/k8s from
-                       the repo) into a temp dir and stopped at the end. Every test here SKIPS,
+                       with $MCP_WARDEN_K8S_BIN_DIR/control-plane.sh (default: a `shared/k8s`
+                       folder beside the checkout) into a temp dir and stopped at the end. Every test here SKIPS,
                        saying what is missing, when the binaries or etcd are absent.
     installed          session: the chart's objects (rendered by Helm's engine, chart defaults,
                        release mcp-warden in mcp-warden-system) applied, with the webhook

@@ -1,4 +1,4 @@
-"""The five-minute tour of docs/operating.md is a test (issue 17, "Must show 2").
+"""The five-minute tour of docs/operating.md is a test.
 
 Every command of the tour's shell blocks is either run here, as written
 (placeholders filled in: the digest), against the real API server with the

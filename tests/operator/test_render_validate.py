@@ -85,7 +85,7 @@ def test_validator_catches_a_broken_object():
 
 
 def test_replicated_example_has_the_scale_out_objects():
-    """Issue 10, must-show 3: headless Service, facade-to-facade rule, PDB, drain settings."""
+    """Scale-out: headless Service, facade-to-facade rule, PDB, drain settings."""
     objects = render(REPO / "examples/replicated.yaml")
     by_kind = {}
     for o in objects:

@@ -1,4 +1,4 @@
-"""Every example runs as its pod (issue 17, "Must show 1").
+"""Every example runs as its pod.
 
 For each examples/*.yaml: approve what it asks for (the annotation an approver
 would set, with the digest `render` prints), `mcp-warden-operator render` it,
