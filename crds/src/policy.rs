@@ -245,7 +245,8 @@ pub struct ToolRule {
     pub limits: Option<Limits>,
 }
 
-/// A rule for one argument of a tool (seed 001: pass / check / deny).
+/// A rule for one argument of a tool: each value passes, needs a person's
+/// approval (check) or is refused (deny).
 ///
 /// Precedence per value: deny beats check beats allow; a value no pattern
 /// matches gets `otherwise`. Several values (array elements, commands in

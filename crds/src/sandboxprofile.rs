@@ -2,7 +2,7 @@
 //! resources, `/tmp` size, root filesystem, network egress, workspace access
 //! and service-account token.
 //!
-//! Every default is the baseline of DESIGN.md §5 (no egress, read-only
+//! Every default is the capability baseline (no egress, read-only
 //! workspace, no token). Anything above the baseline is a capability that
 //! needs a cluster admin's approval; until then the operator records the
 //! request and applies the baseline.

@@ -3,7 +3,7 @@
 //! deterministic: the same inputs give the same bytes, so an unchanged spec
 //! never rewrites the ConfigMap.
 //!
-//! Baseline (DESIGN.md §5): tools up to risk `medium`, no write-capable
+//! Baseline (what runs without an approval): tools up to risk `medium`, no write-capable
 //! sandbox. [`Approved`] — the capabilities in force, see
 //! [`crate::capabilities`] — raises it: approved `tool:<name>` become
 //! `approvedTools`, `workspace.write` becomes `sandbox.writeAllowed`.

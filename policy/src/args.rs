@@ -1,4 +1,4 @@
-//! Argument rules (seed 001): `path`, `command` and `string` values judged
+//! Argument rules (pass / check / deny per value): `path`, `command` and `string` values judged
 //! `pass`, `check` (a person approves) or `deny`.
 //!
 //! Flow: `ArgumentRule`s --[compile, via `CompiledPolicy::compile`]-->

@@ -22,7 +22,8 @@
 //! ```
 //!
 //! Errors: [`ConfigError`] (a policy that cannot compile), [`Denial`] (a
-//! hidden tool or refused call, with its DESIGN §6 code), [`SchemaError`].
+//! hidden tool or refused call, with its stable JSON-RPC error code),
+//! [`SchemaError`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -12,7 +12,7 @@
 //!    least medium. This is the *annotation floor*: nothing, not even the
 //!    profile's `risk`, goes below it (a team cannot lower what the server
 //!    itself declares to slip under the cluster's `riskCeiling`).
-//! 2. Keywords in the name (split on `_ - .` and camelCase), seed 003:
+//! 2. Keywords in the name (split on `_ - .` and camelCase), by effect:
 //!    exec-like (`exec run shell bash eval spawn script install …`) →
 //!    critical; delete-like (`delete remove rm drop purge kill …`) and
 //!    write-like (`write create update edit move commit push …`) → high and

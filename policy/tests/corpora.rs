@@ -1,5 +1,5 @@
 //! The policy crate's detectors measured on the corpora in tests/corpora/
-//! (issue 15): argument rules on path and command cases, redaction on
+//! (cases of our own, broad): argument rules on path and command cases, redaction on
 //! credential formats and secret-looking benign strings, the poisoning scan
 //! on poisoned and real benign tool definitions. Each test prints its
 //! numbers (`cargo test -p mcp-warden-policy --test corpora -- --nocapture`)

@@ -27,7 +27,7 @@
 //! of `remote.auth` (mounted into it only, `upstream-<n>`) and the CA bundle
 //! of `remote.tls` (`upstream-ca`).
 //!
-//! Scale-out and rollouts (issue 10): every replica gets the same peer key
+//! Scale-out and rollouts: every replica gets the same peer key
 //! (session ids name their owner, `$(POD_IP):8080`, and are HMAC-signed), so
 //! a request landing on another replica is relayed to the owner. The peer key
 //! is configured even for one replica, so scaling out never rolls the pods.

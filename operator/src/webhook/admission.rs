@@ -1,4 +1,4 @@
-//! The admission decision for MCPServer CREATE/UPDATE (DESIGN.md §5):
+//! The admission decision for MCPServer CREATE/UPDATE (capability approvals):
 //! who may set or change `mcpwarden.dev/approve`, the `approved-by` record,
 //! and what a user whose only right is approving may change. Only the
 //! SubjectAccessReviews are I/O; they sit behind [`Authorizer`] so every path

@@ -3,7 +3,7 @@
 //! first match wins; anonymous only when the policy says so.
 //!
 //! Sits right after the transport parsed a request: HTTP passes the
-//! `Authorization: Bearer` token, stdio passes `params.auth.token` (seed 004),
+//! `Authorization: Bearer` token, stdio passes `params.auth.token` (the stdio transport has no headers),
 //! which [`strip_params_auth`] removes before the message goes upstream.
 //! Failures say why only in the audit line (`reason`); the client just gets
 //! -32001, so a caller cannot tell an expired token from a forged one.
@@ -121,7 +121,7 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
         .then_some(token.trim())
 }
 
-/// Take `params.auth.token` out of a request (seed 004's stdio auth): the
+/// Take `params.auth.token` out of a request (stdio's way to authenticate): the
 /// token for the authenticator and the message without `params.auth`.
 pub fn strip_params_auth(msg: Message) -> (Message, Option<String>) {
     // A cheap pre-check, which an escaped key (`"\u0061uth"`) cannot slip past.

@@ -29,7 +29,7 @@ use crate::session::Session;
 /// server's shared channel or this caller's bridge to a legacy server.
 pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
     // A desktop client that spawns the facade cannot send headers: requests
-    // carry `params.auth.token` (seed 004), else the token in
+    // carry `params.auth.token` (stdio has no headers), else the token in
     // MCP_WARDEN_TOKEN, else anonymous if the policy allows it.
     let env_token = std::env::var("MCP_WARDEN_TOKEN").ok();
     let owner = match app.policy.load().auth.authenticate(env_token.as_deref()) {

@@ -1,5 +1,5 @@
 //! Every way the facade refuses a request, and the one place a refusal
-//! becomes a JSON-RPC error (DESIGN §6 codes, `data: {reason, limit?,
+//! becomes a JSON-RPC error (the stable codes -32001…-32008 and -32602, `data: {reason, limit?,
 //! observed?, hint}`, a message that tells the model how to recover).
 
 use bytes::Bytes;

@@ -1,4 +1,4 @@
-//! Human approval for arguments a rule marks `check` (seed 001), through
+//! Human approval for arguments a rule marks `check`, through
 //! the channel the rule names:
 //! - `elicitation` (default): the facade asks the person at the client with
 //!   an MCP elicitation, on the call's own stream, and waits for the

@@ -8,7 +8,7 @@
 //! metrics
 //! ```
 //! The first refusal wins and becomes the call's one answer. Order differs
-//! from DESIGN §6's table in two places, deliberately: the sandbox check
+//! from the error-code table's order in two places, deliberately: the sandbox check
 //! comes before budgets (a call that can never run should not spend budget)
 //! and schema validation comes before approval (never ask a person to
 //! approve a call that cannot succeed).
