@@ -88,7 +88,7 @@ class Image:
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = "/"
     entrypoint: list[str] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)  # image path -> content (e.g. a config file)
+    files: dict[str, str] = field(default_factory=dict)  # image path -> content (a config file; `#!` ones executable)
 
 
 def expand(value: str, env: dict[str, str]) -> str:
@@ -167,6 +167,8 @@ class Container:
             path = self.pod.work / "image-files" / self.name / dest.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
+            if content.startswith("#!"):
+                path.chmod(0o755)  # a script the image runs (an entry point)
             args += ["--ro-bind", str(path), dest]
         if self.pod.dns:
             args += ["--ro-bind", str(self.pod.resolv_conf()), "/etc/resolv.conf"]

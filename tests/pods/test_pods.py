@@ -37,7 +37,8 @@ paths the image has them):
   (`find-links`, `no-index`). uvx still unpacks them into its cache under the
   pod's writable home, as in the cluster;
 - `mcp/fetch`, `mcp/time`: .venv (PyPI mcp-server-fetch, mcp-server-time) at
-  /app/.venv, on PATH as in the images;
+  /app/.venv, on PATH as in the images, the entry script naming
+  /app/.venv/bin/python (never the checkout's path, which the pod may hide);
 - the sidecar image's trusted roots (distroless/static's
   /etc/ssl/certs/ca-certificates.crt): the host's bundle plus a throwaway test
   CA, which signs the stand-in internet's certificates as public CAs sign the
@@ -109,17 +110,23 @@ def images(ca_bundle: Path) -> dict[str, Image]:
                    "/opt/wheels": WHEELS, **git_binds},
             files={"/etc/uv/uv.toml": 'no-index = true\nfind-links = ["/opt/wheels"]\npython-downloads = "never"\n'},
             owned=("/usr/local",), env={"PATH": PATH}),
-        "mcp/time": Image(  # (.venv also at its own paths: its scripts' shebangs name them)
-            binds={"/app/.venv": VENV, str(VENV): VENV, str(VENV.resolve()): VENV.resolve(),
-                   str(Path(VENV / "bin" / "python").resolve().parents[1]):
-                       Path(VENV / "bin" / "python").resolve().parents[1]},
-            env={"PATH": f"/app/.venv/bin:{PATH}"}, workdir="/app", entrypoint=["mcp-server-time"]),
-        "mcp/fetch": Image(  # (.venv also at its own paths: its scripts' shebangs name them)
-            binds={"/app/.venv": VENV, str(VENV): VENV, str(VENV.resolve()): VENV.resolve(),
-                   str(Path(VENV / "bin" / "python").resolve().parents[1]):
-                       Path(VENV / "bin" / "python").resolve().parents[1]},
-            env={"PATH": f"/app/.venv/bin:{PATH}"}, workdir="/app", entrypoint=["mcp-server-fetch"]),
+        "mcp/time": python_app_image("mcp-server-time"),
+        "mcp/fetch": python_app_image("mcp-server-fetch"),
     }
+
+
+def python_app_image(entry: str) -> Image:
+    """`mcp/time`, `mcp/fetch`: a virtualenv at /app/.venv, its console script on
+    PATH. .venv is bound there; its scripts name .venv's own path in their
+    shebang, which may lie where the pod hides the host (a checkout under /tmp
+    is under the pod's /tmp emptyDir), so the entry script is the image's own,
+    naming /app/.venv/bin/python, as a virtualenv built at /app has it. The
+    interpreter .venv links to is bound at its own path (the image's Python)."""
+    script = (VENV / "bin" / entry).read_text().split("\n", 1)[1]
+    python_home = Path(VENV / "bin" / "python").resolve().parents[1]
+    return Image(binds={"/app/.venv": VENV, str(python_home): python_home},
+                 files={f"/app/.venv/bin/{entry}": "#!/app/.venv/bin/python\n" + script},
+                 env={"PATH": f"/app/.venv/bin:{PATH}"}, workdir="/app", entrypoint=[entry])
 
 
 # What each example's profile promises its caller, and one call that must work.

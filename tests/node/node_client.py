@@ -1,0 +1,50 @@
+"""The agent, run by tests/node inside the node's network namespace: the
+official MCP Python SDK connects to a server's URL (the Service's name, which
+the caller's /etc/hosts maps to the Service IP: the node has no cluster DNS),
+with the bearer token in $MCP_WARDEN_TOKEN as `client-config`'s mcp.json
+says, lists the tools, makes the call asked for and the call that must be
+refused, and prints one JSON line:
+
+    {"tools": [...], "call": "<text>" | null, "refused": {"code": int, "message": str} | null}
+
+    node_client.py URL [--call TOOL ARGS_JSON] [--refused TOOL ARGS_JSON]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+
+from helpers import run_async  # noqa: E402
+from warden_helpers import sdk_client, sdk_error, text_of_result  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--call", nargs=2)
+    ap.add_argument("--refused", nargs=2)
+    a = ap.parse_args()
+    token = os.environ["MCP_WARDEN_TOKEN"]
+
+    async def body():
+        async with sdk_client(a.url, token) as c:
+            names = sorted(t.name for t in (await c.list_tools()).tools)
+            text = refused = None
+            if a.call:
+                text = text_of_result(await c.call_tool(a.call[0], json.loads(a.call[1])))
+            if a.refused:
+                e = await sdk_error(c.call_tool(a.refused[0], json.loads(a.refused[1])))
+                refused = {"code": e.error.code, "message": e.error.message}
+            return {"tools": names, "call": text, "refused": refused}
+
+    print(json.dumps(run_async(body, timeout=90)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,443 @@
+"""mcp-warden on a one-node cluster whose pods really run.
+
+The node (tests/node/k8s_node.py: node.sh from $MCP_WARDEN_K8S_BIN_DIR) starts
+once per test session. On it:
+
+1. the chart, rendered with its defaults by Helm's own engine (PyPI
+   helm-python-sdk, as tests/chart does), installed as `helm install` would
+   (CRDs, then its objects in Helm's order) into `mcp-warden-system`, which
+   enforces Pod Security "restricted"; the operator runs as a pod under the
+   chart's ServiceAccount from the image built from this repository, and the
+   API server calls its webhook through the chart's Service;
+2. every example applied and approved as the tour in docs/operating.md says
+   (`kubectl apply -f examples/…`, the approver `bob` bound to
+   `mcp-warden-approver` annotating the capabilityDigest) into `team-a`,
+   which enforces "restricted"; the claims bound to static PersistentVolumes
+   (the node has no provisioner). Every pod Running and Ready, and each
+   container's first process checked in /proc: uid and gid 65532, no
+   capabilities, seccomp filtering (RuntimeDefault), no_new_privs, root
+   mounted read-only;
+3. the official MCP Python SDK (tests/node/node_client.py), inside the node's
+   network namespace, calls each server at the URL `client-config` prints,
+   with the token its `kubectl create token` line makes, through the
+   Service (kube-proxy); it sees exactly the tools the example promises, one
+   call works, and one call of a tool the caller was not given is refused;
+4. the approval flow: a change asking for more waits with the running pod
+   untouched (the digest binds the workload), the approval rolls it out;
+5. operations: a killed server container restarts, three replicas serve
+   sessions across pods, a restarted operator pod writes nothing (xfail: see
+   the test), uninstall leaves nothing behind (runs last);
+6. metrics scraped from the pod, audit records read from its sink.
+
+Images (images/build-node-images.py, cached by a hash of their inputs): the
+operator and sidecar images hold the real static release binaries; `node:22-slim`,
+the uv image, `mcp/time` and `mcp/fetch` are stand-ins on Debian with the
+packages the examples start, installed offline. Two examples name untagged
+images (`mcp/time`, `mcp/fetch`: `:latest`, which the kubelet pulls Always, and
+this node cannot pull), so the test applies them with the tag of the stand-in
+(the version of the server it holds) — the one deviation from the tour's
+`kubectl apply -f`. The remote example is not run here: its remote is on the
+internet, which tests/pods stands in for (tests/pods/internet.py).
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from node_fixtures import (  # noqa: E402,F401 - the fixtures are used by name
+    APPROVE, EXAMPLES, NONROOT, NS, PERMISSION_DENIED, POLICY_BLOCKED, PROMISES, REPO_ROOT, TOUR_LOG,
+    chart, examples, images, load, node, pods_of, server_name, tour)
+from chartkit import NAMESPACE, RELEASE  # noqa: E402
+from k8s_cluster import wait_for  # noqa: E402
+from k8s_fixtures import RESTRICTED  # noqa: E402
+from k8s_node import Node, process_security  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# 1. the chart and the operator as a pod
+# ---------------------------------------------------------------------------
+def test_the_operator_runs_as_a_pod_and_serves_its_webhook(node, chart):
+    sa = next(o for o in chart if o["kind"] == "ServiceAccount")["metadata"]["name"]
+    pods = pods_of(node, f"{RELEASE}-operator", NAMESPACE)
+    assert pods, node.kubectl("get", "pods", "-A").stdout
+    for pod in pods:
+        assert pod["spec"]["serviceAccountName"] == sa
+        assert pod["status"]["phase"] == "Running"
+        assert all(c["ready"] for c in pod["status"]["containerStatuses"]), pod["status"]
+        image = pod["spec"]["containers"][0]["image"]
+        assert image.startswith("ghcr.io/mcp-warden/operator:"), image
+        pid = node.container_pid(NAMESPACE, pod["metadata"]["name"], pod["spec"]["containers"][0]["name"])
+        sec = process_security(pid)
+        assert sec["uids"] == {str(NONROOT)} and sec["cap_eff"] == 0 and sec["seccomp"] == 2, sec
+        assert sec["root_read_only"] and sec["no_new_privs"] == 1, sec
+    # The webhook Service's endpoints are the operator pods: the API server reaches the
+    # webhook in the pod through it. An editor's approval is refused by that webhook.
+    slices = node.list("endpointslices", NAMESPACE, f"kubernetes.io/service-name={RELEASE}-webhook")
+    addresses = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
+    assert addresses == {p["status"]["podIP"] for p in pods}, slices
+    node.namespace("webhook-check", RESTRICTED)
+    node.kubectl("create", "rolebinding", "carol-edits", "--clusterrole=edit", "--user=carol", "-n", "webhook-check")
+    node.apply([{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile",
+                 "metadata": {"name": "tools", "namespace": "webhook-check"}, "spec": {"tools": [{"name": "echo"}]}},
+                {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+                 "metadata": {"name": "hook", "namespace": "webhook-check"},
+                 "spec": {"image": "ghcr.io/example/mcp:1", "command": ["srv"], "toolProfileRef": {"name": "tools"}}}])
+    out = node.kubectl("annotate", "mcpserver", "hook", "-n", "webhook-check",
+                       "mcpwarden.dev/approve=sha256:" + "0" * 64, user="carol", check=False)
+    assert out.code != 0, out.stdout
+    assert 'admission webhook "validate.mcpservers.mcpwarden.dev" denied the request' in out.stderr, out.stderr
+    assert '"carol" may not approve capabilities' in out.stderr, out.stderr
+    node.kubectl("delete", "namespace", "webhook-check", "--wait=false")
+
+
+# ---------------------------------------------------------------------------
+# 2. every example's pod, and what the kernel enforces on it
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("example", [p.stem for p in EXAMPLES])
+def test_example_pods_run_restricted(node, examples, example):
+    name = server_name(examples[example])
+    pods = pods_of(node, name)
+    replicas = next(d for d in examples[example] if d["kind"] == "MCPServer")["spec"].get("replicas", 1)
+    assert len(pods) == replicas, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        # The uid the pod asks for (the operator's 65532 unless the example's pod template says otherwise).
+        uids = {c["name"]: str(c.get("securityContext", {}).get("runAsUser")
+                               or pod["spec"]["securityContext"]["runAsUser"]) for c in pod["spec"]["containers"]}
+        assert "0" not in uids.values(), uids
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        statuses = {c["name"]: c for c in pod["status"]["containerStatuses"]}
+        assert statuses and all(c["ready"] for c in statuses.values()), statuses
+        assert "facade" in statuses, statuses
+        for container in statuses:
+            sec = process_security(node.container_pid(NS, pod["metadata"]["name"], container))
+            where = f"{example} {pod['metadata']['name']} {container}: {sec}"
+            assert sec["uids"] == {uids[container]}, where
+            assert sec["cap_eff"] == sec["cap_prm"] == sec["cap_bnd"] == sec["cap_amb"] == 0, where
+            assert sec["seccomp"] == 2 and sec["no_new_privs"] == 1, where  # 2: a seccomp filter
+            assert sec["root_read_only"], where
+
+
+# ---------------------------------------------------------------------------
+# 3. a real client through each Service
+# ---------------------------------------------------------------------------
+def client_config(node: Node, name: str) -> tuple[str, str]:
+    """(the URL, the token command) as `mcp-warden-operator client-config` prints them."""
+    text = tour(node, f"mcp-warden-operator client-config {name} -n {NS}")
+    url = re.search(r"^# URL: (\S+)$", text, re.M).group(1)
+    # An exposed server's URL is its Ingress's; the client here is in the cluster.
+    in_cluster = re.search(r"^#\s+in the cluster: (\S+)$", text, re.M)
+    command = re.search(r"^#\s+(kubectl -n \S+ create token <service-account> --audience \S+)$", text, re.M).group(1)
+    config = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    assert config["mcpServers"][name]["url"] == url
+    assert config["mcpServers"][name]["headers"]["Authorization"] == "Bearer ${MCP_WARDEN_TOKEN}"
+    return (in_cluster.group(1) if in_cluster else url), command
+
+
+def call_through_service(node: Node, name: str, url: str, token: str, *args: str) -> dict:
+    service = node.get("service", name, NS)
+    host = url.split("//", 1)[1].split(":", 1)[0].split("/", 1)[0]
+    out = node.in_node([sys.executable, str(HERE / "node_client.py"), url, *args], {host: service["spec"]["clusterIP"]},
+                       env={"MCP_WARDEN_TOKEN": token})
+    assert out.returncode == 0, out.stderr[-4000:] + node.kubectl(
+        "-n", NS, "logs", f"deployment/{name}", "-c", "facade", "--tail=40", check=False).stdout
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("example", [p.stem for p in EXAMPLES])
+def test_a_client_sees_exactly_the_promised_tools(node, examples, example):
+    name = server_name(examples[example])
+    sa, promised, call, refused = PROMISES[example]
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", sa)).strip()
+    args = []
+    if call:
+        args += ["--call", call[0], json.dumps(call[1])]
+    args += ["--refused", refused[0], json.dumps(refused[1])]
+    seen = call_through_service(node, name, url, token, *args)
+    assert set(seen["tools"]) == promised, seen
+    if call:
+        assert call[2] in (seen["call"] or ""), seen
+    assert seen["refused"]["code"] == (refused[2] if len(refused) > 2 else POLICY_BLOCKED), seen
+
+
+# ---------------------------------------------------------------------------
+# 5. operations
+# ---------------------------------------------------------------------------
+def test_a_killed_server_container_restarts_and_serves_again(node, examples):
+    """SIGKILL to the files server's container: the kubelet restarts it (the
+    facade in front stays up), the pod is Ready again and a new session works."""
+    name = "files"
+    pod = pods_of(node, name)[0]
+    pod_name = pod["metadata"]["name"]
+    restarts = {c["name"]: c["restartCount"] for c in pod["status"]["containerStatuses"]}
+    os.kill(node.container_pid(NS, pod_name, "server"), 9)
+
+    def restarted():
+        status = node.get("pod", pod_name, NS)["status"]
+        counts = {c["name"]: (c["restartCount"], c["ready"]) for c in status["containerStatuses"]}
+        return counts["server"][0] > restarts["server"] and all(r for _, r in counts.values()) and counts
+    counts = wait_for("the server container restarted and Ready", restarted, timeout=120)
+    assert counts["facade"][0] == restarts["facade"], counts
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", "coding-agent")).strip()
+    seen = call_through_service(node, name, url, token, "--call", "list_directory", json.dumps({"path": "/workspace"}))
+    assert "README.md" in seen["call"], seen
+
+
+def test_three_replicas_serve_sessions_across_pods(node, examples):
+    """The replicated example's three pods behind one Service: nine sessions
+    through it (kube-proxy spreads connections) all work, and the facades' audit
+    records show the calls landed on more than one pod."""
+    name = "memory"
+    pods = pods_of(node, name)
+    assert len(pods) == 3
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", "coding-agent")).strip()
+    for _ in range(9):
+        seen = call_through_service(node, name, url, token, "--call", "read_graph", "{}")
+        assert "entities" in seen["call"], seen
+    served = set()
+    for pod in pods:
+        logs = node.kubectl("-n", NS, "logs", pod["metadata"]["name"], "-c", "facade").stdout
+        if '"tool":"read_graph"' in logs.replace(" ", ""):
+            served.add(pod["metadata"]["name"])
+    assert len(served) >= 2, served
+
+
+# ---------------------------------------------------------------------------
+# 6. metrics scraped from the pod, audit records read from its sink
+# ---------------------------------------------------------------------------
+SCRAPE = """
+import sys, urllib.request
+auth = {"Authorization": "Bearer " + sys.argv[2]} if len(sys.argv) > 2 else {}
+req = urllib.request.Request(sys.argv[1], headers=auth)
+print(urllib.request.urlopen(req, timeout=10).read().decode())
+"""
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(rf"^{name}\{{(.*)\}} (\S+)$", line)
+        if m and all(f'{k}="{v}"' in m.group(1) for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
+def test_metrics_and_audit_come_from_the_pod(node, examples):
+    """After test 3's calls: the git facade's /metrics, scraped at the pod's address
+    (as Prometheus does, on :9090), counts the allowed call and the refused one;
+    its audit sink (stdout, read with the tour's `kubectl logs`) holds one
+    schema-valid record for each, with who called; the admin /tools, with the
+    admin token from the Secret the tour names, lists the hidden tool as hidden."""
+    from warden_helpers import check_audit_record  # noqa: PLC0415 - tests/e2e, on sys.path here
+    name = "git"
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", "coding-agent")).strip()
+    call_through_service(node, name, url, token, "--call", "git_status", json.dumps({"repo_path": "/workspace/demo"}),
+                         "--refused", "git_commit", json.dumps({"repo_path": "/workspace/demo", "message": "x"}))
+    pod = pods_of(node, name)[0]
+    ip = pod["status"]["podIP"]
+    out = node.in_node([sys.executable, "-c", SCRAPE, f"http://{ip}:9090/metrics"])
+    assert out.returncode == 0, out.stderr
+    assert metric(out.stdout, "mcpwarden_tool_calls_total", tool="git_status", outcome="ok") >= 1, out.stdout[-3000:]
+    assert metric(out.stdout, "mcpwarden_tool_calls_total", outcome="denied", code="-32004") >= 1, out.stdout[-3000:]
+
+    logs = tour(node, f"kubectl -n {NS} logs deploy/{name} -c facade | grep '\"event\":\"tool_call\"'")
+    records = [check_audit_record(json.loads(line[line.index("{"):])) for line in logs.splitlines() if "{" in line]
+    calls = {(r["tool"], r["decision"]) for r in records}
+    assert ("git_status", "allow") in calls and any(d == "deny" for t, d in calls if t != "git_status"), records
+    assert any(r["subject"] == f"system:serviceaccount:{NS}:coding-agent" for r in records), records
+    admin = tour(node, f"kubectl -n {NS} get secret {name}-admin-token -o jsonpath='{{.data.token}}' | base64 -d")
+    out = node.in_node([sys.executable, "-c", SCRAPE, f"http://{ip}:9090/tools", admin])
+    assert out.returncode == 0, out.stderr
+    assert "git_commit" in out.stdout and "git_status" in out.stdout, out.stdout[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# 4. the approval flow on running pods
+# ---------------------------------------------------------------------------
+def live_pods(node: Node, name: str) -> dict[str, str]:
+    """{pod name: uid} of the server's live pods."""
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(node, name)}
+
+
+CHANGE = {}  # what the waiting test recorded, for the approval test after it
+
+
+def test_a_change_asking_for_more_waits_with_the_pod_untouched(node, examples):
+    """The git server, approved and serving: an editor's change that asks for more
+    (a new egress host in its SandboxProfile, a new variable in its workload) gets
+    a new digest and waits; the running pod is the same pod, its Deployment's
+    template untouched, and it serves the same tools."""
+    name = "git"
+    before = node.get("mcpserver", name, NS)["status"]
+    template = node.get("deployment", name, NS)["spec"]["template"]
+    pods = live_pods(node, name)
+    more = {"spec": {"network": {"egress": {"hosts": [{"name": "github.com", "ports": [443]}]}}}}
+    node.kubectl("-n", NS, "patch", "sandboxprofile", "pypi", "--type=merge", "-p", json.dumps(more))
+    node.kubectl("-n", NS, "patch", "mcpserver", name, "--type=merge",
+                 "-p", json.dumps({"spec": {"env": [{"name": "GREETING", "value": "hello"}]}}))
+
+    def pending():
+        status = node.get("mcpserver", name, NS)["status"]
+        cond = {c["type"]: c for c in status.get("conditions", [])}.get("CapabilitiesApproved", {})
+        new = status.get("capabilityDigest") != before["capabilityDigest"] and cond.get("status") == "False"
+        return new and "network.egress.host:github.com:443" in status.get("requestedCapabilities", []) and status
+    status = wait_for("the change to wait for approval", pending, timeout=60)
+    CHANGE["digest"] = status["capabilityDigest"]
+    assert status["approvedDigest"] == before["approvedDigest"], status
+    time.sleep(5)  # a reconcile or two later: still nothing rolled out
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", "coding-agent")).strip()
+    assert set(call_through_service(node, name, url, token)["tools"]) == {"log", "git_status"}
+    now = node.get("deployment", name, NS)["spec"]["template"]
+    diff = "\n".join(difflib.unified_diff(yaml.safe_dump(template).splitlines(), yaml.safe_dump(now).splitlines(),
+                                          "approved", "while pending", lineterm=""))
+    assert now == template, f"the Deployment changed while the change waited for approval:\n{diff}"
+    assert live_pods(node, name) == pods
+
+
+def test_approval_rolls_the_change_out(node, examples, images):
+    """The approver annotates the new digest: it is in force, the Deployment
+    carries the change, its pods roll out Ready and serve the same tools."""
+    name = "git"
+    assert CHANGE.get("digest"), "runs after test_a_change_asking_for_more_waits_with_the_pod_untouched"
+    load(node, images, "ghcr.io/astral-sh/", "ghcr.io/mcp-warden/sidecar")
+    tour(node, APPROVE.format(name=name), user="bob")
+    wait_for("the new digest in force", lambda: node.get("mcpserver", name, NS)["status"].get("approvedDigest")
+             == CHANGE["digest"], timeout=60)
+    assert node.get("mcpserver", name, NS)["metadata"]["annotations"]["mcpwarden.dev/approved-by"] == "bob"
+    wait_for("the approved change in the Deployment", lambda: any(
+        e.get("name") == "GREETING" for c in node.get("deployment", name, NS)["spec"]["template"]["spec"]["containers"]
+        for e in c.get("env", [])), timeout=60)
+    out = node.kubectl("-n", NS, "rollout", "status", f"deployment/{name}", "--timeout=180s", check=False, timeout=200)
+    assert out.code == 0, out.stderr
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", "coding-agent")).strip()
+    assert set(call_through_service(node, name, url, token)["tools"]) == {"log", "git_status"}
+
+
+# ---------------------------------------------------------------------------
+# docs/operating.md, "Try it on a one-node cluster": the commands are these tests'
+# ---------------------------------------------------------------------------
+DOC = (REPO_ROOT / "docs" / "operating.md").read_text()
+NODE_SECTION = DOC.split("## Try it on a one-node cluster", 1)[1].split("\n## ", 1)[0]
+# Commands of the section the tests run another way, and how.
+RUN_OTHERWISE = {
+    r"^sudo apt-get install ": ".ci/run installs the packages; node_problem() names them when missing",
+    r"node\.sh\" (start|stop) ": "Node.start / Node.stop (tests/node/k8s_node.py) run node.sh start / stop",
+    r"^make build static-binaries node-images": "make test builds both; the images fixture runs build-node-images.py",
+    r"node\.sh\" load ": "load(): node.sh load of each archive build-node-images.py printed",
+    r"^helm install ": "the chart fixture: Helm's own engine renders the defaults, applied in Helm's install order",
+    r"^kubectl -n mcp-warden-system rollout status deployment/mcp-warden-operator$": "the chart fixture's rollout",
+}
+
+
+def section_commands() -> list[str]:
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", NODE_SECTION, re.S):
+        for line in block.splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                out.append(re.split(r"\s{2,}#\s", line)[0].strip())
+    return out
+
+
+def test_the_docs_node_section_is_what_the_tests_run(node, examples):
+    name = "git"
+    url, command = client_config(node, name)
+    tour(node, command.replace("<service-account>", "coding-agent"))
+    commands = section_commands()
+    assert len(commands) >= 12, commands
+    for command in commands:
+        if any(re.search(pattern, command) for pattern in RUN_OTHERWISE):
+            continue
+        assignment = re.match(r"^[A-Z]+=\$\((.*)\)$", command)
+        assert (assignment.group(1) if assignment else command) in TOUR_LOG, \
+            f"docs/operating.md names a command tests/node does not run: {command}"
+    for pattern in RUN_OTHERWISE:
+        assert any(re.search(pattern, c) for c in commands), f"stale exception: {pattern}"
+
+
+def versions(node: Node) -> dict[str, tuple]:
+    """kind/name -> (what says it was written, the object) for every MCPServer in
+    team-a and every object the operator made there: the resourceVersion, but a
+    Deployment's generation (the Deployment controller writes its status)."""
+    items = node.kubectl("-n", NS, "get", f"mcpservers,{OWNED_KINDS}", "-o", "json").json()["items"]
+    out = {}
+    for o in items:
+        managed = o["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "mcp-warden-operator"
+        if o["kind"] == "MCPServer" or (managed and o["kind"] not in ("Pod", "ReplicaSet")):
+            mark = o["metadata"]["generation"] if o["kind"] == "Deployment" else o["metadata"]["resourceVersion"]
+            o["metadata"].pop("managedFields", None)
+            out[f"{o['kind']}/{o['metadata']['name']}"] = (mark, o)
+    return out
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "operator: the restarted pod writes status.tools (the facade's tool inventory) on each MCPServer "
+    "whose inventory the first operator pod had not recorded minutes after its pods were Ready "
+    "(everything, fetch, memory, notion, time here; git and files, reconciled again by this suite's "
+    "changes, had theirs): the inventory is recorded when a reconcile happens to run after the facade "
+    "is ready, not when the facade becomes ready. Not strict: which servers had theirs depends on timing"))
+def test_a_restarted_operator_pod_makes_no_writes(node, chart, examples, images):
+    """The operator's pod deleted: its Deployment starts another, which takes the
+    lease and reconciles every server again; with nothing changed it writes
+    nothing (no MCPServer, Deployment, Service, ConfigMap, Secret or policy gets
+    a new resourceVersion)."""
+    def marks():
+        return {k: v[0] for k, v in versions(node).items()}
+    wait_for("the servers settled", lambda: (lambda a: time.sleep(5) or a == marks())(marks()), timeout=90)
+    before = versions(node)
+    old = {p["metadata"]["name"] for p in pods_of(node, f"{RELEASE}-operator", NAMESPACE)}
+    load(node, images, "ghcr.io/mcp-warden/operator")
+    node.kubectl("-n", NAMESPACE, "delete", "pod", *old)
+    out = node.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{RELEASE}-operator", "--timeout=120s",
+                       timeout=140)
+    new = wait_for("a new operator pod Ready", lambda: [
+        p for p in pods_of(node, f"{RELEASE}-operator", NAMESPACE) if p["metadata"]["name"] not in old
+        and all(c["ready"] for c in p["status"].get("containerStatuses", []))], timeout=120)
+    assert new, out.stdout
+    time.sleep(20)  # the new leader's first full pass (the lease, then every server)
+    after = versions(node)
+    changed = sorted(k for k, v in after.items() if k not in before or before[k][0] != v[0])
+    diffs = "\n".join("\n".join(difflib.unified_diff(
+        yaml.safe_dump(before[k][1]).splitlines(), yaml.safe_dump(after[k][1]).splitlines(), k, k, lineterm=""))
+        for k in changed[:2] if k in before)
+    assert changed == [], f"written after the restart: {changed}\n{diffs}"
+
+
+# ---------------------------------------------------------------------------
+# 5. (last) uninstall leaves nothing behind
+# ---------------------------------------------------------------------------
+OWNED_KINDS = "deployments,replicasets,pods,services,configmaps,secrets,serviceaccounts,networkpolicies"
+
+
+def test_uninstall_leaves_nothing_behind(node, chart, examples):
+    """Every MCPServer deleted: what the operator made for it (Deployment, its pods,
+    Service, policy ConfigMap, Secrets, ServiceAccount, NetworkPolicy) is garbage-
+    collected by owner reference. Then the chart's objects deleted as `helm
+    uninstall` does: the operator's pod and the release's cluster-wide objects
+    (roles, webhook configurations) are gone; the CRDs stay, on purpose."""
+    for docs in examples.values():
+        tour(node, f"kubectl -n {NS} delete mcpserver {server_name(docs)} --wait=true")
+    managed = "app.kubernetes.io/managed-by=mcp-warden-operator"
+    wait_for("the servers' objects collected", lambda: node.kubectl(
+        "-n", NS, "get", OWNED_KINDS, "-l", managed, "-o", "name").stdout.strip() == "", timeout=120)
+    node.kubectl("delete", "--wait=true", "-f", "-", input=yaml.safe_dump_all(chart), timeout=180)
+    wait_for("the operator's pod gone", lambda: not node.list("pods", NAMESPACE), timeout=120)
+    left = node.kubectl("get", "clusterroles,clusterrolebindings,validatingwebhookconfigurations,"
+                        "mutatingwebhookconfigurations", "-o", "name").stdout.split()
+    assert not [o for o in left if RELEASE in o.split("/", 1)[1]], left
+    assert node.get("crd", "mcpservers.mcpwarden.dev") is not None
