@@ -80,9 +80,8 @@ def operator_binary() -> Path:
 def node():
     if os.environ.get("MCP_WARDEN_NODE_SUITE") != "1":
         pytest.skip("skipped: the one-node suite is opt-in (MCP_WARDEN_NODE_SUITE=1, after "
-                    "`make static-binaries`) until its examples fixture waits for the operator's "
-                    "webhook: MCPServer creates now pass that webhook (fail closed), and applying "
-                    "the examples right after the chart met a webhook Service without endpoints")
+                    "`make static-binaries`) until CI installs the node's Debian packages and "
+                    "its time with the operator's static build and the images is measured")
     why = node_problem(k8s_bin_dir())
     if why:
         pytest.skip(f"skipped: {why}")
