@@ -160,40 +160,10 @@ fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("API types serialize")
 }
 
-/// `sha256:` over the canonical JSON of `value`.
+/// `sha256:` over the canonical JSON of `value` (the same canonical form as
+/// tool definition pins).
 pub fn hash_value(value: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(value, &mut out);
-    hash_bytes(&out)
-}
-
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
-            out.push(b'{');
-            for (i, (k, v)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend(serde_json::to_vec(k).expect("strings serialize"));
-                out.push(b':');
-                write_canonical(v, out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(b']');
-        }
-        other => out.extend(serde_json::to_vec(other).expect("JSON serializes")),
-    }
+    hash_bytes(mcp_warden_policy::canonical_json(value).as_bytes())
 }
 
 #[cfg(test)]
