@@ -14,6 +14,14 @@
 //! `initialize` on a link of its own ([`legacy_sessions`]): one that opens
 //! legacy sessions too serves legacy clients on sessions of their own (its
 //! requests to the client need one), modern clients on the hub.
+//!
+//! Before it says ready the facade reads the server's tool list once (on the
+//! probe's own process for a legacy server, on the hub for a modern one), so
+//! the registry — pins, quarantine, the `/tools` inventory the operator
+//! publishes — is complete when the pod turns Ready, not only after a
+//! client's first `tools/list`. A server that does not list in
+//! [`INVENTORY_WAIT`] is ready all the same (its inventory then fills with
+//! the first client's listing).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,22 +44,41 @@ const DISCOVER_GRACE: Duration = Duration::from_secs(1);
 const LEGACY_TOO_WAIT: Duration = Duration::from_secs(5);
 /// How long the server may take to answer at all.
 const ANSWER_WAIT: Duration = Duration::from_secs(60);
+/// How long readiness waits for the first tool list.
+const INVENTORY_WAIT: Duration = Duration::from_secs(10);
+/// Pages of the first tool list followed at most.
+const INVENTORY_PAGES: usize = 100;
 
 pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
     let mut delay = Duration::from_millis(200);
     loop {
         match probe(&app).await {
-            Ok(info) => {
+            Ok((info, tools)) => {
                 let era = info.era;
+                let lists_tools = info.capabilities.get("tools").is_some();
                 // The hub first: whoever learns the era finds it.
-                match era {
+                let hub = match era {
                     Era::Modern => {
                         let hub = Channel::start(app.clone(), Era::Modern, "shared".into(), false);
-                        let _ = router.hub.set(hub);
+                        let _ = router.hub.set(hub.clone());
+                        Some(hub)
                     }
-                    Era::Legacy => app.spares.refill(),
-                }
+                    Era::Legacy => {
+                        app.spares.refill();
+                        None
+                    }
+                };
                 app.set_upstream(info);
+                match (tools, hub) {
+                    (Some(tools), _) => {
+                        let policy = app.policy.load_full();
+                        app.registry.observe(tools, &policy, &app.metrics);
+                    }
+                    (None, Some(hub)) if lists_tools => {
+                        let _ = tokio::time::timeout(INVENTORY_WAIT, hub.refresh_tools()).await;
+                    }
+                    _ => {}
+                }
                 app.ready.store(true, Ordering::Relaxed);
                 tracing::info!(
                     upstream = app.target.kind(),
@@ -67,7 +94,27 @@ pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
     }
 }
 
-async fn probe(app: &Context) -> Result<UpstreamInfo, String> {
+/// What the server is, and (a legacy server's, read on the probe's own
+/// link) its tool list.
+async fn probe(app: &Context) -> Result<(UpstreamInfo, Option<Vec<Value>>), String> {
+    let (info, link) = ask(app).await?;
+    let lists_tools = info.capabilities.get("tools").is_some();
+    let tools = match (info.era, link) {
+        (Era::Legacy, Some((link, mut events))) if lists_tools => {
+            tokio::time::timeout(INVENTORY_WAIT, legacy_tools(&link, &mut events))
+                .await
+                .ok()
+                .flatten()
+        }
+        _ => None,
+    };
+    Ok((info, tools))
+}
+
+type Probe = (Link, tokio::sync::mpsc::Receiver<LinkEvent>);
+
+/// The era questions; the link that answered, kept for the tool list.
+async fn ask(app: &Context) -> Result<(UpstreamInfo, Option<Probe>), String> {
     let choice = app.limits.upstream_era;
     let modern_mode = LinkMode {
         modern: true,
@@ -76,21 +123,23 @@ async fn probe(app: &Context) -> Result<UpstreamInfo, String> {
     match (&app.target, choice) {
         (_, EraChoice::Legacy) => {
             let (link, mut events) = connect(app, &LinkMode::default()).await?;
-            initialize(&link, &mut events).await
+            let info = initialize(&link, &mut events).await?;
+            Ok((info, Some((link, events))))
         }
         (_, EraChoice::Modern) => {
             let (link, mut events) = connect(app, &modern_mode).await?;
-            discover(&link, &mut events).await
+            Ok((discover(&link, &mut events).await?, None))
         }
         // HTTP: a modern POST first; a legacy server refuses it at once.
         (upstream::UpstreamTarget::Http(_), EraChoice::Auto) => {
             let (link, mut events) = connect(app, &modern_mode).await?;
             match discover(&link, &mut events).await {
-                Ok(info) => Ok(info),
+                Ok(info) => Ok((info, None)),
                 Err(e) => {
                     tracing::info!(reason = %e, "the MCP server is not modern; speaking the legacy protocol");
                     let (link, mut events) = connect(app, &LinkMode::default()).await?;
-                    initialize(&link, &mut events).await
+                    let info = initialize(&link, &mut events).await?;
+                    Ok((info, Some((link, events))))
                 }
             }
         }
@@ -99,9 +148,43 @@ async fn probe(app: &Context) -> Result<UpstreamInfo, String> {
         // legacy server answers `initialize` and ignores or refuses the other.
         (_, EraChoice::Auto) => {
             let (link, mut events) = connect(app, &LinkMode::default()).await?;
-            both(&link, &mut events).await
+            let info = both(&link, &mut events).await?;
+            Ok((info, Some((link, events))))
         }
     }
+}
+
+/// A legacy server's whole tool list, on the probe's link (its handshake
+/// finished with `notifications/initialized` first). `None` when the server
+/// has no tools capability, refuses, or the link ends.
+async fn legacy_tools(
+    link: &Link,
+    events: &mut tokio::sync::mpsc::Receiver<LinkEvent>,
+) -> Option<Vec<Value>> {
+    let initialized = jsonrpc::notification("notifications/initialized", &json!({}));
+    link.send(Message::parse(initialized).ok()?).await.ok()?;
+    let mut tools = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for page in 0..INVENTORY_PAGES {
+        let id = RequestId::number(TOOLS_ID + page as u64);
+        let params = match cursor.take() {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        };
+        let request = Message::parse(jsonrpc::request(&id, "tools/list", &params)).ok()?;
+        let mut answer = exchange(link, events, request, &id).await.ok()?.to_value();
+        if answer.get("error").is_some() {
+            return None;
+        }
+        if let Some(Value::Array(page)) = answer.pointer_mut("/result/tools").map(Value::take) {
+            tools.extend(page);
+        }
+        match answer.pointer("/result/nextCursor") {
+            Some(c) if !c.is_null() => cursor = Some(c.clone()),
+            _ => return Some(tools),
+        }
+    }
+    Some(tools)
 }
 
 /// Whether legacy clients get sessions of their own on the server: always
@@ -153,6 +236,7 @@ async fn connect(
 
 const DISCOVER_ID: u64 = 1;
 const INITIALIZE_ID: u64 = 2;
+const TOOLS_ID: u64 = 3;
 
 fn discover_request() -> Result<Message, String> {
     let mut params = serde_json::Map::new();
