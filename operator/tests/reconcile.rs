@@ -550,12 +550,17 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         "/openid/v1/jwks".into(),
         serde_json::from_str(jwks).unwrap(),
     );
-    let pod = |name: &str, ip: &str, phase: &str| json!({"metadata": {"name": name, "namespace": NS}, "status": {"phase": phase, "podIP": ip}});
+    let pod = |name: &str, ip: &str, phase: &str, ready: &str| {
+        json!({"metadata": {"name": name, "namespace": NS},
+        "status": {"phase": phase, "podIP": ip, "conditions": [{"type": "Ready", "status": ready}]}})
+    };
     fixture.objects.insert(
         "/api/v1/namespaces/team-a/pods".into(),
         json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
-            pod("git-a", "10.1.0.1", "Running"), pod("git-b", "10.1.0.2", "Running"),
-            pod("git-c", "10.1.0.3", "Pending")]}),
+            pod("git-a", "10.1.0.1", "Running", "True"), pod("git-b", "10.1.0.2", "Running", "True"),
+            pod("git-c", "10.1.0.3", "Pending", "False"),
+            // Running, its facade still probing the server: not asked.
+            pod("git-d", "10.1.0.4", "Running", "False")]}),
     );
     let tool = |state: &str, hash: &str| ObservedTool {
         name: "git_log".into(),
@@ -574,6 +579,7 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
     let report = |tools: Vec<ObservedTool>, server: Option<&ObservedServer>| FacadeReport {
         tools,
         server: server.cloned(),
+        policy: None,
     };
     // The first pod's probe has no answer yet; the second knows the server.
     fixture.facades.0.insert(
@@ -588,6 +594,10 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         "10.1.0.3:9090".into(),
         report(vec![tool("hidden", "sha256:x")], None),
     );
+    fixture
+        .facades
+        .0
+        .insert("10.1.0.4:9090".into(), report(vec![], Some(&identity)));
 
     let presented = fixture.facades.1.clone();
     let (_, calls, after) = fixture.reconcile().await;
@@ -610,7 +620,11 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
     let token = String::from_utf8(secret.data.unwrap()["token"].0.clone()).unwrap();
     assert_eq!(token.len(), 64, "32 random bytes, hex");
     let presented = presented.lock().unwrap().clone();
-    assert_eq!(presented, vec![token; 2], "the token, to each running pod");
+    assert_eq!(
+        presented,
+        vec![token; 2],
+        "the token, to each Ready pod (not the one still probing)"
+    );
     let cm = &after.objects["/api/v1/namespaces/team-a/configmaps/git-jwks"];
     let published: Value = serde_json::from_str(cm["data"]["jwks.json"].as_str().unwrap()).unwrap();
     assert_eq!(published, serde_json::from_str::<Value>(jwks).unwrap());

@@ -12,16 +12,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_warden_crds::FacadePolicy;
+use sha2::{Digest, Sha256};
 
 use crate::gates::policy::LivePolicy;
 use crate::session::context::Context;
 
 /// Read, parse and compile a policy file (every semantic check included).
 pub fn load(path: &Path) -> Result<Arc<LivePolicy>, String> {
-    let policy = FacadePolicy::from_file(path).map_err(|e| e.to_string())?;
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {origin}: {e}"))?;
+    let policy = FacadePolicy::from_yaml_str(&text, &origin).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
-    LivePolicy::new(policy, base)
-        .map_err(|errors| format!("invalid policy {}:\n{errors}", path.display()))
+    let mut live = LivePolicy::new(policy, base)
+        .map_err(|errors| format!("invalid policy {}:\n{errors}", path.display()))?;
+    if let Some(live) = Arc::get_mut(&mut live) {
+        live.source_digest = Some(format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(text.as_bytes()))
+        ));
+    }
+    Ok(live)
 }
 
 /// The bytes of the policy file and every file it references.

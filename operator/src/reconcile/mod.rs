@@ -112,6 +112,9 @@ pub const RESYNC: Duration = Duration::from_secs(600);
 /// How long a server with a missing Secret, or whose objects' names are
 /// taken by someone else's objects, waits (neither is watched).
 pub const SECRET_RECHECK: Duration = Duration::from_secs(60);
+/// How soon to look again while a facade has not loaded the policy in
+/// force (the kubelet refreshes a mounted ConfigMap within about a minute).
+pub const SETTLE_RECHECK: Duration = Duration::from_secs(10);
 
 /// Reconcile one MCPServer, recording metrics. Logs inside carry the
 /// server's namespace and name (the span's fields).
@@ -145,11 +148,14 @@ pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Acti
             ctx.failures.lock().expect("failures lock").remove(&key);
             Ok(match outcome {
                 Outcome::Waiting => Action::await_change(),
+                Outcome::Applied { settling: true, .. } => Action::requeue(SETTLE_RECHECK),
                 Outcome::Applied {
                     secrets_missing: true,
+                    ..
                 } => Action::requeue(SECRET_RECHECK),
                 Outcome::Applied {
                     secrets_missing: false,
+                    ..
                 } => Action::requeue(RESYNC),
             })
         }
@@ -158,7 +164,12 @@ pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Acti
 }
 
 enum Outcome {
-    Applied { secrets_missing: bool },
+    Applied {
+        secrets_missing: bool,
+        /// A facade still runs an older policy: look again soon, so
+        /// `status.tools` shows the policy in force.
+        settling: bool,
+    },
     Waiting,
 }
 
@@ -239,7 +250,20 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     // 6. observe what the facades report
     tracing::debug!(step = "observe", "reconcile step");
     let token = applied.admin_token.as_deref();
-    let tools = observe::observe_tools(&ctx.client, ctx.tools.as_ref(), server, token).await;
+    // The policy in force: the one just applied (a held change leaves the
+    // approved one in place, whose digest is not known here: no check).
+    let in_force = (!hold)
+        .then(|| policy_digest(&plan.objects.config_map))
+        .flatten();
+    let observed = observe::observe_tools(
+        &ctx.client,
+        ctx.tools.as_ref(),
+        server,
+        token,
+        in_force.as_deref(),
+    )
+    .await;
+    let tools = observed.report;
     // 7. status + Events
     tracing::debug!(step = "status", "reconcile step");
     let endpoint = names::endpoint(server, &ctx.config);
@@ -282,7 +306,19 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         secrets_missing: !resolved.missing_secrets.is_empty()
             || !applied.not_owned.is_empty()
             || resolved.references_content,
+        settling: observed.settling,
     })
+}
+
+/// `sha256:<hex>` of the policy file a ConfigMap holds, as the facade
+/// reports the file it runs.
+fn policy_digest(config_map: &k8s_openapi::api::core::v1::ConfigMap) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let text = config_map.data.as_ref()?.get(names::POLICY_KEY)?;
+    Some(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(text.as_bytes()))
+    ))
 }
 
 /// After a transient error: back off exponentially per object (5s … 5min).

@@ -2,7 +2,7 @@
 //! the cluster's service-account issuer keys.
 //!
 //! ```text
-//! pods (label mcpwarden.dev/server=<name>, Running, with an IP)
+//! pods (label mcpwarden.dev/server=<name>, Running and Ready, with an IP)
 //!   └─ ToolsSource::fetch("<podIP>:9090", token)  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
 //!                                                   (and the upstream's identity ─▶ status.server)
 //!      (`/tools` shows hidden tools: the facade wants the server's admin token)
@@ -43,6 +43,10 @@ pub struct FacadeReport {
     /// has an answer).
     #[serde(default)]
     pub server: Option<ObservedServer>,
+    /// `sha256:<hex>` of the policy file the facade runs (a facade too old
+    /// to say: `None`).
+    #[serde(default)]
+    pub policy: Option<String>,
 }
 
 /// Reads one facade's `/tools`.
@@ -129,48 +133,93 @@ pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
 
 /// The tools every running facade of `server` reports, and the upstream's
 /// identity (the first pod's, by address, that knows it); `None` when no
-/// pod answered, or there is no admin token to ask with (status keeps what
-/// it had).
+/// pod answered, there is no admin token to ask with, or a facade still runs
+/// another policy than `policy` (the `sha256:` of the policy file in force,
+/// when known): its tool states are the old policy's, and a mounted
+/// ConfigMap reaches each pod within the kubelet's sync period. Status then
+/// keeps what it had, and [`Observed::settling`] asks for another look soon.
 pub async fn observe_tools(
     client: &Client,
     source: &dyn ToolsSource,
     server: &mcp_warden_crds::MCPServer,
     token: Option<&str>,
-) -> Option<FacadeReport> {
-    let token = token?;
+    policy: Option<&str>,
+) -> Observed {
+    let Some(token) = token else {
+        return Observed::default();
+    };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &names::namespace(server));
     let selector = format!("{}={}", names::SERVER_LABEL, names::object_name(server));
     let list = match pods.list(&ListParams::default().labels(&selector)).await {
         Ok(list) => list,
         Err(e) => {
             warn!(error = %e, "cannot list the facade pods");
-            return None;
+            return Observed::default();
         }
+    };
+    // Ready pods only: a facade still probing its server may report the
+    // server's identity before its tool list is read.
+    let ready = |s: &&k8s_openapi::api::core::v1::PodStatus| {
+        s.conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
     };
     let mut addrs: Vec<String> = list
         .items
         .iter()
         .filter_map(|p| p.status.as_ref())
         .filter(|s| s.phase.as_deref() == Some("Running"))
+        .filter(ready)
         .filter_map(|s| s.pod_ip.clone())
         .map(|ip| format!("{ip}:{ADMIN_PORT}"))
         .collect();
     addrs.sort();
-    let mut answers = Vec::new();
-    let mut server = None;
+    let mut reports = Vec::new();
     for addr in &addrs {
         match source.fetch(addr, token).await {
-            Ok(report) => {
-                server = server.or(report.server);
-                answers.push(report.tools);
-            }
+            Ok(report) => reports.push(report),
             Err(e) => debug!(%addr, error = %e, "no /tools from this facade"),
         }
     }
-    (!answers.is_empty()).then(|| FacadeReport {
-        tools: merge(answers),
-        server,
-    })
+    combine(reports, policy)
+}
+
+/// What the facades report, together.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// The merged report; `None`: keep what status has.
+    pub report: Option<FacadeReport>,
+    /// A facade still runs another policy than the one in force.
+    pub settling: bool,
+}
+
+/// Merge the facades' reports (see [`observe_tools`]).
+pub fn combine(reports: Vec<FacadeReport>, policy: Option<&str>) -> Observed {
+    let stale = |r: &FacadeReport| matches!((policy, r.policy.as_deref()), (Some(want), Some(got)) if want != got);
+    if reports.iter().any(stale) {
+        debug!("a facade has not loaded the policy in force yet");
+        return Observed {
+            report: None,
+            settling: true,
+        };
+    }
+    let mut server = None;
+    let mut answers = Vec::new();
+    let mut running = None;
+    for report in reports {
+        server = server.or(report.server);
+        running = running.or(report.policy);
+        answers.push(report.tools);
+    }
+    Observed {
+        report: (!answers.is_empty()).then(|| FacadeReport {
+            tools: merge(answers),
+            server,
+            policy: running,
+        }),
+        settling: false,
+    }
 }
 
 /// The issuer and its JWKS, as read from the API server.
@@ -362,5 +411,48 @@ mod tests {
             (merged[1].state.as_str(), merged[1].hash.as_deref()),
             ("quarantined", Some("h2"))
         );
+    }
+
+    #[test]
+    fn a_facade_on_an_older_policy_keeps_status_and_asks_for_another_look() {
+        let report = |state: &str, policy: Option<&str>| FacadeReport {
+            tools: vec![tool("read_text_file", state, "h1")],
+            server: None,
+            policy: policy.map(str::to_string),
+        };
+        // One pod has reloaded the tightened policy, the other not yet.
+        let mixed = combine(
+            vec![
+                report("hidden", Some("sha256:new")),
+                report("exposed", Some("sha256:old")),
+            ],
+            Some("sha256:new"),
+        );
+        assert_eq!(
+            mixed,
+            Observed {
+                report: None,
+                settling: true
+            }
+        );
+        // Every pod runs the policy in force: merged, settled.
+        let settled = combine(
+            vec![
+                report("hidden", Some("sha256:new")),
+                report("hidden", Some("sha256:new")),
+            ],
+            Some("sha256:new"),
+        );
+        assert!(!settled.settling);
+        assert_eq!(settled.report.unwrap().tools[0].state, "hidden");
+        // Nothing to compare with (a held change; a facade that does not say): merged.
+        for (reported, in_force) in [(Some("sha256:old"), None), (None, Some("sha256:new"))] {
+            let observed = combine(vec![report("exposed", reported)], in_force);
+            assert!(
+                !observed.settling && observed.report.is_some(),
+                "{reported:?} {in_force:?}"
+            );
+        }
+        assert_eq!(combine(vec![], Some("sha256:new")), Observed::default());
     }
 }

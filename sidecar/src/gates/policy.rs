@@ -20,6 +20,10 @@ pub struct LivePolicy {
     /// Files the policy reads besides itself (JWKS, token lists), watched
     /// for changes like the policy file.
     pub referenced: Vec<PathBuf>,
+    /// `sha256:<hex>` of the policy file's bytes, when it came from a file:
+    /// `/tools` reports it, so the operator knows which policy a facade
+    /// runs (a mounted ConfigMap reaches each pod in its own time).
+    pub source_digest: Option<String>,
 }
 
 impl LivePolicy {
@@ -77,6 +81,7 @@ impl LivePolicy {
             auth,
             upstream_credentials,
             referenced,
+            source_digest: None,
         }))
     }
 }

@@ -182,7 +182,7 @@ impl Registry {
                 })
             })
             .collect();
-        json!({ "tools": tools })
+        json!({ "tools": tools, "policy": policy.source_digest })
     }
 }
 
