@@ -29,7 +29,7 @@ Real and stand-in (docs/operating.md, tests/README.md say the same):
   tests/setup.sh downloaded (tests/pods/pods.requirements) as a find-links
   directory a system /etc/uv/uv.toml names, so `uvx pkg==version` installs
   offline;
-- mcp/time:<pin>, mcp/fetch:<pin>: stand-ins. Debian bookworm with
+- mcp/time:latest, mcp/fetch:latest: stand-ins. Debian bookworm with
   /app/.venv holding PyPI mcp-server-time / mcp-server-fetch at the versions
   tests/pods/pods.requirements pins (the wheels above), the console script on
   PATH, as the images have it.
@@ -77,13 +77,13 @@ def pinned(requirement: str) -> str:
     raise SystemExit(f"build-node-images: {requirement} is not pinned in tests/pods/pods.requirements")
 
 
-# The tags the node tests apply the examples' untagged images at (an untagged
-# image is :latest, which the kubelet pulls Always, and this node cannot pull).
+# The examples name these untagged (`:latest`) with `imagePullPolicy: IfNotPresent`,
+# so the kubelet takes the loaded stand-in instead of pulling.
 PYTHON_APPS = {"mcp/time": "mcp-server-time", "mcp/fetch": "mcp-server-fetch"}
 
 
 def python_app_ref(image: str) -> str:
-    return f"{image}:{pinned(PYTHON_APPS[image])}"
+    return f"{image}:latest"
 
 
 def file_digest(h, path: Path, name: bool = True) -> None:

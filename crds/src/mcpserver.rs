@@ -43,6 +43,13 @@ pub struct MCPServerSpec {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 512))]
     pub image: String,
+    /// When the kubelet pulls `image`: `Always`, `IfNotPresent` or `Never`.
+    /// Unset, Kubernetes' own rule, written out on the container by the
+    /// operator: `Always` for an untagged or `:latest` image, else
+    /// `IfNotPresent`. Part of what an approval binds (a pull can change
+    /// what runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<ImagePullPolicy>,
     /// A server that runs elsewhere, reached over HTTPS: the pod holds the
     /// facade alone, and egress to the remote host is a capability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -325,6 +332,44 @@ fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// When the kubelet pulls an image (the container field of the same name).
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImagePullPolicy {
+    /// On every container start.
+    Always,
+    /// Only when the node does not have the image.
+    IfNotPresent,
+    /// Never: the image must be on the node.
+    Never,
+}
+
+impl ImagePullPolicy {
+    /// The policy for `image`: `explicit`, else Kubernetes' default for it
+    /// (`Always` for an untagged or `:latest` image without a digest).
+    pub fn for_image(image: &str, explicit: Option<ImagePullPolicy>) -> ImagePullPolicy {
+        if let Some(p) = explicit {
+            return p;
+        }
+        if image.contains('@') {
+            return ImagePullPolicy::IfNotPresent;
+        }
+        let last = image.rsplit('/').next().unwrap_or(image);
+        match last.split_once(':') {
+            Some((_, "latest")) | None => ImagePullPolicy::Always,
+            Some(_) => ImagePullPolicy::IfNotPresent,
+        }
+    }
+
+    /// The container field's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImagePullPolicy::Always => "Always",
+            ImagePullPolicy::IfNotPresent => "IfNotPresent",
+            ImagePullPolicy::Never => "Never",
+        }
+    }
+}
+
 /// How the facade reaches the server.
 #[derive(
     schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default,
@@ -576,6 +621,22 @@ fn default_workspace_size() -> k8s_openapi::apimachinery::pkg::api::resource::Qu
 mod tests {
     use super::*;
     use kube::CustomResourceExt;
+
+    #[test]
+    fn pull_policy_is_kubernetes_rule_unless_set() {
+        use ImagePullPolicy::*;
+        for (image, want) in [
+            ("mcp/time", Always),
+            ("mcp/time:latest", Always),
+            ("registry:5000/team/srv", Always),
+            ("registry:5000/team/srv:1.2", IfNotPresent),
+            ("node:22-slim", IfNotPresent),
+            ("ghcr.io/acme/srv@sha256:0123", IfNotPresent),
+        ] {
+            assert_eq!(ImagePullPolicy::for_image(image, None), want, "{image}");
+        }
+        assert_eq!(ImagePullPolicy::for_image("mcp/time", Some(Never)), Never);
+    }
 
     #[test]
     fn crd_names_and_subresources() {

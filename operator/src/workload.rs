@@ -63,7 +63,15 @@ pub fn parts(
     let mut put = |name: &str, value: Value| {
         parts.insert(name.to_string(), hash_value(&value));
     };
-    put("image", to_value(&spec.image));
+    // The pull policy only where set, so the digests of servers that never
+    // set it stay what they were approved as.
+    match spec.image_pull_policy {
+        None => put("image", to_value(&spec.image)),
+        Some(p) => put(
+            "image",
+            serde_json::json!({"image": spec.image, "pullPolicy": p.as_str()}),
+        ),
+    }
     put("command", to_value(&spec.command));
     put("args", to_value(&spec.args));
     put("env", to_value(&spec.env));
@@ -200,6 +208,7 @@ mod tests {
             ("{image: 'node:22', command: [npx, srv], env: [{name: NODE_OPTIONS, value: '--require /x'}], toolProfileRef: {name: p}, secretEnv: [{name: TOKEN, secretName: s, key: k}]}", "env"),
             ("{image: 'node:22', command: [npx, srv], workspace: {emptyDir: {}}, toolProfileRef: {name: p}, secretEnv: [{name: TOKEN, secretName: s, key: k}]}", "workspace"),
             ("{image: 'node:22', command: [npx, srv], podTemplate: {spec: {nodeSelector: {a: b}}}, toolProfileRef: {name: p}, secretEnv: [{name: TOKEN, secretName: s, key: k}]}", "podTemplate"),
+            ("{image: 'node:22', imagePullPolicy: Never, command: [npx, srv], toolProfileRef: {name: p}, secretEnv: [{name: TOKEN, secretName: s, key: k}]}", "image"),
         ] {
             assert_eq!(changed(&base, &of(spec, &none)), [part], "{spec}");
         }
@@ -208,6 +217,8 @@ mod tests {
         assert_eq!(changed(&base, &of(BASE, &edited)), ["secretEnv"]);
         // the reference held steady and the profile ref renamed: not a part
         assert!(changed(&base, &of(BASE, &none)).is_empty());
+        // A server that never set a pull policy keeps the image part it was approved with.
+        assert_eq!(base["image"], hash_value(&to_value(&"node:22")));
     }
 
     #[test]

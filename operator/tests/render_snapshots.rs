@@ -123,9 +123,9 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     // The same file with that digest approved renders the egress rule.
     let source = std::fs::read_to_string(root().join("examples/with-egress.yaml")).unwrap();
     let approved = source.replacen(
-        "  name: fetch\n  namespace: team-a\nspec:\n  image",
+        "kind: MCPServer\nmetadata:\n  name: fetch\n  namespace: team-a\n",
         &format!(
-            "  name: fetch\n  namespace: team-a\n  annotations: {{mcpwarden.dev/approve: \"{digest}\"}}\nspec:\n  image"
+            "kind: MCPServer\nmetadata:\n  name: fetch\n  namespace: team-a\n  annotations: {{mcpwarden.dev/approve: \"{digest}\"}}\n"
         ),
         1,
     );

@@ -57,7 +57,7 @@ use k8s_openapi::{
         util::intstr::IntOrString,
     },
 };
-use mcp_warden_crds::mcpserver::Transport;
+use mcp_warden_crds::mcpserver::{ImagePullPolicy, Transport};
 use mcp_warden_crds::remote::{address_block, host_port};
 
 use super::{facade_auth, pod_template, BuildInput};
@@ -213,11 +213,19 @@ fn pre_stop_sleep(seconds: i64) -> Lifecycle {
     }
 }
 
+/// The facade image's pull policy, written out (Kubernetes' rule for its tag).
+fn sidecar_pull_policy(input: BuildInput<'_>) -> String {
+    ImagePullPolicy::for_image(&input.config.sidecar_image, None)
+        .as_str()
+        .into()
+}
+
 /// Copies the static bridge binary out of the sidecar image (stdio only).
 fn install_bridge_container(input: BuildInput<'_>) -> Container {
     Container {
         name: "install-bridge".into(),
         image: Some(input.config.sidecar_image.clone()),
+        image_pull_policy: Some(sidecar_pull_policy(input)),
         command: Some(vec![
             SIDECAR_BIN.into(),
             "install-bridge".into(),
@@ -305,6 +313,11 @@ fn server_container(input: BuildInput<'_>) -> Container {
     Container {
         name: "server".into(),
         image: Some(spec.image.clone()),
+        image_pull_policy: Some(
+            ImagePullPolicy::for_image(&spec.image, spec.image_pull_policy)
+                .as_str()
+                .into(),
+        ),
         command,
         args,
         env: (!env.is_empty()).then_some(env),
@@ -459,6 +472,7 @@ fn facade_container(input: BuildInput<'_>) -> Container {
     Container {
         name: "facade".into(),
         image: Some(input.config.sidecar_image.clone()),
+        image_pull_policy: Some(sidecar_pull_policy(input)),
         args: Some(args),
         env: Some(env),
         ports: Some(vec![port("http", FACADE_PORT), port("admin", ADMIN_PORT)]),

@@ -319,8 +319,11 @@ pub fn with_server_defaults(mut obj: Value) -> Value {
         Some("Deployment") => {
             obj["spec"]["progressDeadlineSeconds"] = json!(600);
             obj["spec"]["template"]["spec"]["dnsPolicy"] = json!("ClusterFirst");
-            obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
-                json!("IfNotPresent");
+            // Only where the object has none: the API server defaults, never overrides.
+            if obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"].is_null() {
+                obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+                    json!("IfNotPresent");
+            }
             obj["status"] = json!({"availableReplicas": 1, "replicas": 1});
         }
         Some("NetworkPolicy") if obj["spec"]["egress"] == json!([]) => {
