@@ -135,6 +135,18 @@ def big_requests(url: str, secs: float) -> dict:
     return {"requests": n, "request_bytes": len(body), "answers": answers}
 
 
+def over_cap_status(url: str) -> int:
+    """The HTTP status of a batch one element over the cap: a refusal (400)
+    shows the measured batch is the largest the facade accepts."""
+    c = Client(url)
+    try:
+        calls = [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                  "params": {"name": "echo", "arguments": {"message": MESSAGE}}} for i in range(BATCH + 1)]
+        return c.post(json.dumps(calls))[0]
+    finally:
+        c.close()
+
+
 def run(b) -> dict:
     a = b.a
     log(f"== amplification: facade RSS under {BATCH}-call batches and 5 MB requests; batch vs single calls")
@@ -143,11 +155,14 @@ def run(b) -> dict:
     wait_port(port, up)
     upstream = f"http://127.0.0.1:{port}/mcp"
     batch_args = ["--version", PROTOCOL, "--batch", str(BATCH)]
-    res: dict = {"upstream": "mcp-bench-echo (HTTP)", "protocol": PROTOCOL, "batch": BATCH,
+    # The cap stated, not assumed, where the binary knows the flag: the
+    # largest batch measured is then the largest the facade accepts.
+    cap = ["--max-batch-size", str(BATCH)] if "--max-batch-size" in b.sidecar_help() else []
+    res: dict = {"upstream": "mcp-bench-echo (HTTP)", "protocol": PROTOCOL, "batch": BATCH, "facade_args": cap,
                  "big_request_bytes": BIG_BYTES, "load_secs": a.amplification_secs}
     try:
         for phase in ("batch", "big"):
-            p, url, _ = b.facade(f"amp-{phase}", upstream_url=upstream)
+            p, url, _ = b.facade(f"amp-{phase}", upstream_url=upstream, extra=cap)
             time.sleep(0.5)
             idle = rss_mib(p.pid)
             with RssSampler(p.pid) as s:
@@ -168,6 +183,7 @@ def run(b) -> dict:
             log(f"   {phase}: idle {fmt(idle, 1)} MiB, peak {fmt(rec['peak_rss_mib'], 1)} MiB "
                 f"(+{fmt(rec['growth_mib'], 1)}), after {fmt(rec['after_rss_mib'], 1)} MiB; {load}")
             if phase == "batch":
+                res["over_cap_batch_http_status"] = over_cap_status(url)
                 res["batch_vs_single"] = batch_vs_single(b, Target("facade-allow", "facade", "http", url, p.pid),
                                                          batch_args)
             p.stop()
@@ -250,6 +266,8 @@ def print_tables(res: dict) -> None:
         rows.append((what, fmt(r.get("idle_rss_mib"), 1), fmt(r.get("peak_rss_mib"), 1), fmt(r.get("growth_mib"), 1),
                      fmt(r.get("after_rss_mib"), 1), fmt(r.get("vmhwm_mib"), 1), answers))
     table(rows)
+    print(f"(a batch of {amp['batch'] + 1} got HTTP {amp.get('over_cap_batch_http_status')}: "
+          f"{amp['batch']} is the largest the facade accepts when that is 400)")
     bs = amp.get("batch_vs_single", {})
     if "tput_ratio" in bs:
         print(f"\n### a batch of {amp['batch']} vs single calls (one session, c=1, per element; ratio = median "
