@@ -117,7 +117,8 @@ class Bench:
                        "warmup_s": args.warmup, "message": MESSAGE,
                        "sessions": f"min(c, 16) for echo, min(c, {args.everything_sessions}) for everything",
                        "everything_rounds": args.everything_rounds,
-                       "everything_duration_s": args.everything_duration},
+                       "everything_duration_s": args.everything_duration,
+                       "amplification_secs": args.amplification_secs, "before_sidecar": args.before_sidecar},
             "goals": GOALS,
             "runs": {},
         }
