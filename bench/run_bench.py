@@ -31,7 +31,11 @@ measured in R interleaved rounds (default 5) and the median of the rounds is
 reported. Also: the facade's RSS idle and with 1,000 idle sessions (HTTP upstream),
 OpenTelemetry tracing off vs on (100 % and 1 % sampling, exporting OTLP/HTTP to a
 stand-in collector; "off" twice, the two runs' spread being the noise floor),
-the criterion micro-benchmarks of the policy crate, and the operator scale test.
+bounded amplification (the facade's RSS under maximal batches and 5 MB requests,
+a batch vs single calls: amplification.py), a before/after comparison with an
+older facade build (--before-sidecar: before_after.py), the criterion
+micro-benchmarks of the policy crate, and the operator scale test. `--only`
+picks sections. Helpers shared with the section modules are in common.py.
 
 Results: a table on stdout, bench/results/bench-<time>.json (+ latest.json) and
 bench/results/bench-<time>.svg/.png (when matplotlib is installed).
@@ -44,23 +48,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import shlex
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import amplification
+import before_after
+from common import (MESSAGE, MIB, TOKEN, OtlpSink, Proc, Target, aggregate, allow_all_policy, children_of, fmt,
+                    free_port, human_ns, log, metric_sum, paired_vs, proc_status_kib, realistic_policy, wait_http_ok,
+                    wait_port)
+from report import add_ratios, goals, https_vs_http, plot, print_tables
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -69,10 +72,6 @@ EVERYTHING_JS = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "
 SUPERGATEWAY_JS = NODE_MODULES / "supergateway" / "dist" / "index.js"
 
 CONCURRENCY = (1, 16, 128)
-MESSAGE = "The quick brown fox jumps over the lazy dog; 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ."
-TOKEN = "bench-token-0123456789abcdef0123456789abcdef"
-MIB = 1024.0
-
 GOALS = {
     "allow_added_p50_us": 60.0,
     "allow_added_p99_us": 200.0,
@@ -80,217 +79,15 @@ GOALS = {
     "policy_added_p50_us": 40.0,
     "idle_rss_mib": 20.0,
     "sessions_1000_rss_mib": 64.0,
+    **amplification.GOALS,
+    **before_after.GOALS,
 }
-
-
-def log(*a) -> None:
-    print("[bench]", *a, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------
-# Processes (the same pattern as tests/conftest.py, stdlib only: the bench venv
-# holds mcp-proxy's own `mcp` 1.x, not the tests' packages)
-# ---------------------------------------------------------------------------
-class Proc:
-    def __init__(self, name: str, cmd: list[str], env: dict | None = None, cwd: Path | None = None):
-        self.name = name
-        self.cmd = [str(c) for c in cmd]
-        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"bench-{name}-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.cmd, env={**os.environ, **(env or {})}, cwd=cwd or ROOT,
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def tail(self, n: int = 3000) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text(errors="replace")[-n:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(5)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
-        self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: Proc, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise RuntimeError(f"{proc.name} exited ({proc.proc.returncode}):\n{proc.tail()}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{proc.name}: nothing on 127.0.0.1:{port} after {timeout}s\n{proc.tail()}")
-
-
-def wait_http_ok(url: str, proc: Proc, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise RuntimeError(f"{proc.name} exited ({proc.proc.returncode}):\n{proc.tail()}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        time.sleep(0.1)
-    raise RuntimeError(f"{proc.name}: {url} not ready after {timeout}s\n{proc.tail()}")
-
-
-def metric_sum(admin_url: str, name: str) -> float | None:
-    """Sum of the samples of one Prometheus metric on the facade's admin port."""
-    with contextlib.suppress(OSError, ValueError):
-        with urllib.request.urlopen(f"{admin_url}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(name) and (line[len(name)] in " {"))
-    return None
-
-
-def proc_status_kib(pid: int, key: str) -> int | None:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key):
-                return int(line.split()[1])
-    return None
-
-
-def children_of(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = (d / "stat").read_text()
-                if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
-                    out.append(int(d.name))
-    return out
+SECTIONS = ("echo", "everything", "tracing", "idle", "amplification", "before-after", "criterion", "operator")
 
 
 # ---------------------------------------------------------------------------
 # Targets
 # ---------------------------------------------------------------------------
-@dataclass
-class Target:
-    name: str
-    kind: str               # direct | facade | peer
-    transport: str          # upstream transport: http | stdio
-    url: str
-    watch_pid: int          # the proxy's (or, for direct, the server's) pid
-    headers: list[str] = field(default_factory=list)
-    note: str = ""
-    policy: bool = False
-    modern: bool = False    # the load speaks 2026-07-28 (no sessions)
-
-
-def realistic_policy(path: Path, audit_tool: str = "echo") -> None:
-    """defaultAction deny; the one tool allowed for role `user`, with an argument
-    rule; a static token; redaction (default on); output cap; budgets set high
-    so they are evaluated but never trip during a benchmark."""
-    sha = hashlib.sha256(TOKEN.encode()).hexdigest()
-    path.write_text(f"""\
-apiVersion: mcpwarden.dev/v1alpha1
-kind: FacadePolicy
-defaultAction: deny
-auth:
-  staticTokens:
-    tokens:
-      - {{sha256: "{sha}", subject: bench, groups: [agents]}}
-roles:
-  - {{role: user, groups: [agents]}}
-tools:
-  - name: {audit_tool}
-    requiredRole: user
-    arguments:
-      - name: message
-        kind: string
-        allow: ['^[ -~]{{0,4096}}$']
-        deny: ['(?i)drop\\s+table', '(?i)rm\\s+-rf']
-        otherwise: deny
-    limits: {{maxOutputBytes: 65536, callTimeoutSeconds: 30}}
-limits:
-  maxArgBytes: 65536
-  maxCallsPerSession: 100000000
-  callsPerMinute: 1000000000
-  maxConcurrentCalls: 1024
-  maxConcurrentCallsTotal: 8192
-redaction: {{enabled: true}}
-""")
-
-
-def allow_all_policy(path: Path) -> None:
-    """`FacadePolicy::allow_all()` (what the facade runs without --policy) with
-    the budgets lifted: its defaults (600 calls/min and 1,000 calls per session)
-    would refuse a benchmark's calls within a second."""
-    path.write_text("""\
-apiVersion: mcpwarden.dev/v1alpha1
-kind: FacadePolicy
-defaultAction: allow
-cleanSchemas: false
-quarantineOnDrift: false
-poisoningScan: warn
-riskCeiling: critical
-auth: {anonymous: {role: admin}}
-sandbox: {writeAllowed: true}
-limits: {maxCallsPerSession: 100000000, callsPerMinute: 1000000000, maxConcurrentCalls: 1024, maxConcurrentCallsTotal: 8192}
-""")
-
-
-class OtlpSink:
-    """A stand-in OTLP/HTTP collector on loopback: answers every export with an
-    empty ExportTraceServiceResponse (200) and counts requests and bytes. It
-    does not decode: what is measured is the facade's cost, not a collector's."""
-
-    def __init__(self):
-        sink = self
-        self.requests = 0
-        self.bytes = 0
-        self.lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                n = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(n)
-                with sink.lock:
-                    sink.requests += 1
-                    sink.bytes += n
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class Upstream:
     """How to run one upstream server over stdio and over Streamable HTTP."""
 
@@ -320,7 +117,8 @@ class Bench:
                        "warmup_s": args.warmup, "message": MESSAGE,
                        "sessions": f"min(c, 16) for echo, min(c, {args.everything_sessions}) for everything",
                        "everything_rounds": args.everything_rounds,
-                       "everything_duration_s": args.everything_duration},
+                       "everything_duration_s": args.everything_duration,
+                       "amplification_secs": args.amplification_secs, "before_sidecar": args.before_sidecar},
             "goals": GOALS,
             "runs": {},
         }
@@ -363,11 +161,14 @@ class Bench:
                 return None
         return d / "ca.pem", d / "cert.pem", d / "key.pem"
 
-    def sidecar_help(self) -> str:
-        if not hasattr(self, "_help"):
-            self._help = subprocess.run([self.a.sidecar, "run", "--help"], capture_output=True,
-                                        text=True).stdout
-        return self._help
+    def sidecar_help(self, binary: str | None = None) -> str:
+        """`run --help` of a facade binary: which flags it knows (an older
+        build, run for a before/after comparison, lacks the newer ones)."""
+        binary = binary or self.a.sidecar
+        helps = self.__dict__.setdefault("_help", {})
+        if binary not in helps:
+            helps[binary] = subprocess.run([binary, "run", "--help"], capture_output=True, text=True).stdout
+        return helps[binary]
 
     def facade(self, name: str, upstream: list[str] | None = None, upstream_url: str | None = None,
                policy: bool = False, extra: list[str] = (), env: dict | None = None,
@@ -378,7 +179,7 @@ class Bench:
         # The load generator is one anonymous caller with many sessions; the
         # per-caller share is not what is measured. (Older binaries, run for a
         # before/after comparison, have no such flag.)
-        if "--max-sessions-per-identity" in self.sidecar_help():
+        if "--max-sessions-per-identity" in self.sidecar_help(binary):
             cmd += ["--max-sessions-per-identity", "100000"]
         pfile = self.tmp / f"policy-{name}.yaml"
         if policy:
@@ -460,10 +261,11 @@ class Bench:
 
     # -- load -----------------------------------------------------------------
     def load(self, t: Target, c: int, duration: float, warmup: float, requests: int,
-             tool: str = "echo", expect: str | None = None, sessions: int | None = None) -> dict:
+             tool: str = "echo", expect: str | None = None, sessions: int | None = None,
+             extra: list[str] = ()) -> dict:
         cmd = [self.a.load, "run", "--url", t.url, "-c", str(c), "-n", str(requests), "-d", str(duration),
                "--warmup", str(warmup), "--tool", tool, "--arguments", json.dumps({"message": MESSAGE}),
-               "--watch", f"proxy={t.watch_pid}"]
+               "--watch", f"proxy={t.watch_pid}", *extra]
         if sessions:
             cmd += ["--sessions", str(sessions)]
         if t.modern:
@@ -688,314 +490,6 @@ def machine_info() -> dict:
     return info
 
 
-def aggregate(runs: list[dict]) -> dict:
-    good = [r for r in runs if "failed" not in r]
-    if not good:
-        return {"failed": runs[0].get("failed") if runs else "no runs"}
-    med = lambda xs: statistics.median(xs)  # noqa: E731
-    calls = sum(r["ok"] + r["errors"] for r in good)
-    return {
-        "rounds": len(good),
-        "p50_us": med([r["latency_us"]["p50"] for r in good]),
-        "p90_us": med([r["latency_us"]["p90"] for r in good]),
-        "p99_us": med([r["latency_us"]["p99"] for r in good]),
-        "mean_us": med([r["latency_us"]["mean"] for r in good]),
-        "rps": med([r["throughput_rps"] for r in good]),
-        "ok": sum(r["ok"] for r in good),
-        "errors": sum(r["errors"] for r in good),
-        "error_samples": sorted({e for r in good for e in r["error_samples"]})[:3],
-        "cpu_us_per_call": sum(r["cpu_us_per_call"] * (r["ok"] + r["errors"]) for r in good) / max(calls, 1),
-        "cpu_tree_us_per_call": sum(r["cpu_tree_us_per_call"] * (r["ok"] + r["errors"]) for r in good)
-        / max(calls, 1),
-        "peak_rss_mib": max(r["vmhwm_mib"] for r in good),
-        "client_cpu_us_per_call": sum((r["client_cpu_us_per_call"] or 0) * (r["ok"] + r["errors"]) for r in good)
-        / max(calls, 1),
-        "sessions": good[0]["sessions"],
-        "per_round": [{k: r[k] for k in ("ok", "errors", "throughput_rps", "latency_us")} for r in good],
-    }
-
-
-# ---------------------------------------------------------------------------
-# Report
-# ---------------------------------------------------------------------------
-def fmt(v, nd: int = 0) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "-"
-    return f"{v:,.{nd}f}"
-
-
-def human_ns(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.2f} µs"
-    return f"{ns:.0f} ns"
-
-
-def paired_vs(runs: list[dict], base: list[dict]) -> dict:
-    """Against `base`, round by round (the rounds interleave the variants in
-    time, so each pair saw the same machine load): the median difference."""
-    pairs = [(a, b) for a, b in zip(runs, base) if "failed" not in a and "failed" not in b]
-    if not pairs:
-        return {}
-    med = statistics.median
-    return {
-        "added_p50_us": med(a["latency_us"]["p50"] - b["latency_us"]["p50"] for a, b in pairs),
-        "added_p99_us": med(a["latency_us"]["p99"] - b["latency_us"]["p99"] for a, b in pairs),
-        "rps_ratio": med(a["throughput_rps"] / b["throughput_rps"] for a, b in pairs if b["throughput_rps"]),
-        "added_cpu_us_per_call": med(a["cpu_us_per_call"] - b["cpu_us_per_call"] for a, b in pairs),
-        "rounds": len(pairs),
-    }
-
-
-def add_ratios(up_res: dict) -> None:
-    """Per level: each target against `direct` (a) and the best peer."""
-    for c, level in up_res["levels"].items():
-        d = level.get("direct", {})
-        peers = {n: v for n, v in level.items() if up_res["targets"][n]["kind"] == "peer" and "p50_us" in v}
-        best = {}
-        if peers:
-            best = {"p50_us": min(v["p50_us"] for v in peers.values()),
-                    "p99_us": min(v["p99_us"] for v in peers.values()),
-                    "rps": max(v["rps"] for v in peers.values())}
-        for name, v in level.items():
-            if "p50_us" not in v:
-                continue
-            if "p50_us" in d:
-                pairs = list(zip(v["per_round"], d["per_round"]))  # rounds interleave targets in time
-                v["vs_direct"] = {
-                    "added_p50_us_paired": statistics.median(a["latency_us"]["p50"] - b["latency_us"]["p50"]
-                                                             for a, b in pairs),
-                    "added_p99_us_paired": statistics.median(a["latency_us"]["p99"] - b["latency_us"]["p99"]
-                                                             for a, b in pairs),
-                    "added_p50_us": v["p50_us"] - d["p50_us"], "added_p99_us": v["p99_us"] - d["p99_us"],
-                                  "p50_ratio": v["p50_us"] / d["p50_us"], "p99_ratio": v["p99_us"] / d["p99_us"],
-                                  "rps_ratio": v["rps"] / d["rps"]}
-            if best:
-                v["vs_best_peer"] = {"p50_ratio": v["p50_us"] / best["p50_us"],
-                                     "p99_ratio": v["p99_us"] / best["p99_us"], "rps_ratio": v["rps"] / best["rps"]}
-
-
-def https_vs_http(up_res: dict) -> dict:
-    """Per level: facade-https against facade-allow (the same facade and
-    server, TLS or not), paired by round like the other comparisons."""
-    out = {}
-    for c, level in up_res.get("levels", {}).items():
-        s, p = level.get("facade-https", {}), level.get("facade-allow", {})
-        if "p50_us" not in s or "p50_us" not in p:
-            continue
-        pairs = list(zip(s["per_round"], p["per_round"]))
-        out[c] = {
-            "http_p50_us": p["p50_us"], "https_p50_us": s["p50_us"],
-            "http_p99_us": p["p99_us"], "https_p99_us": s["p99_us"],
-            "http_rps": p["rps"], "https_rps": s["rps"],
-            "added_p50_us_paired": statistics.median(a["latency_us"]["p50"] - b["latency_us"]["p50"]
-                                                     for a, b in pairs),
-            "added_p99_us_paired": statistics.median(a["latency_us"]["p99"] - b["latency_us"]["p99"]
-                                                     for a, b in pairs),
-            "rps_ratio": s["rps"] / p["rps"],
-            "cpu_us_per_call": {"http": p["cpu_us_per_call"], "https": s["cpu_us_per_call"]},
-        }
-    return out
-
-
-def goals(res: dict) -> list[dict]:
-    out = []
-
-    def g(name, value, limit, ok, detail=""):
-        out.append({"goal": name, "value": value, "limit": limit, "met": bool(ok), "detail": detail})
-
-    echo = res["runs"].get("echo", {}).get("levels", {})
-    try:
-        a1 = echo["1"]["facade-allow"]["vs_direct"]
-        paired = "median over rounds of (facade - direct) in the same round"
-        g("HTTP allow-all adds <= 60 us median (c=1, fast upstream)", round(a1["added_p50_us_paired"], 1), 60,
-          a1["added_p50_us_paired"] <= 60, f"{paired}; direct p50 {fmt(echo['1']['direct']['p50_us'])} µs")
-        g("HTTP allow-all adds <= 200 us p99 (c=1, fast upstream)", round(a1["added_p99_us_paired"], 1), 200,
-          a1["added_p99_us_paired"] <= 200, f"{paired}; direct p99 {fmt(echo['1']['direct']['p99_us'])} µs")
-        a16 = echo["16"]["facade-allow"]["vs_direct"]
-        d16, f16 = echo["16"]["direct"], echo["16"]["facade-allow"]
-        g("HTTP allow-all keeps >= 80% of direct throughput (c=16)", round(a16["rps_ratio"], 3), 0.8,
-          a16["rps_ratio"] >= 0.8,
-          f"CPU per call on {os.cpu_count()} shared cores: load generator {fmt(d16.get('client_cpu_us_per_call'))} µs, "
-          f"upstream {fmt(d16['cpu_us_per_call'])} µs (direct run); the facade adds {fmt(f16['cpu_us_per_call'])} µs")
-        extra = statistics.median(a["latency_us"]["p50"] - b["latency_us"]["p50"] for a, b in
-                                  zip(echo["1"]["facade-policy"]["per_round"], echo["1"]["facade-allow"]["per_round"]))
-        g("full policy adds <= 40 us more median (c=1, fast upstream)", round(extra, 1), 40, extra <= 40,
-          "median over rounds of (policy - allow-all) in the same round")
-    except KeyError as e:
-        g("HTTP goals", None, None, False, f"missing measurement {e}")
-    for up, ur in res["runs"].items():
-        for c, level in ur.get("levels", {}).items():
-            f = level.get("facade-stdio", {})
-            peers = {n: v for n, v in level.items() if ur["targets"][n]["kind"] == "peer"}
-            if "p50_us" not in f or not peers:
-                g(f"stdio: facade beats every peer ({up}, c={c})", None, None, False, "missing measurement")
-                continue
-            lost = [f"{n}:{m}" for n, v in peers.items() if "p50_us" in v
-                    for m, better in (("p50", f["p50_us"] < v["p50_us"]), ("p99", f["p99_us"] < v["p99_us"]),
-                                      ("rps", f["rps"] > v["rps"])) if not better]
-            g(f"stdio: facade beats every peer on p50, p99, throughput ({up}, c={c})",
-              {n: {"p50": round(v.get("p50_us", 0)), "p99": round(v.get("p99_us", 0)), "rps": round(v.get("rps", 0))}
-               for n, v in {"facade": f, **peers}.items()}, None, not lost, ", ".join(lost))
-    idle = res.get("idle_sessions", {}).get("facade-allow", {})
-    if idle:
-        g("facade RSS idle <= 20 MiB", round(idle["idle_rss_mib"], 1), 20, idle["idle_rss_mib"] <= 20)
-        if "sessions_rss_mib" in idle:
-            g("facade RSS with 1,000 sessions <= 64 MiB", round(idle["sessions_rss_mib"], 1), 64,
-              idle["sessions_rss_mib"] <= 64)
-    return out
-
-
-def print_tables(res: dict) -> None:
-    cols = ("target", "p50 µs", "p99 µs", "calls/s", "+p50 µs", "+p99 µs", "rps/(a)", "p50/peer", "p99/peer",
-            "rps/peer", "cpu µs/call", "peak MiB", "client µs/call", "err")
-    for up, ur in res["runs"].items():
-        for c, level in ur.get("levels", {}).items():
-            sessions = next((v["sessions"] for v in level.values() if "sessions" in v), "?")
-            print(f"\n### upstream {up}, concurrency {c} (sessions {sessions}; (a) = direct; "
-                  f"peer = best of mcp-proxy/supergateway)")
-            rows = [cols]
-            for name, v in level.items():
-                if "p50_us" not in v:
-                    rows.append((name, "FAILED", *[""] * (len(cols) - 2)))
-                    continue
-                vd, vp = v.get("vs_direct", {}), v.get("vs_best_peer", {})
-                rows.append((name, fmt(v["p50_us"]), fmt(v["p99_us"]), fmt(v["rps"]),
-                             fmt(vd.get("added_p50_us")), fmt(vd.get("added_p99_us")), fmt(vd.get("rps_ratio"), 2),
-                             fmt(vp.get("p50_ratio"), 2), fmt(vp.get("p99_ratio"), 2), fmt(vp.get("rps_ratio"), 2),
-                             fmt(v["cpu_us_per_call"], 1), fmt(v["peak_rss_mib"], 1),
-                             fmt(v.get("client_cpu_us_per_call"), 1), str(v["errors"])))
-            widths = [max(len(str(r[i])) for r in rows) for i in range(len(cols))]
-            for i, r in enumerate(rows):
-                print("| " + " | ".join(str(x).rjust(w) if j else str(x).ljust(w)
-                                        for j, (x, w) in enumerate(zip(r, widths))) + " |")
-                if i == 0:
-                    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for up, ur in res["runs"].items():
-        tls = ur.get("https_vs_http")
-        if not tls:
-            continue
-        print(f"\n### HTTPS vs HTTP upstream through the facade ({up}; the same server, TLS or not; "
-              "+ = median over rounds of (https - http) in the same round)")
-        rows = [("c", "http p50 µs", "https p50 µs", "+p50 µs", "http p99 µs", "https p99 µs", "+p99 µs",
-                 "http calls/s", "https calls/s", "rps https/http", "facade cpu µs/call http/https")]
-        for c, v in tls.items():
-            rows.append((c, fmt(v["http_p50_us"]), fmt(v["https_p50_us"]), fmt(v["added_p50_us_paired"]),
-                         fmt(v["http_p99_us"]), fmt(v["https_p99_us"]), fmt(v["added_p99_us_paired"]),
-                         fmt(v["http_rps"]), fmt(v["https_rps"]), fmt(v["rps_ratio"], 2),
-                         f"{fmt(v['cpu_us_per_call']['http'], 1)}/{fmt(v['cpu_us_per_call']['https'], 1)}"))
-        widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-        for i, r in enumerate(rows):
-            print("| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |")
-            if i == 0:
-                print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    tr = res.get("tracing")
-    if tr:
-        print(f"\n### tracing off vs on ({tr['upstream']}; {tr['note']}; collector got "
-              f"{tr['collector']['export_requests']} OTLP requests, {tr['collector']['export_bytes']:,} bytes)")
-        print("(vs off: the median over rounds of the difference with `off` in the same round; `off-again`"
-              " is the noise floor)")
-        tcols = ("tracing", "c", "p50 µs", "p99 µs", "calls/s", "cpu µs/call", "+p50 µs vs off", "+p99 µs vs off",
-                 "rps/off", "+cpu µs/call vs off", "err")
-        rows = [tcols]
-        for c, level in tr["levels"].items():
-            for name, v in level.items():
-                if "p50_us" not in v:
-                    rows.append((name, c, "FAILED", *[""] * (len(tcols) - 3)))
-                    continue
-                d = v.get("vs_off", {})
-                rows.append((name, c, fmt(v["p50_us"]), fmt(v["p99_us"]), fmt(v["rps"]), fmt(v["cpu_us_per_call"], 1),
-                             fmt(d.get("added_p50_us")), fmt(d.get("added_p99_us")), fmt(d.get("rps_ratio"), 3),
-                             fmt(d.get("added_cpu_us_per_call"), 1), str(v["errors"])))
-        widths = [max(len(str(r[i])) for r in rows) for i in range(len(tcols))]
-        for i, r in enumerate(rows):
-            print("| " + " | ".join(str(x).rjust(w) if j else str(x).ljust(w)
-                                    for j, (x, w) in enumerate(zip(r, widths))) + " |")
-            if i == 0:
-                print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    idle = res.get("idle_sessions")
-    if idle:
-        print("\n### facade RSS (HTTP upstream)")
-        for name, v in idle.items():
-            print(f"  {name}: idle {fmt(v.get('idle_rss_mib'), 1)} MiB, with {v.get('sessions', '?')} sessions "
-                  f"{fmt(v.get('sessions_rss_mib'), 1)} MiB (peak {fmt(v.get('sessions_hwm_mib'), 1)} MiB, "
-                  f"opened in {fmt(v.get('open_s'), 2)} s), after closing them {fmt(v.get('rss_after_close_mib'), 1)} MiB")
-    crit = res.get("criterion", {})
-    if crit.get("benches"):
-        print("\n### criterion (policy crate)")
-        for name, v in crit["benches"].items():
-            extra = ""
-            if "throughput_mib_s" in v:
-                extra = f"  ({v['throughput_mib_s']:.0f} MiB/s)"
-            if "ns_per_element" in v:
-                extra = f"  ({human_ns(v['ns_per_element'])}/tool)"
-            print(f"  {name:<55} {human_ns(v['median_ns'])}{extra}")
-    elif crit:
-        print(f"\n### criterion FAILED: {crit.get('failed', '')[-500:]}")
-    op = res.get("operator_scale")
-    if op and "failed" in op:
-        print(f"\n### operator scale FAILED: {op['failed'][-800:]}")
-    elif op:
-        print(f"\n### operator scale ({op['servers']} MCPServers, {op['namespaces']} namespaces, in-process mock API)")
-        b = op["build"]
-        print(f"  build (validate+compile+{op['objects_per_server']:.0f} objects): p50 {b['p50_us']} µs, "
-              f"p99 {b['p99_us']} µs, total {b['total_ms']} ms")
-        for name, r in op["reconcile"].items():
-            print(f"  reconcile {name:<7} p50 {r['p50_us']} µs, p99 {r['p99_us']} µs, total {r['total_ms']} ms, "
-                  f"{r['api_calls_per_reconcile']:.0f} API calls ({r['writes_per_reconcile']:.0f} writes) each")
-        m = op["rss_mib"]
-        print(f"  RSS: {m['with_store']} MiB with the {op['servers']} servers cached in a reflector store "
-              f"(the store itself +{m['store_of_servers_delta']} MiB); {m['end_with_mock_api_state']} MiB at the "
-              "end, including the mock API's copy of every object")
-    print("\n### goals")
-    for g in res.get("goals", []):
-        print(f"  [{'MET ' if g['met'] else 'MISS'}] {g['goal']}: {json.dumps(g['value'])}"
-              + (f"  ({g['detail']})" if g["detail"] else ""))
-
-
-def plot(res: dict, base: Path) -> list[str]:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib not installed: no plot")
-        return []
-    ups = [u for u in res["runs"] if res["runs"][u].get("levels")]
-    if not ups:
-        return []
-    metrics = (("p50_us", "median latency (µs, log)"), ("p99_us", "p99 latency (µs, log)"),
-               ("rps", "throughput (calls/s, log)"))
-    fig, axes = plt.subplots(len(ups), 3, figsize=(18, 5 * len(ups)), squeeze=False)
-    for i, up in enumerate(ups):
-        levels = res["runs"][up]["levels"]
-        names = list(res["runs"][up]["targets"])
-        cs = list(levels)
-        for j, (key, label) in enumerate(metrics):
-            ax = axes[i][j]
-            width = 0.8 / max(len(names), 1)
-            for k, n in enumerate(names):
-                vals = [levels[c].get(n, {}).get(key, 0) or 0 for c in cs]
-                ax.bar([x + k * width for x in range(len(cs))], vals, width, label=n)
-            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(cs))])
-            ax.set_xticklabels([f"c={c}" for c in cs])
-            ax.set_title(f"{up}: {label}")
-            ax.set_yscale("log")
-            ax.grid(axis="y", alpha=0.3)
-            if j == 0:
-                ax.legend(fontsize=8)
-    fig.suptitle("mcp-warden facade vs direct and peer proxies: tools/call over Streamable HTTP, loopback, "
-                 f"{res['machine'].get('cpus')} cores, {res['started']}")
-    fig.tight_layout()
-    files = []
-    for ext in ("svg", "png"):
-        f = base.with_suffix(f".{ext}")
-        fig.savefig(f, dpi=90)
-        files.append(str(f))
-    return files
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sidecar", required=True, help="release mcp-warden-sidecar binary")
@@ -1018,11 +512,24 @@ def main() -> int:
     ap.add_argument("--levels", type=int, nargs="+", default=list(CONCURRENCY),
                     help="concurrency levels (default 1 16 128)")
     ap.add_argument("--skip", action="append", default=[],
-                    help="echo, everything, tracing, idle, criterion, operator, peers (repeatable)")
+                    help=f"{', '.join(SECTIONS)}, peers (repeatable)")
+    ap.add_argument("--only", default=None,
+                    help=f"run only these sections, comma-separated: {','.join(SECTIONS)}")
     ap.add_argument("--tracing-baseline", default=None,
                     help="a release mcp-warden-sidecar built without the tracing code: the tracing part then "
                          "also measures `off` against it")
+    amplification.add_arguments(ap)
+    before_after.add_arguments(ap)
     a = ap.parse_args()
+    if a.only is not None:
+        only = {x.strip() for x in a.only.split(",") if x.strip()}
+        if only - set(SECTIONS):
+            log(f"--only: unknown section(s) {sorted(only - set(SECTIONS))}; known: {', '.join(SECTIONS)}")
+            return 2
+        a.skip = [*a.skip, *(x for x in SECTIONS if x not in only)]
+    if "before-after" not in a.skip and not a.before_sidecar:
+        log("no --before-sidecar: the before/after section is skipped (bench/README.md says how to build one)")
+        a.skip.append("before-after")
     a.load = str(Path(a.bin_dir) / "mcp-bench-load")
     a.echo = str(Path(a.bin_dir) / "mcp-bench-echo")
     for f in (a.sidecar, a.load, a.echo):
@@ -1057,6 +564,10 @@ def main() -> int:
             b.results["tracing"] = b.tracing(tuple(c for c in a.levels if c <= 16) or (1,))
         if "idle" not in a.skip:
             b.results["idle_sessions"] = b.idle_sessions(1000)
+        if "amplification" not in a.skip:
+            b.results["amplification"] = amplification.run(b)
+        if "before-after" not in a.skip:
+            b.results["before_after"] = before_after.run(b)
         if "criterion" not in a.skip:
             b.results["criterion"] = b.criterion()
         if "operator" not in a.skip:

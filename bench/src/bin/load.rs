@@ -3,6 +3,7 @@
 //!   mcp-bench-load run --url URL -c C [--sessions S] [--requests N] [--duration SECS]
 //!                      [--warmup SECS] [--tool NAME] [--arguments JSON] [--expect-text TEXT]
 //!                      [--header 'K: V']... [--watch NAME=PID]... [--version V] [--modern]
+//!                      [--batch N]
 //!   mcp-bench-load idle --url URL --sessions N [--header 'K: V']... [--hold-secs T]
 //!
 //! `run`: opens S sessions (initialize + notifications/initialized; default
@@ -15,6 +16,10 @@
 //! For each `--watch` process it samples utime+stime (and that of the
 //! process's descendants) around the measured phase, and VmHWM/VmRSS after it.
 //! Prints one JSON object on stdout.
+//!
+//! `--batch N`: each POST is a JSON-RPC batch of N `tools/call` (use with
+//! `--version 2025-03-26`); a POST counts as one call in the report, which
+//! says `batch`, and succeeds when every element does.
 //!
 //! `--modern`: a 2026-07-28 client: no sessions, the version and capabilities
 //! in every request's `_meta`, `Mcp-Method` and `Mcp-Name` headers.
@@ -35,6 +40,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::Barrier;
+
+#[path = "../load_check.rs"]
+mod load_check;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 const CLK_TCK: f64 = 100.0; // USER_HZ on Linux x86_64/aarch64
@@ -319,6 +327,7 @@ struct Args {
     version: String,
     hold_secs: f64,
     modern: bool,
+    batch: usize,
 }
 
 fn parse_args() -> Args {
@@ -342,6 +351,7 @@ fn parse_args() -> Args {
         version: "2025-06-18".into(),
         hold_secs: 120.0,
         modern: false,
+        batch: 1,
     };
     while let Some(flag) = it.next() {
         let mut val = || {
@@ -353,6 +363,7 @@ fn parse_args() -> Args {
             "-c" | "--concurrency" => a.concurrency = val().parse().unwrap_or_else(|_| die("-c")),
             "--sessions" => a.sessions = Some(val().parse().unwrap_or_else(|_| die("--sessions"))),
             "--modern" => a.modern = true,
+            "--batch" => a.batch = val().parse().unwrap_or_else(|_| die("--batch")),
             "-n" | "--requests" => a.requests = val().parse().unwrap_or_else(|_| die("-n")),
             "-d" | "--duration" => a.duration = val().parse().unwrap_or_else(|_| die("-d")),
             "--warmup" => a.warmup = val().parse().unwrap_or_else(|_| die("--warmup")),
@@ -386,6 +397,7 @@ fn parse_args() -> Args {
     a.requests = a.requests.clamp(1, 10_000_000);
     a.concurrency = a.concurrency.clamp(1, 4096);
     a.hold_secs = a.hold_secs.clamp(0.0, 600.0);
+    a.batch = a.batch.clamp(1, 10_000);
     a
 }
 
@@ -410,6 +422,7 @@ async fn worker(
     end: Arc<AtomicU64>, // ns after `origin`: the measured phase's deadline
     origin: Instant,
     next_id: Arc<AtomicU64>,
+    batch: usize,
 ) -> WorkerOut {
     let mut out = WorkerOut {
         lat_ns: Vec::with_capacity(4096),
@@ -419,16 +432,13 @@ async fn worker(
     let one = |tx: &mut Option<SendRequest<Full<Bytes>>>| {
         let t = t.clone();
         let s = s.clone();
-        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        let id = next_id.fetch_add(batch.max(1) as u64, Ordering::Relaxed);
         let meta = if t.modern.is_some() {
             r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcp-bench-load","version":"0"}}"#
         } else {
             ""
         };
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{}{meta}}}}}"#,
-            tool, arguments
-        );
+        let body = load_check::body(id, batch, &tool, &arguments, meta);
         let expect = expect.clone();
         let taken = tx.take();
         async move {
@@ -441,34 +451,7 @@ async fn worker(
                 Ok(a) => a,
                 Err(e) => return Err(e), // drop the connection: reconnect next time
             };
-            let res: Result<(), String> = (|| {
-                if a.status != 200 {
-                    return Err(format!(
-                        "HTTP {}: {}",
-                        a.status,
-                        String::from_utf8_lossy(&a.body[..a.body.len().min(200)])
-                    ));
-                }
-                let r = response_for(&a, id).ok_or_else(|| {
-                    format!(
-                        "no response for id {id}: {}",
-                        String::from_utf8_lossy(&a.body[..a.body.len().min(200)])
-                    )
-                })?;
-                let result = r
-                    .get("result")
-                    .ok_or_else(|| format!("error: {}", r.get("error").unwrap_or(&r)))?;
-                if result.get("isError").and_then(Value::as_bool) == Some(true) {
-                    return Err(format!("isError: {result}"));
-                }
-                if let Some(want) = expect.as_ref() {
-                    let got = result.pointer("/content/0/text").and_then(Value::as_str);
-                    if got != Some(want.as_str()) {
-                        return Err(format!("unexpected text: {got:?}"));
-                    }
-                }
-                Ok(())
-            })();
+            let res = load_check::check(&a, id, batch, expect.as_deref());
             Ok((conn, res))
         }
     };
@@ -568,6 +551,7 @@ async fn run(a: Args) {
             end.clone(),
             origin,
             next_id.clone(),
+            a.batch,
         )));
     }
     barriers.0.wait().await;
@@ -626,6 +610,7 @@ async fn run(a: Args) {
     let report = json!({
         "url": a.url,
         "concurrency": a.concurrency,
+        "batch": a.batch,
         "sessions": n_sessions,
         "session_ids": sessions.iter().filter(|s| s.id.is_some()).count(),
         "protocol_version": sessions[0].version,
