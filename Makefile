@@ -27,10 +27,10 @@ build:
 setup:
 	bash tests/setup.sh
 
-## test: unit + snapshot tests, generated-file freshness, then end-to-end tests against real MCP peers
-## (and the image's static sidecar binary against a local name server). tests/node, the one-node
-## cluster suite, is opt-in for now (MCP_WARDEN_NODE_SUITE=1 after `make static-binaries`).
-test: setup build static-sidecar check-generated test-rust test-e2e
+## test: unit + snapshot tests, generated-file freshness, then end-to-end tests against real MCP peers,
+## a real API server, every example's pod under bubblewrap and, on a one-node cluster whose pods run,
+## the chart, the operator and every example from images of the static release binaries
+test: setup build static-binaries check-generated test-rust test-e2e
 
 test-rust:
 	$(CARGO) test --workspace

@@ -8,6 +8,14 @@ refused, and prints one JSON line:
     {"tools": [...], "call": "<text>" | null, "refused": {"code": int, "message": str} | null}
 
     node_client.py URL [--call TOOL ARGS_JSON] [--refused TOOL ARGS_JSON]
+                       [--hold DIR [--then-call TOOL ARGS_JSON]] [--failing TOOL ARGS_JSON]
+
+--hold DIR keeps the session open across a change the test makes: after the
+above it creates DIR/ready, waits for DIR/go, then lists again and makes the
+--then-call call in the same session ("after": {"tools", "call"}).
+--failing makes a call that the test makes fail while it is in flight, and
+reports its error ("failing": {"code", "message", "reason"}; a result is an
+error of the test).
 """
 from __future__ import annotations
 
@@ -20,6 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
+import anyio  # noqa: E402
+
 from helpers import run_async  # noqa: E402
 from warden_helpers import sdk_client, sdk_error, text_of_result  # noqa: E402
 
@@ -29,6 +39,9 @@ def main() -> None:
     ap.add_argument("url")
     ap.add_argument("--call", nargs=2)
     ap.add_argument("--refused", nargs=2)
+    ap.add_argument("--hold")
+    ap.add_argument("--then-call", nargs=2)
+    ap.add_argument("--failing", nargs=2)
     a = ap.parse_args()
     token = os.environ["MCP_WARDEN_TOKEN"]
 
@@ -41,9 +54,23 @@ def main() -> None:
             if a.refused:
                 e = await sdk_error(c.call_tool(a.refused[0], json.loads(a.refused[1])))
                 refused = {"code": e.error.code, "message": e.error.message}
-            return {"tools": names, "call": text, "refused": refused}
+            seen = {"tools": names, "call": text, "refused": refused}
+            if a.failing:
+                e = await sdk_error(c.call_tool(a.failing[0], json.loads(a.failing[1])))
+                seen["failing"] = {"code": e.error.code, "message": e.error.message,
+                                   "reason": (e.error.data or {}).get("reason")}
+            if a.hold:
+                hold = Path(a.hold)
+                (hold / "ready").touch()
+                while not (hold / "go").exists():
+                    await anyio.sleep(0.2)
+                after = {"tools": sorted(t.name for t in (await c.list_tools()).tools), "call": None}
+                if a.then_call:
+                    after["call"] = text_of_result(await c.call_tool(a.then_call[0], json.loads(a.then_call[1])))
+                seen["after"] = after
+            return seen
 
-    print(json.dumps(run_async(body, timeout=90)))
+    print(json.dumps(run_async(body, timeout=400 if a.hold else 90)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
-"""Every example runs as its pod.
+"""The examples the one-node cluster cannot show run as their pods here.
 
-For each examples/*.yaml: approve what it asks for (the annotation an approver
+Every example runs as a real pod on the one-node cluster (tests/node) but the
+remote one: its remote and identity provider are on the internet, which only
+this suite stands in for. So here, for each example with `spec.remote`
+(POD_EXAMPLES), and for every example the approved egress on the rendered
+CiliumNetworkPolicy: approve what it asks for (the annotation an approver
 would set, with the digest `render` prints), `mcp-warden-operator render` it,
 and run the rendered Deployment's pod here with bubblewrap (tests/pods/podrun.py:
 the pod's uid/gid, read-only root, volumes, env and args, init container, one
@@ -74,6 +78,9 @@ from remote_helpers import make_ca  # noqa: E402
 from warden_helpers import Keys, kubelet_sa_claims, oidc_claims  # noqa: E402
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+# The examples whose pod runs here: those that need the stand-in internet (a remote
+# server). Every other example runs as a real pod on the one-node cluster (tests/node).
+POD_EXAMPLES = [p for p in EXAMPLES if "\n  remote:" in p.read_text()]
 VENV = REPO_ROOT / ".venv"
 WHEELS = TESTS / "pods" / ".wheels"
 ISSUER = "https://kubernetes.default.svc.cluster.local"  # render's default --service-account-issuer
@@ -132,15 +139,6 @@ def python_app_image(entry: str) -> Image:
 # What each example's profile promises its caller, and one call that must work.
 # (service account, {exposed tool names}, (tool, arguments, text the answer contains))
 PROMISES = {
-    "stdio-server": ("coding-agent", {"log", "git_status"},
-                     ("git_status", {"repo_path": "/workspace/demo"}, "On branch")),
-    "with-workspace": ("coding-agent", {"read_text", "list_directory"},
-                       ("list_directory", {"path": "/workspace"}, "README.md")),
-    "http-server": ("coding-agent", {"echo", "add_numbers"}, ("echo", {"message": "hi from the pod"}, "hi from the pod")),
-    "replicated": ("coding-agent", {"read_graph", "search_nodes"}, ("read_graph", {}, "entities")),
-    "with-secrets": ("coding-agent", {"whoami", "get_block_children", "get_page"}, None),
-    "with-egress": ("research-agent", {"fetch"}, None),
-    "with-auth": ("coding-agent", {"now", "convert_time"}, ("now", {"timezone": "UTC"}, "UTC")),
     # Two callers, each with the upstream credential its rule gives (UPSTREAM_CREDENTIALS).
     # create_issue writes (its definition says nothing else); the example asks
     # for `remote.write`, approved here with the rest, so role user gets it.
@@ -226,8 +224,8 @@ def ca_bundle(pki, tmp_path_factory):
     return d
 
 
-def test_every_example_has_a_promise():
-    assert {p.stem for p in EXAMPLES} == set(PROMISES)
+def test_every_pod_example_has_a_promise():
+    assert POD_EXAMPLES and {p.stem for p in POD_EXAMPLES} == set(PROMISES)
 
 
 def prepare_workspace(example: str, pod: Pod) -> None:
@@ -248,19 +246,13 @@ def prepare_workspace(example: str, pod: Pod) -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_example_runs_as_its_pod(sandbox_ok, keys, ca_bundle, pki, tmp_path, example: Path):
+def test_the_approved_egress_is_what_the_network_policy_names(tmp_path, example: Path):
+    """The approved egress, as the cluster would enforce it: every host the
+    sandbox names is in the CiliumNetworkPolicy, nothing else; for a remote
+    server exactly the remote's host and its token endpoints' hosts (which the
+    stand-in internet serves below)."""
     docs, objects = approved_render(example, tmp_path)
-    server = next(d for d in docs if d["kind"] == "MCPServer")
-    name, ns = server["metadata"]["name"], server["metadata"]["namespace"]
-    remote = server["spec"].get("remote")
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
-    secret_values = {(d["metadata"]["name"], k): v for d in docs if d["kind"] == "Secret"
-                     for k, v in d.get("stringData", {}).items()}
-    secret_values.update(SECRET_VALUES.get(example.stem, {}))
-
-    # The approved egress, as the cluster would enforce it: every host the
-    # sandbox names is in the CiliumNetworkPolicy, nothing else; for a remote
-    # server exactly the remote's host and its token endpoints' hosts.
+    remote = next(d for d in docs if d["kind"] == "MCPServer")["spec"].get("remote")
     sandbox = next((d for d in docs if d["kind"] == "SandboxProfile"), None)
     egress = (sandbox or {}).get("spec", {}).get("network", {}).get("egress", {})
     cnp = next((o for o in objects if o["kind"] == "CiliumNetworkPolicy"), None)
@@ -277,6 +269,18 @@ def test_example_runs_as_its_pod(sandbox_ok, keys, ca_bundle, pki, tmp_path, exa
         assert fqdns, cnp
     else:
         assert cnp is None
+
+
+@pytest.mark.parametrize("example", POD_EXAMPLES, ids=lambda p: p.stem)
+def test_example_runs_as_its_pod(sandbox_ok, keys, ca_bundle, pki, tmp_path, example: Path):
+    docs, objects = approved_render(example, tmp_path)
+    server = next(d for d in docs if d["kind"] == "MCPServer")
+    name, ns = server["metadata"]["name"], server["metadata"]["namespace"]
+    remote = server["spec"].get("remote")
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    secret_values = {(d["metadata"]["name"], k): v for d in docs if d["kind"] == "Secret"
+                     for k, v in d.get("stringData", {}).items()}
+    secret_values.update(SECRET_VALUES.get(example.stem, {}))
 
     if remote:
         # The pod runs the facade alone; the remote is on the (stand-in) internet.
@@ -333,10 +337,10 @@ def test_example_runs_as_its_pod(sandbox_ok, keys, ca_bundle, pki, tmp_path, exa
 
 
 def test_without_its_writable_home_the_package_server_does_not_start(sandbox_ok, keys, ca_bundle, tmp_path):
-    """The check above can fail, and item 1 of the issue is why it passes: the
-    same git pod without the `home` emptyDir (HOME and uvx's cache then point
-    into the read-only root) never gets a server to answer, so the facade
-    never becomes ready."""
+    """Why the git pod gets a writable `home` emptyDir (the node suite runs it
+    with one): the same pod without it (HOME and uvx's cache then point into
+    the read-only root) never gets a server to answer, so the facade never
+    becomes ready."""
     example = REPO_ROOT / "examples" / "stdio-server.yaml"
     docs, objects = approved_render(example, tmp_path)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
