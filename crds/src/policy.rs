@@ -83,6 +83,9 @@ pub struct FacadePolicy {
     /// Who gets which role.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<RoleBinding>,
+    /// Who may decide out-of-band approvals on the admin port.
+    #[serde(default, skip_serializing_if = "ApprovalPolicy::is_default")]
+    pub approval: ApprovalPolicy,
     /// How callers authenticate.
     #[serde(default)]
     pub auth: AuthConfig,
@@ -116,6 +119,7 @@ impl Default for FacadePolicy {
             risk_ceiling: default_risk_ceiling(),
             approved_tools: Vec::new(),
             roles: Vec::new(),
+            approval: ApprovalPolicy::default(),
             auth: AuthConfig::default(),
             sandbox: SandboxGrant::default(),
             upstream_auth: None,
@@ -134,6 +138,41 @@ fn default_true() -> bool {
 }
 fn default_risk_ceiling() -> RiskLevel {
     RiskLevel::Critical
+}
+
+/// Who decides the calls an argument rule with `approval: outOfBand` holds.
+///
+/// A person decides on the admin port (`POST /approvals/<id>`) with their
+/// own bearer token — the same kinds the MCP port accepts (static, JWT,
+/// service account); the facade records that identity as the approver. Only
+/// callers whose role (from `roles`) is listed here may decide, and never
+/// on a call of their own. The operator's admin token reads `/approvals`
+/// but cannot decide.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalPolicy {
+    /// Roles whose holders may approve or deny a waiting call (default
+    /// `[admin]`; empty: nobody, so every out-of-band check times out).
+    #[serde(default = "default_approver_roles")]
+    pub approver_roles: Vec<Role>,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        ApprovalPolicy {
+            approver_roles: default_approver_roles(),
+        }
+    }
+}
+
+impl ApprovalPolicy {
+    pub fn is_default(&self) -> bool {
+        *self == ApprovalPolicy::default()
+    }
+}
+
+fn default_approver_roles() -> Vec<Role> {
+    vec![Role::Admin]
 }
 
 /// The MCPServer a policy was compiled for.

@@ -9,6 +9,10 @@ the attack fails and the legitimate path still works:
      (decoded JSON), whatever the raw bytes look like;
   3. a JSON-RPC batch is bounded, and each element is a request for every
      budget;
+  4. the admin plane is never open: `/tools` and `/approvals` need a token
+     (one is generated when none is configured), deciding needs a role the
+     policy names for approving, the approver is who authenticated, and the
+     caller whose call waits cannot approve it;
   6. one identity cannot fill the out-of-band approval queue;
   7. a `requestState` that carried an approval runs its call once.
 
@@ -31,18 +35,19 @@ from mcp import types
 
 from era_helpers import ModernMcp
 from helpers import RawMcp, everything_stdio, parse_body, run_async
-from warden_helpers import (Audit, filesystem_stdio, git_stdio, policy_doc, sdk_client, sdk_error,
-                            text_of_result, token_entry, wait_for)
+from warden_helpers import (Audit, Keys, decide_approval, filesystem_stdio, git_stdio, oidc_claims, policy_doc,
+                            sdk_client, sdk_error, text_of_result, token_entry, wait_for, with_approvers)
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 ANON = {"anonymous": {"role": "user"}}
 ADMIN_TOKEN = "admin-" + secrets.token_hex(16)
+# A person who decides out-of-band approvals (the admin role: the default approver role).
+CAROL = "carol-" + secrets.token_hex(16)
 
 
 def admin(fa, method: str, path: str, **kw) -> httpx.Response:
-    return httpx.request(method, f"{fa.admin_url}{path}", timeout=5,
-                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kw)
+    return httpx.request(method, f"{fa.admin_url}{path}", timeout=5, headers=fa.admin_headers(), **kw)
 
 
 def pending(fa) -> list[dict]:
@@ -78,11 +83,11 @@ def workspace(tmp_path) -> Path:
 def two_channel_policy(root: Path) -> dict:
     # Moving anything out of prod asks the caller's user; writing into dev
     # needs a person on the admin port. A move from prod to dev trips both.
-    return policy_doc(auth=ANON, defaultAction="deny", sandbox={"writeAllowed": True}, tools=[
+    return with_approvers(policy_doc(auth=ANON, defaultAction="deny", sandbox={"writeAllowed": True}, tools=[
         {"name": "move_file", "requiredRole": "user", "arguments": [
             {"name": "source", "kind": "path", "allow": [f"{root}/**"], "check": [f"{root}/prod/**"]},
             {"name": "destination", "kind": "path", "allow": [f"{root}/**"], "check": [f"{root}/dev/**"],
-             "approval": "outOfBand"}]}])
+             "approval": "outOfBand"}]}]), {"carol": CAROL})
 
 
 def test_1_a_call_two_rules_check_waits_for_the_stronger_channel(facade, workspace, tmp_path):
@@ -96,8 +101,7 @@ def test_1_a_call_two_rules_check_waits_for_the_stronger_channel(facade, workspa
     def approve_when_listed():
         calls = wait_for(lambda: pending(fa), timeout=10, what="a pending approval")
         seen["pending"] = calls
-        seen["post"] = admin(fa, "POST", f"/approvals/{calls[0]['id']}",
-                             json={"decision": "approve", "approver": "carol"})
+        seen["post"] = decide_approval(fa.admin_url, calls[0]["id"], "approve", CAROL)
 
     async def body():
         async with sdk_client(fa.url, elicitation_callback=me) as c:
@@ -210,15 +214,96 @@ def test_3_a_batch_is_bounded_and_each_element_meets_every_budget(facade):
 
 
 # ---------------------------------------------------------------------------
+# 4. The admin plane is never open
+# ---------------------------------------------------------------------------
+ISSUER, AUDIENCE = "https://idp.seams.example", "mcp"
+
+
+def test_4_the_admin_plane_needs_a_token_an_approver_role_and_another_person(facade, tmp_path):
+    keys = Keys()
+    jwks = keys.write_jwks(tmp_path / "jwks.json")
+    jwt = lambda sub, groups: keys.mint(oidc_claims(ISSUER, AUDIENCE, sub, groups))  # noqa: E731
+    # The lead is an approver and a caller; security approves; the intern only calls.
+    lead, security, intern = jwt("lead", ["approvers"]), jwt("security", ["approvers"]), jwt("intern", ["devs"])
+    audit = Audit(tmp_path / "audit.jsonl")
+    policy = policy_doc(
+        auth={"jwt": [{"issuer": ISSUER, "audiences": [AUDIENCE], "jwksFile": str(jwks)}]},
+        roles=[{"role": "admin", "groups": ["approvers"]}, {"role": "user", "groups": ["devs"]}],
+        approval={"approverRoles": ["admin"]}, defaultAction="deny",
+        tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
+                                               "check": ["deploy .*"], "approval": "outOfBand"}]}])
+    # No --admin-token-file: the README's first command.
+    fa = facade(upstream=everything_stdio(), policy=policy,
+                extra_args=["--approval-timeout-secs", "30", "--audit", audit.arg])
+    # The facade generated an admin token only its user can read.
+    assert fa.admin_token_path.stat().st_mode & 0o777 == 0o600
+    url = fa.admin_url
+    results: dict = {}
+
+    def call():
+        results["lead"] = ModernMcp(fa.url, lead, timeout=40).request(
+            "tools/call", {"name": "echo", "arguments": {"message": "deploy prod"}})
+
+    t = threading.Thread(target=call)
+    t.start()
+    try:
+        (waiting,) = wait_for(lambda: pending(fa), timeout=10, what="the lead's call pending")
+        cid = waiting["id"]
+        # The attack: a viewer's browser, rebound, posts a forged approver as text/plain.
+        forged = json.dumps({"decision": "approve", "approver": "security-team"})
+        r = httpx.post(f"{url}/approvals/{cid}", content=forged, timeout=5,
+                       headers={"Host": "rebind.attacker.example", "Content-Type": "text/plain"})
+        assert r.status_code == 403, (r.status_code, r.text)
+        r = httpx.post(f"{url}/approvals/{cid}", content=forged, headers={"Content-Type": "text/plain"}, timeout=5)
+        assert r.status_code == 401, (r.status_code, r.text)
+        for path in ("/approvals", "/tools"):
+            assert httpx.get(f"{url}{path}", timeout=5).status_code == 401, path
+            r = httpx.get(f"{url}{path}", headers={**fa.admin_headers(), "Origin": "http://rebind.attacker.example"},
+                          timeout=5)
+            assert r.status_code == 403, (path, r.status_code)
+        bearer = lambda tok: {"Authorization": f"Bearer {tok}"}  # noqa: E731
+        # The admin token reads, never decides.
+        assert httpx.get(f"{url}/tools", headers=fa.admin_headers(), timeout=5).status_code == 200
+        assert decide_approval(url, cid, "approve", fa.admin_token).status_code == 403
+        # The caller whose call waits cannot approve it, approver role or not.
+        r = decide_approval(url, cid, "approve", lead)
+        assert r.status_code == 403 and "your own" in r.text, (r.status_code, r.text)
+        # Someone without an approver role cannot decide (nor read).
+        assert decide_approval(url, cid, "approve", intern).status_code == 403
+        assert httpx.get(f"{url}/approvals", headers=bearer(intern), timeout=5).status_code == 403
+        # An approver's own token still needs JSON, and cannot name someone else.
+        r = httpx.post(f"{url}/approvals/{cid}", content=json.dumps({"decision": "approve"}),
+                       headers={**bearer(security), "Content-Type": "text/plain"}, timeout=5)
+        assert r.status_code == 415, (r.status_code, r.text)
+        r = httpx.post(f"{url}/approvals/{cid}", json={"decision": "approve", "approver": "security-team"},
+                       headers=bearer(security), timeout=5)
+        assert r.status_code == 400, (r.status_code, r.text)
+        assert [p["id"] for p in pending(fa)] == [cid], "the call was decided by a refused request"
+        # The legitimate path: another person with the approver role decides.
+        assert httpx.get(f"{url}/approvals", headers=bearer(security), timeout=5).status_code == 200
+        r = decide_approval(url, cid, "approve", security)
+        assert r.status_code == 200 and r.json()["approver"] == f"security ({ISSUER})", (r.status_code, r.text)
+    finally:
+        for p in pending(fa):
+            decide_approval(url, p["id"], "deny", security)
+        t.join(timeout=40)
+    _, answer = results["lead"]
+    assert answer["result"]["content"][0]["text"] == "Echo: deploy prod", answer
+    line = audit.wait(lambda l: l.get("event") == "tool_call" and l.get("approver"))
+    assert line["approver"] == f"security ({ISSUER})" and "security-team" not in audit.text(), line
+
+
+# ---------------------------------------------------------------------------
 # 6. One identity cannot fill the approval queue
 # ---------------------------------------------------------------------------
 ALICE, BOB = "alice-" + secrets.token_hex(8), "bob-" + secrets.token_hex(8)
-QUEUE_POLICY = policy_doc(
+QUEUE_POLICY = with_approvers(policy_doc(
     auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
     roles=[{"role": "user", "subjects": ["alice", "bob"]}],
     defaultAction="deny", sandbox={"writeAllowed": True},
     tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
-                                           "check": ["deploy .*"], "approval": "outOfBand"}]}])
+                                           "check": ["deploy .*"], "approval": "outOfBand"}]}]),
+    {"carol": CAROL})
 
 
 def test_6_one_identity_cannot_fill_the_approval_queue(facade, tmp_path):
@@ -250,7 +335,7 @@ def test_6_one_identity_cannot_fill_the_approval_queue(facade, tmp_path):
         wait_for(lambda: any(p["subject"] == "bob" for p in pending(fa)), timeout=10, what="bob's call pending")
     finally:
         for p in pending(fa):
-            admin(fa, "POST", f"/approvals/{p['id']}", json={"decision": "deny", "approver": "carol"})
+            decide_approval(fa.admin_url, p["id"], "deny", CAROL)
         for t in waiting:
             t.join(timeout=30)
         alice.close()
