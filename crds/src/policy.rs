@@ -86,6 +86,11 @@ pub struct FacadePolicy {
     /// Who may decide out-of-band approvals on the admin port.
     #[serde(default, skip_serializing_if = "ApprovalPolicy::is_default")]
     pub approval: ApprovalPolicy,
+    /// The server's scope as the server learns it: the facade answers the
+    /// server's `roots/list` with these itself (the client's answer could
+    /// widen it). Empty: the server is not offered the `roots` capability.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<Root>,
     /// How callers authenticate.
     #[serde(default)]
     pub auth: AuthConfig,
@@ -120,6 +125,7 @@ impl Default for FacadePolicy {
             approved_tools: Vec::new(),
             roles: Vec::new(),
             approval: ApprovalPolicy::default(),
+            roots: Vec::new(),
             auth: AuthConfig::default(),
             sandbox: SandboxGrant::default(),
             upstream_auth: None,
@@ -138,6 +144,17 @@ fn default_true() -> bool {
 }
 fn default_risk_ceiling() -> RiskLevel {
     RiskLevel::Critical
+}
+
+/// One root of the server's scope (MCP `roots/list`).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Root {
+    /// A `file://` URI of an absolute path, e.g. `file:///workspace`.
+    pub uri: String,
+    /// A name for people and the server's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// Who decides the calls an argument rule with `approval: outOfBand` holds.

@@ -168,6 +168,11 @@ struct RunArgs {
     /// by the pod's address).
     #[arg(long, value_delimiter = ',')]
     admin_allowed_host: Vec<String>,
+    /// A directory the server may work in (repeatable): the facade answers
+    /// the server's `roots/list` with it, after the policy's `roots`. The
+    /// client's own roots never reach the server.
+    #[arg(long = "root", value_name = "PATH")]
+    roots: Vec<PathBuf>,
     /// Seconds a call held by an argument rule with `approval: outOfBand`
     /// waits for a person's decision on the admin port (`/approvals`)
     /// before it is refused with -32008.
@@ -411,6 +416,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.max_pending_approvals
         },
         max_pending_approvals_per_identity: args.max_pending_approvals_per_identity,
+        roots: local_roots(&args.roots)?,
         ..Limits::default()
     };
     let hosts = HostPolicy {
@@ -544,6 +550,24 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     app.audit.flush_http(Duration::from_secs(5)).await;
     mcp_warden_telemetry::shutdown(tracer_provider).await;
     Ok(())
+}
+
+/// `--root` directories as `file://` roots, named by their last component.
+fn local_roots(paths: &[PathBuf]) -> anyhow::Result<Vec<mcp_warden_crds::Root>> {
+    paths
+        .iter()
+        .map(|p| {
+            let abs = std::fs::canonicalize(p)
+                .map_err(|e| anyhow::anyhow!("--root {}: {e}", p.display()))?;
+            let path = abs
+                .to_str()
+                .ok_or_else(|| anyhow::anyhow!("--root {}: not UTF-8", p.display()))?;
+            Ok(mcp_warden_crds::Root {
+                uri: format!("file://{path}"),
+                name: abs.file_name().map(|n| n.to_string_lossy().into_owned()),
+            })
+        })
+        .collect()
 }
 
 fn loopback_names() -> Vec<String> {

@@ -13,6 +13,9 @@ the attack fails and the legitimate path still works:
      (one is generated when none is configured), deciding needs a role the
      policy names for approving, the approver is who authenticated, and the
      caller whose call waits cannot approve it;
+  5. the client cannot widen the server's scope through `roots/list`: the
+     facade answers it from the policy, and offers `roots` only when the
+     policy has some;
   6. one identity cannot fill the out-of-band approval queue;
   7. a `requestState` that carried an approval runs its call once.
 
@@ -291,6 +294,50 @@ def test_4_the_admin_plane_needs_a_token_an_approver_role_and_another_person(fac
     assert answer["result"]["content"][0]["text"] == "Echo: deploy prod", answer
     line = audit.wait(lambda l: l.get("event") == "tool_call" and l.get("approver"))
     assert line["approver"] == f"security ({ISSUER})" and "security-team" not in audit.text(), line
+
+
+# ---------------------------------------------------------------------------
+# 5. The client cannot widen the server's scope through roots/list
+# ---------------------------------------------------------------------------
+def test_5_the_client_cannot_widen_the_servers_roots(facade, workspace):
+    asked: list[int] = []
+
+    async def everything_please(context):
+        # The attack: the client answers the server's roots/list with the whole disk.
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri="file:///", name="everything")])
+
+    async def listing(c, path: Path) -> tuple[bool, str]:
+        r = await c.call_tool("list_directory", {"path": str(path)})
+        return r.is_error, text_of_result(r)
+
+    dev = workspace / "dev"
+    no_roots = policy_doc(auth=ANON, defaultAction="allow")
+    # As the operator compiles it from the workspace mount (here: a narrower one).
+    with_roots = policy_doc(auth=ANON, defaultAction="allow", roots=[{"uri": f"file://{dev}", "name": "dev"}])
+    for policy, allowed, entry in ((no_roots, workspace, "[DIR] dev"), (with_roots, dev, "[FILE] app.txt")):
+        fa = facade(upstream=filesystem_stdio(workspace), policy=policy)
+
+        async def body():
+            async with sdk_client(fa.url, list_roots_callback=everything_please) as c:
+                # server-filesystem asks for roots after the handshake, and
+                # takes the answer as its allowed directories: give it time.
+                with anyio.fail_after(10):
+                    while True:
+                        dirs = text_of_result(await c.call_tool("list_allowed_directories", {}))
+                        if str(allowed) in dirs and (allowed == workspace or f"{workspace}\n" not in dirs + "\n"):
+                            break
+                        await anyio.sleep(0.2)
+                await anyio.sleep(1)  # a late roots answer would land by now
+                refused, text = await listing(c, Path("/etc"))
+                assert refused and "passwd" not in text, text
+                assert "\n/\n" not in "\n" + dirs + "\n", dirs
+                # The legitimate path: the policy's scope still lists.
+                refused, text = await listing(c, allowed)
+                assert not refused and entry in text, text
+
+        run_async(body)
+    assert asked == [], "the facade asked the client for the server's roots"
 
 
 # ---------------------------------------------------------------------------
