@@ -438,6 +438,43 @@ pub struct Limits {
     /// Total wall time of a session after which calls are refused (default 28800).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_wall_seconds: Option<u64>,
+    /// Tool calls one caller — an issuer-qualified identity, across all its
+    /// sessions — may make per window, e.g. `{calls: 100, per: hour}`
+    /// (default: no such budget). Windows are fixed (the clock's minute,
+    /// hour or day, UTC). Profile-wide it counts every call; on a tool, that
+    /// tool's calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_identity: Option<IdentityBudget>,
+}
+
+/// Calls per identity per window.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IdentityBudget {
+    /// Calls allowed in one window (at least 1).
+    pub calls: u64,
+    /// The window.
+    pub per: BudgetWindow,
+}
+
+/// The window of an identity budget.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetWindow {
+    Minute,
+    Hour,
+    Day,
+}
+
+impl BudgetWindow {
+    /// The window's length in seconds.
+    pub fn seconds(self) -> u64 {
+        match self {
+            BudgetWindow::Minute => 60,
+            BudgetWindow::Hour => 3600,
+            BudgetWindow::Day => 86_400,
+        }
+    }
 }
 
 /// What happens to output over the limit.

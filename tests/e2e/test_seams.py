@@ -17,7 +17,9 @@ the attack fails and the legitimate path still works:
      facade answers it from the policy, and offers `roots` only when the
      policy has some;
   6. one identity cannot fill the out-of-band approval queue;
-  7. a `requestState` that carried an approval runs its call once.
+  7. a `requestState` that carried an approval runs its call once;
+  9. a budget can span a caller's sessions: `maxCallsPerIdentity` is not
+     reset by a new session.
 
 Servers: @modelcontextprotocol/server-filesystem and server-everything
 (Node), mcp-server-git (Python), over stdio.
@@ -418,3 +420,35 @@ def test_7_an_approved_request_state_runs_its_call_once(facade):
             assert again["error"]["data"]["reason"] == "request_state_used", again
     finally:
         mcp.close()
+
+
+# ---------------------------------------------------------------------------
+# 9. Budgets can span a caller's sessions
+# ---------------------------------------------------------------------------
+IDENTITY_POLICY = policy_doc(
+    auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
+    roles=[{"role": "user", "subjects": ["alice", "bob"]}], defaultAction="allow",
+    limits={"maxCallsPerSession": 2, "maxCallsPerIdentity": {"calls": 2, "per": "hour"}})
+
+
+def test_9_a_new_session_does_not_reset_the_identity_budget(facade):
+    fa = facade(upstream=everything_stdio(), policy=IDENTITY_POLICY)
+
+    async def one_call(token: str, n: int):
+        """One call in a session of its own: its text, or its error."""
+        from mcp.shared.exceptions import MCPError
+        async with sdk_client(fa.url, token) as c:
+            try:
+                return text_of_result(await c.call_tool("echo", {"message": f"m{n}"}))
+            except MCPError as e:
+                return (e.code, e.data["reason"], e.data.get("limit"))
+
+    async def body():
+        # The attack: five sessions, each with two calls' session budget.
+        outcomes = [await one_call(ALICE, n) for n in range(5)]
+        assert outcomes[:2] == ["Echo: m0", "Echo: m1"], outcomes
+        assert outcomes[2:] == [(-32005, "calls_per_identity_exceeded", 2)] * 3, outcomes
+        # Another identity has its own budget.
+        assert await one_call(BOB, 9) == "Echo: m9"
+
+    run_async(body)

@@ -150,6 +150,8 @@ pub struct Context {
     /// OpenTelemetry spans (none when tracing is off).
     pub telemetry: crate::spans::Telemetry,
     pub global_calls: Arc<GlobalCalls>,
+    /// Calls per identity per window, across the identity's sessions.
+    pub identity_budgets: crate::gates::budget::IdentityBudgets,
     /// Mints session ids and tells which replica owns one.
     pub session_ids: SessionIds,
     pub metrics: Metrics,
@@ -331,6 +333,7 @@ impl Context {
             audit,
             telemetry,
             global_calls: Arc::new(GlobalCalls::default()),
+            identity_budgets: Default::default(),
             metrics,
             ready: AtomicBool::new(false),
             upstream: OnceLock::new(),
