@@ -226,9 +226,18 @@ class Facade:
     admin_port: int
     proc: ManagedProcess
     policy_path: Path | None
+    admin_token_path: Path | None = None  # the operator's, or the one the facade generated
 
     def stderr_text(self) -> str:
         return self.proc.stderr_text()
+
+    @property
+    def admin_token(self) -> str:
+        return self.admin_token_path.read_text().strip()
+
+    def admin_headers(self) -> dict[str, str]:
+        """What reads /tools and /approvals (the admin token: reads only)."""
+        return {"Authorization": f"Bearer {self.admin_token}"}
 
 
 @pytest.fixture
@@ -294,12 +303,20 @@ def _facade_factory(start_process, tmp_path: Path):
             else:
                 policy_path = Path(policy)
             cmd += ["--policy", str(policy_path)]
-        cmd += list(extra_args)
+        extra_args = list(extra_args)
+        if "--admin-token-file" in extra_args:
+            token_path = Path(extra_args[extra_args.index("--admin-token-file") + 1])
+        else:
+            # The facade generates an admin token; keep it in the test's own directory.
+            token_path = tmp_path / f"admin-{admin_port}.token"
+            cmd += ["--generated-admin-token-file", str(token_path)]
+        cmd += extra_args
         if upstream:
             cmd += ["--", *map(str, upstream)]
         mp = start_process(cmd, env=env)
         admin_url = f"http://127.0.0.1:{admin_port}"
         wait_http_ok(f"{admin_url}/readyz", ready_timeout, proc=mp)
-        return Facade(f"http://127.0.0.1:{port}/mcp", admin_url, port, admin_port, mp, policy_path)
+        return Facade(f"http://127.0.0.1:{port}/mcp", admin_url, port, admin_port, mp, policy_path,
+                      token_path)
 
     return start

@@ -83,6 +83,14 @@ pub struct FacadePolicy {
     /// Who gets which role.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<RoleBinding>,
+    /// Who may decide out-of-band approvals on the admin port.
+    #[serde(default, skip_serializing_if = "ApprovalPolicy::is_default")]
+    pub approval: ApprovalPolicy,
+    /// The server's scope as the server learns it: the facade answers the
+    /// server's `roots/list` with these itself (the client's answer could
+    /// widen it). Empty: the server is not offered the `roots` capability.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<Root>,
     /// How callers authenticate.
     #[serde(default)]
     pub auth: AuthConfig,
@@ -116,6 +124,8 @@ impl Default for FacadePolicy {
             risk_ceiling: default_risk_ceiling(),
             approved_tools: Vec::new(),
             roles: Vec::new(),
+            approval: ApprovalPolicy::default(),
+            roots: Vec::new(),
             auth: AuthConfig::default(),
             sandbox: SandboxGrant::default(),
             upstream_auth: None,
@@ -134,6 +144,52 @@ fn default_true() -> bool {
 }
 fn default_risk_ceiling() -> RiskLevel {
     RiskLevel::Critical
+}
+
+/// One root of the server's scope (MCP `roots/list`).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Root {
+    /// A `file://` URI of an absolute path, e.g. `file:///workspace`.
+    pub uri: String,
+    /// A name for people and the server's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// Who decides the calls an argument rule with `approval: outOfBand` holds.
+///
+/// A person decides on the admin port (`POST /approvals/<id>`) with their
+/// own bearer token — the same kinds the MCP port accepts (static, JWT,
+/// service account); the facade records that identity as the approver. Only
+/// callers whose role (from `roles`) is listed here may decide, and never
+/// on a call of their own. The operator's admin token reads `/approvals`
+/// but cannot decide.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalPolicy {
+    /// Roles whose holders may approve or deny a waiting call (default
+    /// `[admin]`; empty: nobody, so every out-of-band check times out).
+    #[serde(default = "default_approver_roles")]
+    pub approver_roles: Vec<Role>,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        ApprovalPolicy {
+            approver_roles: default_approver_roles(),
+        }
+    }
+}
+
+impl ApprovalPolicy {
+    pub fn is_default(&self) -> bool {
+        *self == ApprovalPolicy::default()
+    }
+}
+
+fn default_approver_roles() -> Vec<Role> {
+    vec![Role::Admin]
 }
 
 /// The MCPServer a policy was compiled for.
@@ -382,6 +438,43 @@ pub struct Limits {
     /// Total wall time of a session after which calls are refused (default 28800).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_wall_seconds: Option<u64>,
+    /// Tool calls one caller — an issuer-qualified identity, across all its
+    /// sessions — may make per window, e.g. `{calls: 100, per: hour}`
+    /// (default: no such budget). Windows are fixed (the clock's minute,
+    /// hour or day, UTC). Profile-wide it counts every call; on a tool, that
+    /// tool's calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_identity: Option<IdentityBudget>,
+}
+
+/// Calls per identity per window.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IdentityBudget {
+    /// Calls allowed in one window (at least 1).
+    pub calls: u64,
+    /// The window.
+    pub per: BudgetWindow,
+}
+
+/// The window of an identity budget.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetWindow {
+    Minute,
+    Hour,
+    Day,
+}
+
+impl BudgetWindow {
+    /// The window's length in seconds.
+    pub fn seconds(self) -> u64 {
+        match self {
+            BudgetWindow::Minute => 60,
+            BudgetWindow::Hour => 3600,
+            BudgetWindow::Day => 86_400,
+        }
+    }
 }
 
 /// What happens to output over the limit.

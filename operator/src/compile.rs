@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use mcp_warden_crds::remote::{KeyRef, RemoteAuth, RemoteClientCredentials};
 use mcp_warden_crds::{
     sandboxprofile::WorkspaceAccess, toolprofile::ProfileAuth, AuthConfig, ClientCredentials,
-    FacadeCredential, FacadePolicy, JwtIssuer, MCPServer, RiskLevel, SandboxGrant,
+    FacadeCredential, FacadePolicy, JwtIssuer, MCPServer, RiskLevel, Root, SandboxGrant,
     SandboxProfileSpec, ServerRef, ServiceAccountTokens, StaticTokenFile, StaticTokens,
     TokenExchange, ToolProfileSpec, UpstreamAuth, UpstreamCredentialRule,
 };
@@ -97,6 +97,18 @@ pub fn compile_policy(
         roles: tools.roles.clone(),
         auth: compile_auth(server, &tools.auth, cfg),
         sandbox: SandboxGrant { write_allowed },
+        // The server's scope is its workspace mount: the facade answers the
+        // server's `roots/list` with it (a client could answer wider).
+        roots: server
+            .spec
+            .workspace
+            .iter()
+            .filter(|_| server.spec.remote.is_none())
+            .map(|ws| Root {
+                uri: format!("file://{}", ws.mount_path),
+                name: Some("workspace".into()),
+            })
+            .collect(),
         upstream_auth: server
             .spec
             .remote

@@ -197,6 +197,18 @@ impl CompiledPolicy {
                 }
             }
         }
+        for (i, root) in p.roots.iter().enumerate() {
+            let absolute = root
+                .uri
+                .strip_prefix("file://")
+                .is_some_and(|path| path.starts_with('/'));
+            if !absolute {
+                errors.push(ConfigError::invalid(
+                    format!("roots[{i}].uri"),
+                    format!("{:?} must be a file:// URI of an absolute path", root.uri),
+                ));
+            }
+        }
         for (i, name) in p.approved_tools.iter().enumerate() {
             if name.is_empty() {
                 errors.push(ConfigError::invalid(
@@ -302,6 +314,28 @@ mod tests {
         );
         assert!(compile("defaultAction: allow\n").is_ok());
         assert!(CompiledPolicy::compile(&FacadePolicy::allow_all()).is_ok());
+    }
+
+    #[test]
+    fn roots_are_absolute_file_uris() {
+        assert!(
+            compile("defaultAction: allow\nroots: [{uri: \"file:///workspace\", name: ws}]\n")
+                .is_ok()
+        );
+        for bad in [
+            "/workspace",
+            "file://workspace",
+            "https://x/y",
+            "file:relative",
+        ] {
+            let errs = errors(&format!(
+                "defaultAction: allow\nroots: [{{uri: \"{bad}\"}}]\n"
+            ));
+            assert!(
+                errs.iter().any(|e| e.contains("roots[0].uri")),
+                "{bad}: {errs:?}"
+            );
+        }
     }
 
     #[test]

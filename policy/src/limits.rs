@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use mcp_warden_crds::policy::{Limits, OutputOverflow};
+use mcp_warden_crds::policy::{IdentityBudget, Limits, OutputOverflow};
 
 use crate::error::ConfigError;
 
@@ -36,6 +36,8 @@ pub struct ResolvedLimits {
     pub call_timeout: Duration,
     /// Total wall time of a session.
     pub session_wall: Duration,
+    /// Calls per identity (across its sessions) per window, if set.
+    pub max_calls_per_identity: Option<IdentityBudget>,
 }
 
 impl ResolvedLimits {
@@ -50,6 +52,7 @@ impl ResolvedLimits {
         max_concurrent_calls_total: 256,
         call_timeout: Duration::from_secs(60),
         session_wall: Duration::from_secs(28_800),
+        max_calls_per_identity: None,
     };
 
     /// Tool value, else profile value, else default, per field.
@@ -79,6 +82,9 @@ impl ResolvedLimits {
                 session_wall_seconds,
                 d.session_wall.as_secs()
             )),
+            max_calls_per_identity: tool
+                .and_then(|t| t.max_calls_per_identity)
+                .or(profile.max_calls_per_identity),
         }
     }
 
@@ -93,6 +99,10 @@ impl ResolvedLimits {
             ("maxConcurrentCallsTotal", l.max_concurrent_calls_total),
             ("callTimeoutSeconds", l.call_timeout_seconds),
             ("sessionWallSeconds", l.session_wall_seconds),
+            (
+                "maxCallsPerIdentity.calls",
+                l.max_calls_per_identity.map(|b| b.calls),
+            ),
         ];
         for (name, v) in fields {
             if v == Some(0) {

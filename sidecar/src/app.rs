@@ -24,26 +24,70 @@ pub struct HostPolicy {
     pub origins: Vec<String>,
 }
 
-/// Who may read the admin port's `/tools` (every upstream tool, hidden ones
-/// too, with full definitions) and read and decide `/approvals`: holders of
-/// the admin token; without one, anyone who can reach a loopback admin
-/// listener (local use) and nobody on any other (a pod's admin port is
-/// reachable by whatever scrapes it).
+impl HostPolicy {
+    /// DNS rebinding protection: the `Host` must be one we serve, and a
+    /// browser `Origin` must be allowed. Both listeners ask it (each with
+    /// its own host list); `Err` is the reason, for a 403.
+    pub fn check(&self, headers: &hyper::HeaderMap) -> Result<(), String> {
+        use hyper::header::{HOST, ORIGIN};
+        if !self.hosts.is_empty() {
+            let host = headers
+                .get(HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(host_without_port)
+                .unwrap_or_default();
+            if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+                return Err(format!("Forbidden: Host {host:?} is not served here"));
+            }
+        }
+        if let Some(origin) = headers.get(ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let allowed = if self.origins.is_empty() {
+                let host = origin
+                    .split_once("://")
+                    .map(|(_, rest)| host_without_port(rest))
+                    .unwrap_or_default();
+                matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1")
+            } else {
+                self.origins.iter().any(|o| o == origin)
+            };
+            if !allowed {
+                return Err(format!("Forbidden: Origin {origin:?} is not allowed"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn host_without_port(host: &str) -> String {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_ascii_lowercase();
+    }
+    host.rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or(host)
+        .to_ascii_lowercase()
+}
+
+/// Who may use the admin port's `/tools` (every upstream tool, hidden ones
+/// too, with full definitions) and `/approvals`. There is always an admin
+/// token — the operator's (`--admin-token-file`) or one the facade made at
+/// start — and it only *reads*; deciding an approval takes a person's own
+/// token (see [`crate::admin`]). `hosts` guards the admin port against DNS
+/// rebinding as [`App::hosts`] guards `/mcp`.
 #[derive(Clone, Debug, Default)]
 pub struct AdminAccess {
-    pub token: Option<String>,
-    pub loopback: bool,
+    pub token: String,
+    pub hosts: HostPolicy,
 }
 
 impl AdminAccess {
-    /// Whether `Authorization` header value `header` may use `/tools` and
-    /// `/approvals`.
-    pub fn allows(&self, header: Option<&str>) -> bool {
-        match &self.token {
-            Some(token) => crate::auth::bearer(header)
-                .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())),
-            None => self.loopback,
-        }
+    /// Whether `Authorization` header value `header` carries the admin token.
+    pub fn is_admin_token(&self, header: Option<&str>) -> bool {
+        !self.token.is_empty()
+            && crate::auth::bearer(header)
+                .is_some_and(|given| constant_time_eq(given.as_bytes(), self.token.as_bytes()))
     }
 }
 
@@ -116,29 +160,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tools_needs_the_token_when_there_is_one_and_loopback_when_not() {
-        let token = AdminAccess {
-            token: Some("s3cret".into()),
-            loopback: true,
+    fn only_the_admin_token_is_the_admin_token() {
+        let access = AdminAccess {
+            token: "s3cret".into(),
+            hosts: HostPolicy::default(),
         };
-        assert!(token.allows(Some("Bearer s3cret")));
+        assert!(access.is_admin_token(Some("Bearer s3cret")));
         for h in [
             None,
             Some("Bearer wrong"),
             Some("Basic s3cret"),
             Some("s3cret"),
         ] {
-            assert!(!token.allows(h), "{h:?}");
+            assert!(!access.is_admin_token(h), "{h:?}");
         }
-        let local = AdminAccess {
-            token: None,
-            loopback: true,
+        // No token configured is no way in, not an open door.
+        assert!(!AdminAccess::default().is_admin_token(Some("Bearer ")));
+    }
+
+    #[test]
+    fn host_parsing_handles_ports_and_ipv6() {
+        assert_eq!(host_without_port("LocalHost:8080"), "localhost");
+        assert_eq!(host_without_port("[::1]:8080"), "::1");
+        assert_eq!(host_without_port("example.svc"), "example.svc");
+    }
+
+    #[test]
+    fn a_rebinding_host_or_a_foreign_origin_is_refused() {
+        use hyper::header::{HeaderValue, HOST, ORIGIN};
+        let local = HostPolicy {
+            hosts: vec!["127.0.0.1".into(), "localhost".into()],
+            origins: Vec::new(),
         };
-        assert!(local.allows(None));
-        let exposed = AdminAccess {
-            token: None,
-            loopback: false,
-        };
-        assert!(!exposed.allows(None) && !exposed.allows(Some("Bearer x")));
+        let mut h = hyper::HeaderMap::new();
+        h.insert(HOST, HeaderValue::from_static("127.0.0.1:9090"));
+        assert!(local.check(&h).is_ok());
+        h.insert(
+            ORIGIN,
+            HeaderValue::from_static("http://rebind.attacker.example"),
+        );
+        assert!(local.check(&h).is_err());
+        h.remove(ORIGIN);
+        h.insert(
+            HOST,
+            HeaderValue::from_static("rebind.attacker.example:9090"),
+        );
+        assert!(local.check(&h).is_err());
     }
 }

@@ -6,8 +6,11 @@
 //! Flow: session/steps/approval.rs --[`Approvals::open`]--> a pending entry
 //! (listed by `GET /approvals`) and a [`Ticket`] the call waits on -->
 //! `POST /approvals/<id>` --[`Approvals::decide`]--> the ticket resolves
-//! with the decision and the approver's name --> the call goes on (or is
-//! refused), and its audit line names the approver. A ticket nobody decides
+//! with the decision and the approver (the identity that authenticated the
+//! decision, never a name it typed) --> the call goes on (or is refused),
+//! and its audit line names the approver. The identity whose call waits
+//! can never decide it: a caller holding the approver role still needs
+//! another person. A ticket nobody decides
 //! within the wait is refused (-32008, `approval_timeout`); one whose call
 //! went away (client cancelled, session ended) leaves the list when it is
 //! dropped.
@@ -61,7 +64,7 @@ pub struct PendingRule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub approved: bool,
-    /// Who decided, as the approving tool reports it.
+    /// Who decided: the authenticated identity (subject and issuer).
     pub approver: String,
 }
 
@@ -81,6 +84,8 @@ pub enum OpenError {
 pub enum DecideError {
     #[error("no pending approval with that id (decided, expired or never asked)")]
     NotFound,
+    #[error("this call is your own: another approver must decide it")]
+    OwnCall,
 }
 
 struct Entry {
@@ -215,14 +220,23 @@ impl Approvals {
         calls
     }
 
-    /// Decide a pending call; it leaves the list.
-    pub fn decide(&self, id: &str, verdict: Verdict) -> Result<PendingCall, DecideError> {
-        let entry = self
-            .pending
-            .lock()
-            .unwrap()
-            .remove(id)
-            .ok_or(DecideError::NotFound)?;
+    /// Decide a pending call for the decider whose quota key is `decider`
+    /// (the same key the call's owner has when it is the same identity);
+    /// it leaves the list. A call stays pending when its own caller tries.
+    pub fn decide(
+        &self,
+        id: &str,
+        decider: &str,
+        verdict: Verdict,
+    ) -> Result<PendingCall, DecideError> {
+        let entry = {
+            let mut pending = self.pending.lock().unwrap();
+            match pending.get(id) {
+                None => return Err(DecideError::NotFound),
+                Some(e) if e.call.owner == decider => return Err(DecideError::OwnCall),
+                Some(_) => pending.remove(id).expect("present under the lock"),
+            }
+        };
         // The call may have given up a moment ago: then nobody is told.
         let _ = entry.tx.send(verdict);
         Ok(entry.call)
@@ -286,12 +300,22 @@ mod tests {
             approved: true,
             approver: "bob".into(),
         };
-        assert_eq!(a.decide(&id, v.clone()).unwrap().tool, "shell");
+        // Alice's own call: she cannot decide it, and it stays pending.
+        assert_eq!(
+            a.decide(&id, "static/alice", v.clone()).err(),
+            Some(DecideError::OwnCall)
+        );
+        assert_eq!(a.list().len(), 1);
+        assert_eq!(
+            a.decide(&id, "static/bob", v.clone()).unwrap().tool,
+            "shell"
+        );
         assert_eq!(t.decision(Duration::from_secs(1)).await, Some(v));
         assert!(a.list().is_empty());
         assert_eq!(
             a.decide(
                 &id,
+                "static/bob",
                 Verdict {
                     approved: false,
                     approver: "x".into()

@@ -150,11 +150,29 @@ struct RunArgs {
     /// is replaced.
     #[arg(long, default_value_t = Limits::default().cancel_grace.as_secs())]
     cancel_grace_secs: u64,
-    /// File holding the token `/tools` and `/approvals` on the admin port
-    /// ask for (the operator's). Without it, they answer only on a loopback
-    /// admin listener.
+    /// File holding the admin token (the operator's): it reads `/tools` and
+    /// `/approvals` on the admin port, and decides nothing (deciding an
+    /// approval takes an approver's own token). Without it the facade
+    /// generates one at start (see `--generated-admin-token-file`).
     #[arg(long, env = "MCP_WARDEN_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Where the token generated without `--admin-token-file` is written
+    /// (0600; the path is logged). Default:
+    /// `$XDG_RUNTIME_DIR/mcp-warden/admin-<port>.token`, else
+    /// `<temp dir>/mcp-warden-<uid>/admin-<port>.token`.
+    #[arg(long, env = "MCP_WARDEN_GENERATED_ADMIN_TOKEN_FILE")]
+    generated_admin_token_file: Option<PathBuf>,
+    /// Host names the admin port answers to on `/tools` and `/approvals`
+    /// (DNS rebinding protection). Default: the loopback names when it
+    /// listens on loopback, else any (the kubelet and the operator reach it
+    /// by the pod's address).
+    #[arg(long, value_delimiter = ',')]
+    admin_allowed_host: Vec<String>,
+    /// A directory the server may work in (repeatable): the facade answers
+    /// the server's `roots/list` with it, after the policy's `roots`. The
+    /// client's own roots never reach the server.
+    #[arg(long = "root", value_name = "PATH")]
+    roots: Vec<PathBuf>,
     /// Seconds a call held by an argument rule with `approval: outOfBand`
     /// waits for a person's decision on the admin port (`/approvals`)
     /// before it is refused with -32008.
@@ -398,11 +416,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.max_pending_approvals
         },
         max_pending_approvals_per_identity: args.max_pending_approvals_per_identity,
+        roots: local_roots(&args.roots)?,
         ..Limits::default()
     };
     let hosts = HostPolicy {
         hosts: if args.allowed_host.is_empty() && args.listen.ip().is_loopback() {
-            vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+            loopback_names()
         } else {
             args.allowed_host.clone()
         },
@@ -421,24 +440,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => SessionIds::local(),
     };
-    let admin_token = match &args.admin_token_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("cannot read the admin token {}: {e}", path.display())
-            })?;
-            let token = text.trim().to_string();
-            anyhow::ensure!(
-                token.len() >= 16,
-                "the admin token in {} must be at least 16 characters",
-                path.display()
-            );
-            Some(token)
-        }
-        None => None,
-    };
     let admin = AdminAccess {
-        token: admin_token,
-        loopback: args.admin_listen.ip().is_loopback(),
+        token: if args.stdio {
+            String::new() // no admin listener
+        } else {
+            admin_token(&args)?
+        },
+        hosts: HostPolicy {
+            hosts: if args.admin_allowed_host.is_empty() && args.admin_listen.ip().is_loopback() {
+                loopback_names()
+            } else {
+                args.admin_allowed_host.clone()
+            },
+            origins: args.allowed_origin.clone(),
+        },
     };
     // Spans, when an OTLP endpoint is configured (OTEL_* variables).
     let tracer_provider = mcp_warden_telemetry::tracer_provider("mcp-warden-sidecar")?;
@@ -535,6 +550,46 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     app.audit.flush_http(Duration::from_secs(5)).await;
     mcp_warden_telemetry::shutdown(tracer_provider).await;
     Ok(())
+}
+
+/// `--root` directories as `file://` roots, named by their last component.
+fn local_roots(paths: &[PathBuf]) -> anyhow::Result<Vec<mcp_warden_crds::Root>> {
+    paths
+        .iter()
+        .map(|p| {
+            let abs = std::fs::canonicalize(p)
+                .map_err(|e| anyhow::anyhow!("--root {}: {e}", p.display()))?;
+            let path = abs
+                .to_str()
+                .ok_or_else(|| anyhow::anyhow!("--root {}: not UTF-8", p.display()))?;
+            Ok(mcp_warden_crds::Root {
+                uri: format!("file://{path}"),
+                name: abs.file_name().map(|n| n.to_string_lossy().into_owned()),
+            })
+        })
+        .collect()
+}
+
+fn loopback_names() -> Vec<String> {
+    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+}
+
+/// The admin token: the operator's file, or a fresh one written where a
+/// local user can read it (never no token: the admin plane is never open).
+fn admin_token(args: &RunArgs) -> anyhow::Result<String> {
+    if let Some(path) = &args.admin_token_file {
+        return Ok(admin::token::read(path)?);
+    }
+    let path = args
+        .generated_admin_token_file
+        .clone()
+        .unwrap_or_else(|| admin::token::default_path(args.admin_listen.port()));
+    let token = admin::token::generate(&path)?;
+    tracing::info!(
+        path = %path.display(),
+        "generated the admin token: it reads /tools and /approvals on the admin port (send the file's contents as a bearer token)"
+    );
+    Ok(token)
 }
 
 /// An HTTP(S) upstream: `https://` anywhere (the SSRF guard judges where it

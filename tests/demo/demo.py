@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -82,12 +83,30 @@ async def calls(url: str) -> None:
             prompts = await session.list_prompts()
             show("prompts     ", ", ".join(p.name for p in prompts.prompts) or "none listed")
 
+def admin_plane(base: str, token_file: Path) -> str:
+    """/tools without a token (refused) and with the generated admin token."""
+    try:
+        urllib.request.urlopen(f"{base}/tools", timeout=5)
+        anonymous = "200 (open!)"
+    except urllib.error.HTTPError as e:
+        anonymous = str(e.code)
+    req = urllib.request.Request(f"{base}/tools",
+                                 headers={"Authorization": f"Bearer {token_file.read_text().strip()}"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        tools = json.loads(r.read())["tools"]
+    return (f"/tools without a token: {anonymous}; with the generated admin token ({token_file}): "
+            f"{len(tools)} tools, hidden ones too")
+
+
 def main() -> None:
     if not EVERYTHING.exists() or not Path(SIDECAR).exists():
         raise SystemExit("run `make setup` and `cargo build -p mcp-warden-sidecar` first (make demo does both)")
     port, admin = free_port(), free_port()
-    audit = Path(tempfile.mkdtemp(prefix="mcp-warden-demo-")) / "audit.jsonl"
+    scratch = Path(tempfile.mkdtemp(prefix="mcp-warden-demo-"))
+    audit, admin_token = scratch / "audit.jsonl", scratch / "admin.token"
     cmd = [SIDECAR, "run", "--policy", str(ROOT / "tests/demo/policy.yaml"), "--audit", f"file:{audit}",
+           # No admin token configured: the facade generates one (0600) and says where.
+           "--generated-admin-token-file", str(admin_token),
            "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
            "--", shutil.which("node") or "node", str(EVERYTHING), "stdio"]
     show("$", " ".join(cmd[:1] + ["run", "--policy", "tests/demo/policy.yaml", "--", "node", "server-everything", "stdio"]))
@@ -100,6 +119,7 @@ def main() -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5) as r:
             lines = [l for l in r.read().decode().splitlines() if l.startswith("mcpwarden_requests_total")]
         show("metrics     ", "\n             ".join(lines))
+        show("admin       ", admin_plane(f"http://127.0.0.1:{admin}", admin_token))
         records = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
         refused = next((r for r in records if r.get("decision") == "deny"), None)
         example = (f", e.g. {refused['tool']}: decision={refused['decision']} code={refused['code']} "

@@ -313,7 +313,7 @@ def test_metrics_move_for_those_calls(scenario):
     assert f("mcpwarden_policy_denials_total", reason="poisoned_definition") == 1
     # mutable (drift), poisoned and invisible (poisoned, and not in the allowlist either)
     assert total(scenario["after"]["fx"], "mcpwarden_tools", state="quarantined") == 3
-    admin = tools_admin(scenario["fx"].admin_url)
+    admin = tools_admin(scenario["fx"])
     assert {n for n, t in admin.items() if t["state"] == "quarantined"} == {"mutable", "poisoned", "invisible"}
 
 

@@ -563,6 +563,7 @@ def test_params_auth_is_stripped_from_every_batch_element(facade, tmp_path):
 # 9. /tools needs the admin token
 # ---------------------------------------------------------------------------
 def test_admin_tools_needs_the_admin_token(facade, tmp_path):
+    """On a loopback admin listener too: no endpoint is open by default."""
     token_file = tmp_path / "admin-token"
     token_file.write_text("operator-s3cret-0123456789\n")
     fa = facade(upstream=policy_fixture_stdio(), extra_args=["--admin-token-file", str(token_file)],

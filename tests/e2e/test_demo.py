@@ -41,6 +41,8 @@ def test_make_demo_runs_end_to_end_and_shows_the_policy_at_work():
     tools_line = next(l for l in out.splitlines() if l.startswith("tools/list"))
     assert "get-env" not in tools_line and "echo" in tools_line
     assert "get-env -> refused: -32003" in out, out
+    # The admin plane is closed without configuration: /tools answers the generated token only.
+    assert re.search(r"/tools without a token: 401; with the generated admin token \(.*\): [1-9]\d* tools", out), out
     # Resources and prompts pass through: server-everything lists both.
     assert re.search(r"resources\s+[1-9]\d* listed, first: \S+", out), out
     prompts_line = next(l for l in out.splitlines() if l.startswith("prompts"))

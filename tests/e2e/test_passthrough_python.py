@@ -26,6 +26,7 @@ READ_TIMEOUT = 20
 # 2025-11-25 these servers speak.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 UPSTREAMS = ["stdio", "http", "bridge"]
+# What the client would answer to roots/list: the facade never asks it.
 ROOT_URI = "file:///tmp/mcp-warden-e2e-root"
 
 
@@ -33,15 +34,19 @@ ROOT_URI = "file:///tmp/mcp-warden-e2e-root"
 def everything(request, module_facade, start_module_process, tmp_path_factory):
     """A facade in front of server-everything over each upstream transport."""
     kind = request.param
+    # The server's scope comes from the facade (`--root`), never the client.
+    root = tmp_path_factory.mktemp("root").resolve()
+    roots = ["--root", str(root)]
     if kind == "stdio":
-        fa = module_facade(upstream=everything_stdio())
+        fa = module_facade(upstream=everything_stdio(), extra_args=roots)
     elif kind == "http":
-        fa = module_facade(upstream_url=start_everything_http(start_module_process))
+        fa = module_facade(upstream_url=start_everything_http(start_module_process), extra_args=roots)
     else:
         sock = tmp_path_factory.mktemp("bridge") / "everything.sock"
         start_bridge(start_module_process, sock, everything_stdio())
-        fa = module_facade(upstream_socket=str(sock))
+        fa = module_facade(upstream_socket=str(sock), extra_args=roots)
     fa.kind = kind
+    fa.root_uri = f"file://{root}"
     return fa
 
 
@@ -133,10 +138,12 @@ def test_initialize_tools_and_server_notifications(everything):
             await c.set_logging_level("debug")
             r = await c.call_tool("toggle-simulated-logging", {})
             assert "Started simulated" in text_of(r)
-            await wait_until(lambda: rec.logs, what="a notifications/message log")
-            assert rec.logs[0].level in ("debug", "info", "notice", "warning", "error",
-                                         "critical", "alert", "emergency")
-            assert "message" in str(rec.logs[0].data)
+            # (The server also logs that it got the facade's roots: skip that one.)
+            simulated = lambda: [l for l in rec.logs if "Roots updated" not in str(l.data)]  # noqa: E731
+            await wait_until(simulated, what="a notifications/message log")
+            assert simulated()[0].level in ("debug", "info", "notice", "warning", "error",
+                                            "critical", "alert", "emergency")
+            assert "message" in str(simulated()[0].data)
             r = await c.call_tool("toggle-simulated-logging", {})
             assert "Stopped simulated" in text_of(r)
 
@@ -250,11 +257,12 @@ def test_sampling_elicitation_and_roots(everything):
             assert "name" in rec.elicitations[0].requested_schema["properties"]
             assert "Ada Lovelace" in text_of(r)
 
-            # server-everything asks for roots (a server-to-client request) after init.
+            # server-everything asks for roots (a server-to-client request)
+            # after init: the facade answers with its own, never asking the client.
             with anyio.fail_after(8):
-                await rec.roots_asked.wait()
-            r = await c.call_tool("get-roots-list", {})
-            assert ROOT_URI in text_of(r), text_of(r)
+                while everything.root_uri not in text_of(r := await c.call_tool("get-roots-list", {})):
+                    await anyio.sleep(0.2)
+            assert ROOT_URI not in text_of(r) and rec.roots_requests == 0, text_of(r)
 
     run_async(body)
 

@@ -21,7 +21,10 @@ fixture = fixture_module()
 
 CLIENT = Path(__file__).resolve().parent / "ts" / "client.mjs"
 RUN_TIMEOUT = 90
-ROOT_URI = "file:///tmp/mcp-warden-ts-root"
+# The facade's root (`--root`): the server learns its scope from the facade;
+# the TS client names the same directory, so the check holds either way.
+ROOT_DIR = Path("/tmp/mcp-warden-ts-root")
+ROOT_URI = f"file://{ROOT_DIR}"
 
 
 def run_client(start_process, *args: str) -> dict:
@@ -67,7 +70,7 @@ def check_everything(r: dict, downstream: str) -> None:
     assert "sampled-by-ts" in r["sampling"] and "ts-e2e-model" in r["sampling"]
     assert r["samplingSeen"] and "ts-ping" in r["samplingSeen"][0]
     assert "Grace Hopper" in r["elicitation"]
-    assert ROOT_URI in r["roots"]
+    assert ROOT_URI in r["roots"] and r["rootsAsked"] == 0, r["roots"]  # the facade's root, not asked of the client
     # server notifications
     assert r["logs"] >= 1
     assert r["updated"] and r["updated"][0] == r["subscribedUri"]
@@ -75,10 +78,12 @@ def check_everything(r: dict, downstream: str) -> None:
 
 @pytest.mark.parametrize("upstream", ["stdio", "http"])
 def test_ts_client_over_streamable_http(facade, start_process, upstream):
+    ROOT_DIR.mkdir(exist_ok=True)
+    roots = ["--root", str(ROOT_DIR)]
     if upstream == "stdio":
-        fa = facade(upstream=everything_stdio())
+        fa = facade(upstream=everything_stdio(), extra_args=roots)
     else:
-        fa = facade(upstream_url=start_everything_http(start_process))
+        fa = facade(upstream_url=start_everything_http(start_process), extra_args=roots)
     r = run_client(start_process, "--url", fa.url)
     check_everything(r, "http")
     if upstream == "stdio":
@@ -91,8 +96,9 @@ def test_ts_client_over_facade_stdio(start_process):
     """StdioClientTransport spawns the facade in --stdio mode in place of the server."""
     if not sidecar_path().exists():
         pytest.skip(f"facade binary {sidecar_path()} does not exist")
+    ROOT_DIR.mkdir(exist_ok=True)
     facade_cmd = [str(sidecar_path()), "run", "--stdio", "--admin-listen", f"127.0.0.1:{free_port()}",
-                  "--", *everything_stdio()]
+                  "--root", str(ROOT_DIR), "--", *everything_stdio()]
     r = run_client(start_process, "--stdio", "--", *facade_cmd)
     check_everything(r, "stdio")
     assert r["listChanged"] >= 1

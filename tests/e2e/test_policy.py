@@ -553,10 +553,10 @@ def test_drifted_definition_is_quarantined(facade, tmp_path):
             assert text_of_result(await c.call_tool("echo", {"text": "still fine"})) == "still fine"
 
     run_async(body)
-    t = tools_admin(fa.admin_url)["mutable"]
+    t = tools_admin(fa)["mutable"]
     assert t["state"] == "quarantined" and t["reason"] == "definition_drift", t
     assert t["hash"] != t["firstSeenHash"]
-    assert tools_admin(fa.admin_url)["echo"]["state"] == "exposed"
+    assert tools_admin(fa)["echo"]["state"] == "exposed"
     assert metric(fa.admin_url, "mcpwarden_tools", state="quarantined") >= 1
 
 
@@ -568,13 +568,13 @@ def test_drifted_tool_released_by_a_pin_for_its_new_definition(facade, tmp_path)
         async with sdk_client(fa.url) as c:
             assert text_of_result(await c.call_tool("drift", {})) == "drifted"
             await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: tools_admin(fa.admin_url)["mutable"]["state"] == "quarantined", 10, "quarantine"))
-            new_hash = tools_admin(fa.admin_url)["mutable"]["hash"]
+                lambda: tools_admin(fa)["mutable"]["state"] == "quarantined", 10, "quarantine"))
+            new_hash = tools_admin(fa)["mutable"]["hash"]
             # an admin reviews the new definition and pins it
             policy["tools"][0]["pin"] = new_hash
             fa.policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
             await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: tools_admin(fa.admin_url)["mutable"]["state"] == "exposed", 10, "release by pin"))
+                lambda: tools_admin(fa)["mutable"]["state"] == "exposed", 10, "release by pin"))
             assert "mutable" in await listed(c)  # same session
             assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
             tool = (await listed(c))["mutable"]
@@ -595,7 +595,7 @@ def test_poisoned_description_is_quarantined(facade, tmp_path):
                 assert e.code == -32004 and e.data["reason"] == "poisoned_definition", (name, e.error)
 
     run_async(body)
-    admin = tools_admin(fa.admin_url)
+    admin = tools_admin(fa)
     for name in ("poisoned", "invisible"):
         assert admin[name]["state"] == "quarantined" and admin[name]["reason"] == "poisoned_definition", admin[name]
         assert admin[name]["findings"], admin[name]
@@ -613,7 +613,7 @@ def test_poisoning_scan_warn_exposes_and_logs(facade, tmp_path):
             assert text_of_result(await c.call_tool("poisoned", {"a": 2, "b": 3})) in ("5", "5.0")
 
     run_async(body)
-    assert tools_admin(fa.admin_url)["poisoned"]["state"] == "exposed"
+    assert tools_admin(fa)["poisoned"]["state"] == "exposed"
     wait_for(lambda: "poisoning scan finding" in fa.stderr_text(), 5, "a warning log line")
 
 
@@ -634,7 +634,7 @@ def test_hot_reload_keeps_sessions_and_rejects_a_broken_policy(facade, tmp_path)
     async def body():
         async with sdk_client(fa.url) as c:
             assert set(await listed(c)) == {"echo"}  # poisoned is quarantined
-            pin = tools_admin(fa.admin_url)["poisoned"]["hash"]
+            pin = tools_admin(fa)["poisoned"]["hash"]
             assert pin.startswith("sha256:")
             applied = metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied")
             # An admin pins the reviewed definition and allows one more tool.
@@ -838,7 +838,7 @@ def test_pin_mismatch_quarantines_from_the_start(facade, tmp_path):
             assert e.code == -32004 and e.data["reason"] == "pin_mismatch", e.error
 
     run_async(body)
-    t = tools_admin(fa.admin_url)["echo"]
+    t = tools_admin(fa)["echo"]
     assert t["state"] == "quarantined" and t["reason"] == "pin_mismatch" and t["hash"] != "sha256:" + "0" * 64
 
 

@@ -20,7 +20,8 @@ from mcp import types
 
 from helpers import run_async
 from warden_helpers import (Audit, filesystem_stdio, policy_doc, policy_fixture_stdio, sdk_client, sdk_error,
-                            text_of_result, tools_admin, wait_for)
+                            text_of_result, tools_admin, wait_for, with_approvers,
+                            decide_approval)
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -142,7 +143,7 @@ def test_quarantined_tools_say_why_in_tools_and_the_audit_line(facade, tmp_path)
             assert (e.code, e.data["reason"]) == (-32004, "poisoned_definition"), e.error
 
     run_async(body)
-    admin = tools_admin(fa.admin_url)
+    admin = tools_admin(fa)
     assert admin["poisoned"]["finding"].startswith("model_instruction/"), admin["poisoned"]
     assert admin["invisible"]["finding"] == "hidden_unicode/zero_width", admin["invisible"]
     details = {f["detail"] for f in admin["poisoned"]["findings"]}
@@ -154,9 +155,12 @@ def test_quarantined_tools_say_why_in_tools_and_the_audit_line(facade, tmp_path)
 # ---------------------------------------------------------------------------
 # Out-of-band approval
 # ---------------------------------------------------------------------------
-OOB_POLICY = policy_doc(auth=ANON, tools=[{"name": "echo", "arguments": [{
-    "name": "text", "kind": "string", "allow": [".*"], "check": ["deploy .*"], "approval": "outOfBand"}]}])
 ADMIN_TOKEN = "admin-" + secrets.token_hex(16)
+# The people who decide, each with a token of their own and the admin role.
+APPROVERS = {"carol": "carol-" + secrets.token_hex(16), "dave": "dave-" + secrets.token_hex(16)}
+OOB_POLICY = with_approvers(policy_doc(auth=ANON, tools=[{"name": "echo", "arguments": [{
+    "name": "text", "kind": "string", "allow": [".*"], "check": ["deploy .*"], "approval": "outOfBand"}]}]),
+    APPROVERS)
 FAKE_TOKEN = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
 
 
@@ -196,11 +200,11 @@ def pending(fa) -> list[dict]:
 
 
 def decide_when_pending(fa, decision: str, approver: str, results: dict):
-    """In a thread: wait for the one pending call, check what a person sees, decide it."""
+    """In a thread: wait for the one pending call, check what a person sees, and
+    decide it as `approver` (with that person's own token)."""
     calls = wait_for(lambda: pending(fa), timeout=10, what="a pending approval")
     results["pending"] = calls
-    r = admin(fa, "POST", f"/approvals/{calls[0]['id']}", json={"decision": decision, "approver": approver})
-    results["post"] = r
+    results["post"] = decide_approval(fa.admin_url, calls[0]["id"], decision, APPROVERS[approver])
 
 
 def test_out_of_band_approval_admits_declines_and_times_out(oob):
@@ -210,9 +214,14 @@ def test_out_of_band_approval_admits_declines_and_times_out(oob):
     assert admin(fa, "GET", "/approvals", token="wrong-token-0123456789").status_code == 401
     assert admin(fa, "POST", "/approvals/x", token=None, json={}).status_code == 401
     assert pending(fa) == []
-    assert admin(fa, "POST", "/approvals/nope", json={"decision": "approve", "approver": "x"}).status_code == 404
-    assert admin(fa, "POST", "/approvals/nope", json={"decision": "maybe", "approver": "x"}).status_code == 400
-    assert admin(fa, "POST", "/approvals/nope", json={"decision": "approve"}).status_code == 400
+    carol = APPROVERS["carol"]
+    assert decide_approval(fa.admin_url, "nope", "approve", carol).status_code == 404
+    assert decide_approval(fa.admin_url, "nope", "maybe", carol).status_code == 400
+    # The approver is who authenticated: a body naming one is refused ...
+    assert admin(fa, "POST", "/approvals/nope", token=carol,
+                 json={"decision": "approve", "approver": "x"}).status_code == 400
+    # ... and the admin token reads but never decides.
+    assert admin(fa, "POST", "/approvals/nope", json={"decision": "approve"}).status_code == 403
 
     approved, declined = {}, {}
 
@@ -240,14 +249,14 @@ def test_out_of_band_approval_admits_declines_and_times_out(oob):
     assert (call["tool"], call["rule"], call["reason"]) == ("echo", "text", "value_needs_approval"), call
     assert "deploy prod [REDACTED:github_token]" in call["argument"] and call["session"], call
     assert FAKE_TOKEN not in json.dumps(approved["pending"]), "a secret shown on /approvals"
-    assert approved["post"].status_code == 200 and approved["post"].json()["approver"] == "carol"
+    assert approved["post"].status_code == 200 and approved["post"].json()["approver"] == "carol (static)"
     assert declined["post"].status_code == 200
     lines = fa.audit.lines()
     by_reason = {(l["decision"], l.get("reason")): l for l in lines if l["event"] == "tool_call"}
-    assert by_reason[("deny", "approval_declined")]["approver"] == "dave"
+    assert by_reason[("deny", "approval_declined")]["approver"] == "dave (static)"
     assert by_reason[("deny", "approval_timeout")]["code"] == -32008
     allowed = [l for l in lines if l["decision"] == "allow" and l.get("approver")]
-    assert [l["approver"] for l in allowed] == ["carol"], lines
+    assert [l["approver"] for l in allowed] == ["carol (static)"], lines
     assert "deploy" not in fa.audit.text(), "argument content in the audit file"
 
 
@@ -309,10 +318,10 @@ def test_stdio_mode_has_no_out_of_band_channel(tmp_path):
 # Two rules ask about one call: the first through an elicitation, the second
 # out of band. The call must wait for the stronger channel, and the person
 # on the admin port must see both rules.
-TWO_CHANNEL_POLICY = policy_doc(auth=ANON, tools=[{"name": "echo", "arguments": [
+TWO_CHANNEL_POLICY = with_approvers(policy_doc(auth=ANON, tools=[{"name": "echo", "arguments": [
     {"name": "text", "kind": "string", "allow": [".*"], "check": ["deploy .*"]},
     {"name": "/text", "kind": "string", "allow": [".*"], "check": [".* prod.*"], "approval": "outOfBand"},
-]}])
+]}]), APPROVERS)
 
 
 def test_two_rules_asking_wait_for_the_strongest_channel_and_name_both(facade, tmp_path):

@@ -188,7 +188,7 @@ def test_https_upstream_serves_each_caller_with_its_own_credential(facade, start
 
     # The remote's identity as the facade's probe found it (server/discover
     # or initialize): what the operator shows in MCPServer status.server.
-    server = httpx.get(f"{f.admin_url}/tools", timeout=5).json()["server"]
+    server = httpx.get(f"{f.admin_url}/tools", headers=f.admin_headers(), timeout=5).json()["server"]
     assert server == {"name": "mcp-warden-modern-conformance-fixture", "title": None,
                       "version": "1.0.0", "era": era}, server
 

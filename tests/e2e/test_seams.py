@@ -9,8 +9,17 @@ the attack fails and the legitimate path still works:
      (decoded JSON), whatever the raw bytes look like;
   3. a JSON-RPC batch is bounded, and each element is a request for every
      budget;
+  4. the admin plane is never open: `/tools` and `/approvals` need a token
+     (one is generated when none is configured), deciding needs a role the
+     policy names for approving, the approver is who authenticated, and the
+     caller whose call waits cannot approve it;
+  5. the client cannot widen the server's scope through `roots/list`: the
+     facade answers it from the policy, and offers `roots` only when the
+     policy has some;
   6. one identity cannot fill the out-of-band approval queue;
-  7. a `requestState` that carried an approval runs its call once.
+  7. a `requestState` that carried an approval runs its call once;
+  9. a budget can span a caller's sessions: `maxCallsPerIdentity` is not
+     reset by a new session.
 
 Servers: @modelcontextprotocol/server-filesystem and server-everything
 (Node), mcp-server-git (Python), over stdio.
@@ -31,18 +40,19 @@ from mcp import types
 
 from era_helpers import ModernMcp
 from helpers import RawMcp, everything_stdio, parse_body, run_async
-from warden_helpers import (Audit, filesystem_stdio, git_stdio, policy_doc, sdk_client, sdk_error,
-                            text_of_result, token_entry, wait_for)
+from warden_helpers import (Audit, Keys, decide_approval, filesystem_stdio, git_stdio, oidc_claims, policy_doc,
+                            sdk_client, sdk_error, text_of_result, token_entry, wait_for, with_approvers)
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 ANON = {"anonymous": {"role": "user"}}
 ADMIN_TOKEN = "admin-" + secrets.token_hex(16)
+# A person who decides out-of-band approvals (the admin role: the default approver role).
+CAROL = "carol-" + secrets.token_hex(16)
 
 
 def admin(fa, method: str, path: str, **kw) -> httpx.Response:
-    return httpx.request(method, f"{fa.admin_url}{path}", timeout=5,
-                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kw)
+    return httpx.request(method, f"{fa.admin_url}{path}", timeout=5, headers=fa.admin_headers(), **kw)
 
 
 def pending(fa) -> list[dict]:
@@ -78,11 +88,11 @@ def workspace(tmp_path) -> Path:
 def two_channel_policy(root: Path) -> dict:
     # Moving anything out of prod asks the caller's user; writing into dev
     # needs a person on the admin port. A move from prod to dev trips both.
-    return policy_doc(auth=ANON, defaultAction="deny", sandbox={"writeAllowed": True}, tools=[
+    return with_approvers(policy_doc(auth=ANON, defaultAction="deny", sandbox={"writeAllowed": True}, tools=[
         {"name": "move_file", "requiredRole": "user", "arguments": [
             {"name": "source", "kind": "path", "allow": [f"{root}/**"], "check": [f"{root}/prod/**"]},
             {"name": "destination", "kind": "path", "allow": [f"{root}/**"], "check": [f"{root}/dev/**"],
-             "approval": "outOfBand"}]}])
+             "approval": "outOfBand"}]}]), {"carol": CAROL})
 
 
 def test_1_a_call_two_rules_check_waits_for_the_stronger_channel(facade, workspace, tmp_path):
@@ -96,8 +106,7 @@ def test_1_a_call_two_rules_check_waits_for_the_stronger_channel(facade, workspa
     def approve_when_listed():
         calls = wait_for(lambda: pending(fa), timeout=10, what="a pending approval")
         seen["pending"] = calls
-        seen["post"] = admin(fa, "POST", f"/approvals/{calls[0]['id']}",
-                             json={"decision": "approve", "approver": "carol"})
+        seen["post"] = decide_approval(fa.admin_url, calls[0]["id"], "approve", CAROL)
 
     async def body():
         async with sdk_client(fa.url, elicitation_callback=me) as c:
@@ -210,15 +219,140 @@ def test_3_a_batch_is_bounded_and_each_element_meets_every_budget(facade):
 
 
 # ---------------------------------------------------------------------------
+# 4. The admin plane is never open
+# ---------------------------------------------------------------------------
+ISSUER, AUDIENCE = "https://idp.seams.example", "mcp"
+
+
+def test_4_the_admin_plane_needs_a_token_an_approver_role_and_another_person(facade, tmp_path):
+    keys = Keys()
+    jwks = keys.write_jwks(tmp_path / "jwks.json")
+    jwt = lambda sub, groups: keys.mint(oidc_claims(ISSUER, AUDIENCE, sub, groups))  # noqa: E731
+    # The lead is an approver and a caller; security approves; the intern only calls.
+    lead, security, intern = jwt("lead", ["approvers"]), jwt("security", ["approvers"]), jwt("intern", ["devs"])
+    audit = Audit(tmp_path / "audit.jsonl")
+    policy = policy_doc(
+        auth={"jwt": [{"issuer": ISSUER, "audiences": [AUDIENCE], "jwksFile": str(jwks)}]},
+        roles=[{"role": "admin", "groups": ["approvers"]}, {"role": "user", "groups": ["devs"]}],
+        approval={"approverRoles": ["admin"]}, defaultAction="deny",
+        tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
+                                               "check": ["deploy .*"], "approval": "outOfBand"}]}])
+    # No --admin-token-file: the README's first command.
+    fa = facade(upstream=everything_stdio(), policy=policy,
+                extra_args=["--approval-timeout-secs", "30", "--audit", audit.arg])
+    # The facade generated an admin token only its user can read.
+    assert fa.admin_token_path.stat().st_mode & 0o777 == 0o600
+    url = fa.admin_url
+    results: dict = {}
+
+    def call():
+        results["lead"] = ModernMcp(fa.url, lead, timeout=40).request(
+            "tools/call", {"name": "echo", "arguments": {"message": "deploy prod"}})
+
+    t = threading.Thread(target=call)
+    t.start()
+    try:
+        (waiting,) = wait_for(lambda: pending(fa), timeout=10, what="the lead's call pending")
+        cid = waiting["id"]
+        # The attack: a viewer's browser, rebound, posts a forged approver as text/plain.
+        forged = json.dumps({"decision": "approve", "approver": "security-team"})
+        r = httpx.post(f"{url}/approvals/{cid}", content=forged, timeout=5,
+                       headers={"Host": "rebind.attacker.example", "Content-Type": "text/plain"})
+        assert r.status_code == 403, (r.status_code, r.text)
+        r = httpx.post(f"{url}/approvals/{cid}", content=forged, headers={"Content-Type": "text/plain"}, timeout=5)
+        assert r.status_code == 401, (r.status_code, r.text)
+        for path in ("/approvals", "/tools"):
+            assert httpx.get(f"{url}{path}", timeout=5).status_code == 401, path
+            r = httpx.get(f"{url}{path}", headers={**fa.admin_headers(), "Origin": "http://rebind.attacker.example"},
+                          timeout=5)
+            assert r.status_code == 403, (path, r.status_code)
+        bearer = lambda tok: {"Authorization": f"Bearer {tok}"}  # noqa: E731
+        # The admin token reads, never decides.
+        assert httpx.get(f"{url}/tools", headers=fa.admin_headers(), timeout=5).status_code == 200
+        assert decide_approval(url, cid, "approve", fa.admin_token).status_code == 403
+        # The caller whose call waits cannot approve it, approver role or not.
+        r = decide_approval(url, cid, "approve", lead)
+        assert r.status_code == 403 and "your own" in r.text, (r.status_code, r.text)
+        # Someone without an approver role cannot decide (nor read).
+        assert decide_approval(url, cid, "approve", intern).status_code == 403
+        assert httpx.get(f"{url}/approvals", headers=bearer(intern), timeout=5).status_code == 403
+        # An approver's own token still needs JSON, and cannot name someone else.
+        r = httpx.post(f"{url}/approvals/{cid}", content=json.dumps({"decision": "approve"}),
+                       headers={**bearer(security), "Content-Type": "text/plain"}, timeout=5)
+        assert r.status_code == 415, (r.status_code, r.text)
+        r = httpx.post(f"{url}/approvals/{cid}", json={"decision": "approve", "approver": "security-team"},
+                       headers=bearer(security), timeout=5)
+        assert r.status_code == 400, (r.status_code, r.text)
+        assert [p["id"] for p in pending(fa)] == [cid], "the call was decided by a refused request"
+        # The legitimate path: another person with the approver role decides.
+        assert httpx.get(f"{url}/approvals", headers=bearer(security), timeout=5).status_code == 200
+        r = decide_approval(url, cid, "approve", security)
+        assert r.status_code == 200 and r.json()["approver"] == f"security ({ISSUER})", (r.status_code, r.text)
+    finally:
+        for p in pending(fa):
+            decide_approval(url, p["id"], "deny", security)
+        t.join(timeout=40)
+    _, answer = results["lead"]
+    assert answer["result"]["content"][0]["text"] == "Echo: deploy prod", answer
+    line = audit.wait(lambda l: l.get("event") == "tool_call" and l.get("approver"))
+    assert line["approver"] == f"security ({ISSUER})" and "security-team" not in audit.text(), line
+
+
+# ---------------------------------------------------------------------------
+# 5. The client cannot widen the server's scope through roots/list
+# ---------------------------------------------------------------------------
+def test_5_the_client_cannot_widen_the_servers_roots(facade, workspace):
+    asked: list[int] = []
+
+    async def everything_please(context):
+        # The attack: the client answers the server's roots/list with the whole disk.
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri="file:///", name="everything")])
+
+    async def listing(c, path: Path) -> tuple[bool, str]:
+        r = await c.call_tool("list_directory", {"path": str(path)})
+        return r.is_error, text_of_result(r)
+
+    dev = workspace / "dev"
+    no_roots = policy_doc(auth=ANON, defaultAction="allow")
+    # As the operator compiles it from the workspace mount (here: a narrower one).
+    with_roots = policy_doc(auth=ANON, defaultAction="allow", roots=[{"uri": f"file://{dev}", "name": "dev"}])
+    for policy, allowed, entry in ((no_roots, workspace, "[DIR] dev"), (with_roots, dev, "[FILE] app.txt")):
+        fa = facade(upstream=filesystem_stdio(workspace), policy=policy)
+
+        async def body():
+            async with sdk_client(fa.url, list_roots_callback=everything_please) as c:
+                # server-filesystem asks for roots after the handshake, and
+                # takes the answer as its allowed directories: give it time.
+                with anyio.fail_after(10):
+                    while True:
+                        dirs = text_of_result(await c.call_tool("list_allowed_directories", {}))
+                        if str(allowed) in dirs and (allowed == workspace or f"{workspace}\n" not in dirs + "\n"):
+                            break
+                        await anyio.sleep(0.2)
+                await anyio.sleep(1)  # a late roots answer would land by now
+                refused, text = await listing(c, Path("/etc"))
+                assert refused and "passwd" not in text, text
+                assert "\n/\n" not in "\n" + dirs + "\n", dirs
+                # The legitimate path: the policy's scope still lists.
+                refused, text = await listing(c, allowed)
+                assert not refused and entry in text, text
+
+        run_async(body)
+    assert asked == [], "the facade asked the client for the server's roots"
+
+
+# ---------------------------------------------------------------------------
 # 6. One identity cannot fill the approval queue
 # ---------------------------------------------------------------------------
 ALICE, BOB = "alice-" + secrets.token_hex(8), "bob-" + secrets.token_hex(8)
-QUEUE_POLICY = policy_doc(
+QUEUE_POLICY = with_approvers(policy_doc(
     auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
     roles=[{"role": "user", "subjects": ["alice", "bob"]}],
     defaultAction="deny", sandbox={"writeAllowed": True},
     tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
-                                           "check": ["deploy .*"], "approval": "outOfBand"}]}])
+                                           "check": ["deploy .*"], "approval": "outOfBand"}]}]),
+    {"carol": CAROL})
 
 
 def test_6_one_identity_cannot_fill_the_approval_queue(facade, tmp_path):
@@ -250,7 +384,7 @@ def test_6_one_identity_cannot_fill_the_approval_queue(facade, tmp_path):
         wait_for(lambda: any(p["subject"] == "bob" for p in pending(fa)), timeout=10, what="bob's call pending")
     finally:
         for p in pending(fa):
-            admin(fa, "POST", f"/approvals/{p['id']}", json={"decision": "deny", "approver": "carol"})
+            decide_approval(fa.admin_url, p["id"], "deny", CAROL)
         for t in waiting:
             t.join(timeout=30)
         alice.close()
@@ -286,3 +420,35 @@ def test_7_an_approved_request_state_runs_its_call_once(facade):
             assert again["error"]["data"]["reason"] == "request_state_used", again
     finally:
         mcp.close()
+
+
+# ---------------------------------------------------------------------------
+# 9. Budgets can span a caller's sessions
+# ---------------------------------------------------------------------------
+IDENTITY_POLICY = policy_doc(
+    auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
+    roles=[{"role": "user", "subjects": ["alice", "bob"]}], defaultAction="allow",
+    limits={"maxCallsPerSession": 2, "maxCallsPerIdentity": {"calls": 2, "per": "hour"}})
+
+
+def test_9_a_new_session_does_not_reset_the_identity_budget(facade):
+    fa = facade(upstream=everything_stdio(), policy=IDENTITY_POLICY)
+
+    async def one_call(token: str, n: int):
+        """One call in a session of its own: its text, or its error."""
+        from mcp.shared.exceptions import MCPError
+        async with sdk_client(fa.url, token) as c:
+            try:
+                return text_of_result(await c.call_tool("echo", {"message": f"m{n}"}))
+            except MCPError as e:
+                return (e.code, e.data["reason"], e.data.get("limit"))
+
+    async def body():
+        # The attack: five sessions, each with two calls' session budget.
+        outcomes = [await one_call(ALICE, n) for n in range(5)]
+        assert outcomes[:2] == ["Echo: m0", "Echo: m1"], outcomes
+        assert outcomes[2:] == [(-32005, "calls_per_identity_exceeded", 2)] * 3, outcomes
+        # Another identity has its own budget.
+        assert await one_call(BOB, 9) == "Echo: m9"
+
+    run_async(body)

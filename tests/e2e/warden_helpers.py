@@ -183,9 +183,26 @@ class Audit:
             time.sleep(0.05)
 
 
-def tools_admin(admin_url: str) -> dict[str, dict]:
-    """The facade's /tools admin view, by upstream name."""
-    r = httpx.get(f"{admin_url}/tools", timeout=5)
+def with_approvers(policy: dict, approvers: dict[str, str]) -> dict:
+    """`policy` plus a static token per approver (subject -> token), bound to
+    the admin role: the role `approval.approverRoles` names by default."""
+    auth = dict(policy.get("auth", {}))
+    static = dict(auth.get("staticTokens", {}))
+    static["tokens"] = [*static.get("tokens", []), *(token_entry(t, s) for s, t in approvers.items())]
+    auth["staticTokens"] = static
+    return {**policy, "auth": auth, "roles": [*policy.get("roles", []),
+                                              {"role": "admin", "subjects": list(approvers)}]}
+
+
+def decide_approval(admin_url: str, call_id: str, decision: str, token: str) -> httpx.Response:
+    """POST a decision on the admin port as the person whose bearer token is `token`."""
+    return httpx.post(f"{admin_url}/approvals/{call_id}", json={"decision": decision},
+                      headers={"Authorization": f"Bearer {token}"}, timeout=5)
+
+
+def tools_admin(fa) -> dict[str, dict]:
+    """The facade's /tools admin view, by upstream name (read with its admin token)."""
+    r = httpx.get(f"{fa.admin_url}/tools", headers=fa.admin_headers(), timeout=5)
     assert r.status_code == 200, r.text
     return {t["name"]: t for t in r.json()["tools"]}
 

@@ -1,13 +1,27 @@
 //! Budgets: per-session call counts, a calls-per-minute token bucket,
-//! concurrency per session and across the facade, session wall time, and the
-//! size of a call's arguments. Checked before a call goes upstream; the
-//! concurrency slots are held by a [`CallPermit`] until the call ends.
+//! concurrency per session and across the facade, session wall time, the
+//! size of a call's arguments, and calls per identity per window across
+//! that identity's sessions ([`IdentityBudgets`]). Checked before a call
+//! goes upstream; the concurrency slots are held by a [`CallPermit`] until
+//! the call ends.
+//!
+//! Which budget is which: `maxCallsPerSession`, `callsPerMinute` and
+//! `maxConcurrentCalls` are per session (a modern caller's: per caller and
+//! replica) and so bound one session, never use — a caller with five
+//! sessions gets five of them; `maxCallsPerIdentity` is the one a new
+//! session does not reset, keyed by the issuer-qualified identity (one
+//! source address for anonymous callers); `maxConcurrentCallsTotal` is the
+//! facade's. The identity budget is kept by the replica that serves the
+//! call: with several replicas each keeps its own count, so a caller spread
+//! over N replicas can reach N times it (owner-per-identity across the
+//! replicas is not built yet).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use mcp_warden_crds::IdentityBudget;
 use mcp_warden_policy::ResolvedLimits;
 
 use super::refusal::{Budget, Refusal};
@@ -21,6 +35,93 @@ impl GlobalCalls {
     pub fn current(&self) -> u64 {
         self.0.load(Ordering::Acquire)
     }
+}
+
+/// Calls per identity per fixed window, across the identity's sessions:
+/// `(identity, scope)` → the window's index, its count and its length. The scope is
+/// `""` for the profile-wide budget, a tool's name for a tool's own.
+#[derive(Default)]
+pub struct IdentityBudgets {
+    windows: Mutex<HashMap<(String, String), Window>>,
+}
+
+/// A window's index (unix time / its length), calls counted, and length (s).
+type Window = (u64, u64, u64);
+
+/// Entries kept before stale windows are swept.
+const SWEEP_AT: usize = 4096;
+
+impl IdentityBudgets {
+    /// Take one call for `identity` from each `(scope, budget)` at unix time
+    /// `now` — all or none. `Err((limit, observed))` names the first budget
+    /// that is spent.
+    pub fn take(
+        &self,
+        identity: &str,
+        budgets: &[(&str, IdentityBudget)],
+        now: u64,
+    ) -> Result<(), (u64, u64)> {
+        let mut windows = self.windows.lock().unwrap();
+        if windows.len() >= SWEEP_AT {
+            // Windows that are over count nothing any more.
+            windows.retain(|_, (index, _, per)| (*index + 1) * *per > now);
+        }
+        for (scope, budget) in budgets {
+            let index = now / budget.per.seconds();
+            let used = match windows.get(&(identity.to_string(), scope.to_string())) {
+                Some((i, n, p)) if *i == index && *p == budget.per.seconds() => *n,
+                _ => 0,
+            };
+            if used >= budget.calls {
+                return Err((budget.calls, used + 1));
+            }
+        }
+        for (scope, budget) in budgets {
+            let index = now / budget.per.seconds();
+            let per = budget.per.seconds();
+            let entry = windows
+                .entry((identity.to_string(), scope.to_string()))
+                .or_insert((index, 0, per));
+            if entry.0 != index || entry.2 != per {
+                *entry = (index, 0, per);
+            }
+            entry.1 += 1;
+        }
+        Ok(())
+    }
+
+    /// Give back a call [`IdentityBudgets::take`] took, when a later budget
+    /// refused it (a refused call consumes nothing).
+    pub fn give_back(&self, identity: &str, budgets: &[(&str, IdentityBudget)], now: u64) {
+        let mut windows = self.windows.lock().unwrap();
+        for (scope, budget) in budgets {
+            if let Some((index, n, _)) = windows.get_mut(&(identity.to_string(), scope.to_string()))
+            {
+                if *index == now / budget.per.seconds() {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+    }
+}
+
+/// The identity budgets a call counts against: the profile's (scope `""`),
+/// and the tool's own when it sets a different one (scope: the tool).
+pub fn identity_budgets<'a>(
+    tool: &'a str,
+    limits: &ResolvedLimits,
+    profile: &ResolvedLimits,
+) -> Vec<(&'a str, IdentityBudget)> {
+    let mut out = Vec::new();
+    if let Some(b) = profile.max_calls_per_identity {
+        out.push(("", b));
+    }
+    if let Some(b) = limits.max_calls_per_identity {
+        if limits.max_calls_per_identity != profile.max_calls_per_identity {
+            out.push((tool, b));
+        }
+    }
+    out
 }
 
 /// One session's budget state (a modern caller's: one per caller, see
@@ -141,6 +242,15 @@ impl SessionBudget {
         Ok(permit)
     }
 
+    /// Undo the call count of an admitted call that a later budget refused
+    /// (its permit, dropped, frees the concurrency slots; a rate token
+    /// stays spent).
+    pub fn give_back(&self) {
+        let _ = self
+            .calls
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
     /// Whether a call is running or was admitted within `window`.
     pub fn active_within(&self, window: std::time::Duration) -> bool {
         self.in_flight.load(Ordering::Acquire) > 0
@@ -183,7 +293,57 @@ impl SessionBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcp_warden_crds::Limits;
+    use mcp_warden_crds::{BudgetWindow, Limits};
+
+    #[test]
+    fn an_identity_budget_spans_sessions_and_resets_with_the_window() {
+        let b = IdentityBudgets::default();
+        let two = IdentityBudget {
+            calls: 2,
+            per: BudgetWindow::Minute,
+        };
+        let t0 = 1_700_000_040; // 0 s into a minute window
+        assert!(b.take("alice", &[("", two)], t0).is_ok());
+        assert!(b.take("alice", &[("", two)], t0 + 10).is_ok());
+        // The third call in the window is refused, whichever session makes it.
+        assert_eq!(b.take("alice", &[("", two)], t0 + 59), Err((2, 3)));
+        // Someone else is not affected.
+        assert!(b.take("bob", &[("", two)], t0 + 59).is_ok());
+        // The next window starts afresh.
+        assert!(b.take("alice", &[("", two)], t0 + 60).is_ok());
+        // A per-hour budget keeps counting over minutes.
+        let hourly = IdentityBudget {
+            calls: 1,
+            per: BudgetWindow::Hour,
+        };
+        let h0 = 1_699_999_200; // an hour boundary
+        assert!(b.take("carol", &[("t", hourly)], h0).is_ok());
+        assert_eq!(b.take("carol", &[("t", hourly)], h0 + 3599), Err((1, 2)));
+        assert!(b.take("carol", &[("t", hourly)], h0 + 3600).is_ok());
+    }
+
+    #[test]
+    fn both_identity_budgets_are_taken_or_neither_and_refunds_give_back() {
+        let b = IdentityBudgets::default();
+        let wide = IdentityBudget {
+            calls: 5,
+            per: BudgetWindow::Minute,
+        };
+        let tight = IdentityBudget {
+            calls: 1,
+            per: BudgetWindow::Minute,
+        };
+        let t = 1_700_000_040;
+        assert!(b.take("a", &[("", wide), ("t", tight)], t).is_ok());
+        assert_eq!(b.take("a", &[("", wide), ("t", tight)], t), Err((1, 2)));
+        // The refused call took nothing from the wide budget: four are left.
+        for _ in 0..4 {
+            assert!(b.take("a", &[("", wide)], t).is_ok());
+        }
+        assert_eq!(b.take("a", &[("", wide)], t), Err((5, 6)));
+        b.give_back("a", &[("", wide)], t);
+        assert!(b.take("a", &[("", wide)], t).is_ok());
+    }
 
     fn limits(yaml: &str) -> ResolvedLimits {
         let l: Limits = serde_yaml_ng::from_str(yaml).unwrap();

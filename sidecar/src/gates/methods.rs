@@ -134,18 +134,14 @@ pub enum ClientNotification {
     Cancelled,
     /// Progress on a server → client request: forwarded while one is open.
     Progress,
-    /// Forwarded.
-    Forward,
 }
 
 pub const CLIENT_NOTIFICATIONS: &[(&str, ClientNotification)] = &[
     ("notifications/initialized", ClientNotification::Initialized),
     ("notifications/cancelled", ClientNotification::Cancelled),
     ("notifications/progress", ClientNotification::Progress),
-    (
-        "notifications/roots/list_changed",
-        ClientNotification::Forward,
-    ),
+    // Not `notifications/roots/list_changed`: the server's roots are the
+    // policy's, which do not change with the client.
 ];
 
 pub fn client_notification(method: &str) -> Option<ClientNotification> {
@@ -157,11 +153,13 @@ pub fn client_notification(method: &str) -> Option<ClientNotification> {
 
 /// Server → client requests: `Some(true)` forwarded to the client (params
 /// redacted and capped, the id mapped to one of the facade's own), `Some(false)`
-/// answered by the facade itself (`ping`); `None`: refused with -32601.
+/// answered by the facade itself (`ping`; `roots/list` from the policy's
+/// roots, never the client's, which could widen the server's scope);
+/// `None`: refused with -32601.
 pub fn server_request(method: &str) -> Option<bool> {
     match method {
-        "sampling/createMessage" | "elicitation/create" | "roots/list" => Some(true),
-        "ping" => Some(false),
+        "sampling/createMessage" | "elicitation/create" => Some(true),
+        "ping" | "roots/list" => Some(false),
         _ => None,
     }
 }

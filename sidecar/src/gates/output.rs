@@ -14,6 +14,9 @@
 //!   resource or prompt).
 //! - server notifications and requests ([`filter_params`]): `params`
 //!   redacted; a message over `maxOutputBytes` is dropped.
+//! - the client's answers to those requests, on their way to the server
+//!   ([`filter_client_answer`]): the same cap and redaction — an
+//!   elicitation or sampling result is content like any other.
 //!
 //! Every answer leaves under the client's id (the server only ever saw the
 //! facade's).
@@ -287,6 +290,36 @@ pub fn filter_params(msg: &Message, policy: &LivePolicy, metrics: &Metrics) -> O
         counted(&counts, metrics);
     }
     Some(params)
+}
+
+/// A client's answer to a server request (elicitation, sampling), as the
+/// server gets it under `server_id`: every string redacted; `None` when it
+/// is over `maxOutputBytes` or unreadable (the server then gets an error).
+pub fn filter_client_answer(
+    msg: &Message,
+    server_id: &RequestId,
+    policy: &LivePolicy,
+    metrics: &Metrics,
+) -> Option<Bytes> {
+    if msg.bytes.len() as u64 > policy.compiled.profile_limits().max_output_bytes {
+        return None;
+    }
+    let redactor = policy.compiled.redactor();
+    if !redactor.is_enabled() {
+        return jsonrpc::with_id(msg, server_id).ok();
+    }
+    let mut value: Value = serde_json::from_slice(&msg.bytes).ok()?;
+    let mut counts = redactor.counts();
+    for key in ["result", "error"] {
+        if let Some(part) = value.get_mut(key) {
+            redactor.redact_json(part, &mut counts);
+        }
+    }
+    if counted(&counts, metrics).is_empty() {
+        return jsonrpc::with_id(msg, server_id).ok();
+    }
+    value["id"] = serde_json::from_str(server_id.as_json()).ok()?;
+    serde_json::to_vec(&value).ok().map(Bytes::from)
 }
 
 /// Non-zero redaction counts, also added to `mcpwarden_redactions_total`.

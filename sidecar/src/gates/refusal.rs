@@ -26,6 +26,7 @@ pub enum Budget {
     ConcurrentCalls,
     ConcurrentCallsTotal,
     SessionWallTime,
+    CallsPerIdentity,
 }
 
 impl Budget {
@@ -38,6 +39,7 @@ impl Budget {
             Budget::ConcurrentCalls => "concurrency_exceeded",
             Budget::ConcurrentCallsTotal => "total_concurrency_exceeded",
             Budget::SessionWallTime => "session_wall_time_exceeded",
+            Budget::CallsPerIdentity => "calls_per_identity_exceeded",
         }
     }
 
@@ -49,6 +51,7 @@ impl Budget {
             Budget::CallsPerMinute => "Wait a few seconds before calling again.",
             Budget::ConcurrentCalls | Budget::ConcurrentCallsTotal => "Wait for a running call to finish, then retry.",
             Budget::SessionWallTime => "This session has reached its time limit; start a new session.",
+            Budget::CallsPerIdentity => "You have used your calls for this window across all your sessions (a new session does not reset it); wait for the next window.",
         }
     }
 }

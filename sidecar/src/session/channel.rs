@@ -119,9 +119,14 @@ impl Channel {
         name: Arc<str>,
         credential: Option<Credential>,
     ) -> Arc<Channel> {
+        let mut capabilities =
+            serde_json::json!({ "elicitation": { "form": {}, "url": {} }, "sampling": {} });
+        if let Some(caps) = capabilities.as_object_mut() {
+            app.fit_client_capabilities(caps);
+        }
         let params = serde_json::json!({
             "protocolVersion": crate::era::LATEST_LEGACY,
-            "capabilities": { "elicitation": { "form": {}, "url": {} }, "sampling": {} },
+            "capabilities": capabilities,
             "clientInfo": client_info(),
         });
         Channel::launch(app, Era::Legacy, name, true, Some(params), credential)

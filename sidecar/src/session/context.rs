@@ -72,6 +72,8 @@ pub struct Limits {
     pub max_pending_approvals: usize,
     /// How many of those one caller may hold (0: a quarter of them).
     pub max_pending_approvals_per_identity: usize,
+    /// Roots from the command line (`--root`), after the policy's own.
+    pub roots: Vec<mcp_warden_crds::Root>,
 }
 
 /// How the server's era is decided.
@@ -112,6 +114,7 @@ impl Default for Limits {
             approval_timeout: Duration::from_secs(300),
             max_pending_approvals: 64,
             max_pending_approvals_per_identity: 0,
+            roots: Vec::new(),
         }
     }
 }
@@ -147,6 +150,8 @@ pub struct Context {
     /// OpenTelemetry spans (none when tracing is off).
     pub telemetry: crate::spans::Telemetry,
     pub global_calls: Arc<GlobalCalls>,
+    /// Calls per identity per window, across the identity's sessions.
+    pub identity_budgets: crate::gates::budget::IdentityBudgets,
     /// Mints session ids and tells which replica owns one.
     pub session_ids: SessionIds,
     pub metrics: Metrics,
@@ -169,7 +174,51 @@ pub struct Context {
     pub draining: AtomicBool,
 }
 
+/// The tasks extension's identifier (the facade does not serve it).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// The client's capabilities as the server is told them: no tasks
+/// extension (the facade does not serve it), and `roots` only when the
+/// facade has roots to answer `roots/list` with — itself, whatever the
+/// client declared. Every era's path uses it: the legacy handshake, the
+/// `_meta` of each modern request, the bridge's own handshake.
+pub fn fit_capabilities(caps: &mut serde_json::Map<String, serde_json::Value>, offer_roots: bool) {
+    caps.remove("tasks");
+    if let Some(ext) = caps
+        .get_mut("extensions")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        ext.remove(TASKS_EXTENSION);
+    }
+    caps.remove("roots");
+    if offer_roots {
+        caps.insert("roots".into(), serde_json::json!({}));
+    }
+}
+
 impl Context {
+    /// The server's scope as the server learns it (`roots/list`): the
+    /// policy's roots, then `--root`'s. Never the client's: a client could
+    /// answer `file:///` and widen the server's reach.
+    pub fn roots(&self) -> Vec<serde_json::Value> {
+        let policy = self.policy.load();
+        policy
+            .doc
+            .roots
+            .iter()
+            .chain(&self.limits.roots)
+            .map(|r| match &r.name {
+                Some(name) => serde_json::json!({ "uri": r.uri, "name": name }),
+                None => serde_json::json!({ "uri": r.uri }),
+            })
+            .collect()
+    }
+
+    /// The client's capabilities as the server is told them
+    /// ([`fit_capabilities`], offering `roots` when there are any).
+    pub fn fit_client_capabilities(&self, caps: &mut serde_json::Map<String, serde_json::Value>) {
+        fit_capabilities(caps, !self.roots().is_empty());
+    }
     /// What the server is: waits (up to the upstream wait) for the probe.
     /// `None`: the server has not answered yet.
     pub async fn upstream_info(&self) -> Option<&UpstreamInfo> {
@@ -284,6 +333,7 @@ impl Context {
             audit,
             telemetry,
             global_calls: Arc::new(GlobalCalls::default()),
+            identity_budgets: Default::default(),
             metrics,
             ready: AtomicBool::new(false),
             upstream: OnceLock::new(),

@@ -9,7 +9,11 @@
 //! - A notification is forwarded only if the table knows it, rebuilt (a
 //!   cancellation names the facade's id of the request, not the client's).
 //! - A response must answer a request the facade sent the client (under an
-//!   id of its own); it goes to the server under the server's id.
+//!   id of its own); it goes to the server under the server's id, through
+//!   the same filters as what the server says (size cap, redaction).
+//!   `roots/list` never reaches the client (the facade answers it from the
+//!   policy), nor does its `notifications/roots/list_changed` reach the
+//!   server.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -181,7 +185,6 @@ impl Session {
                 .to_client
                 .values()
                 .any(|t| matches!(t, ToClient::Server { .. })),
-            ClientNotification::Forward => true,
         };
         // A server other callers share hears no caller's notifications but
         // the cancellation of its own requests.
@@ -263,13 +266,23 @@ impl Session {
             self.app.metrics.dropped("client_response");
             return;
         };
-        match jsonrpc::with_id(&msg, &server_id) {
-            Ok(bytes) => {
-                let out = Message::written(bytes, Kind::Response, Some(server_id), None);
-                let _ = self.send_upstream(out).await;
-            }
-            Err(_) => self.app.metrics.dropped("client_response"),
-        }
+        // The answer is content for the server: the same filters as what
+        // the server says (cap, redaction).
+        let policy = self.app.policy.load();
+        let bytes = crate::gates::output::filter_client_answer(
+            &msg,
+            &server_id,
+            &policy,
+            &self.app.metrics,
+        )
+        .unwrap_or_else(|| {
+            self.app.metrics.dropped("client_response");
+            let text =
+                "the client's answer did not pass the facade (over its size limit, or unreadable)";
+            jsonrpc::error_response(Some(&server_id), codes::INTERNAL_ERROR, text, None)
+        });
+        let out = Message::written(bytes, Kind::Response, Some(server_id), None);
+        let _ = self.send_upstream(out).await;
     }
 
     /// Metrics and the audit line of a request refused before its step ran.

@@ -2,11 +2,12 @@
 //! session's client (the [`super::channel::Channel`] decided it is for
 //! this session).
 //!
-//! - A request (sampling, elicitation, roots; a legacy server only) is
-//!   allowed only if the method table says so; its params pass the output
-//!   filter; it reaches the client under an id of the facade's own, mapped
-//!   back when the client answers. `ping` the facade answers itself;
-//!   anything else is refused.
+//! - A request (sampling, elicitation; a legacy server only) is allowed
+//!   only if the method table says so; its params pass the output filter;
+//!   it reaches the client under an id of the facade's own, mapped back
+//!   when the client answers. `ping` the facade answers itself, and
+//!   `roots/list` too, from the policy's roots (the client's answer could
+//!   widen the server's scope); anything else is refused.
 //! - A notification is allowed only if the table says so, and passes the
 //!   output filter: log messages, progress (with the client's own token
 //!   restored), resource updates only for resources the caller may read.
@@ -47,6 +48,15 @@ impl Session {
             None => {
                 let text = "the facade does not pass this request to the client";
                 return channel.send_later(refuse(codes::METHOD_NOT_FOUND, text));
+            }
+            Some(false) if msg.method() == "roots/list" => {
+                let roots = self.app.roots();
+                if roots.is_empty() {
+                    let text = "the facade offers no roots (the policy names none)";
+                    return channel.send_later(refuse(codes::METHOD_NOT_FOUND, text));
+                }
+                let result = serde_json::json!({ "roots": roots }).to_string();
+                return channel.send_later(jsonrpc::result_response(&server_id, &result));
             }
             Some(false) => return channel.send_later(jsonrpc::result_response(&server_id, "{}")),
             Some(true) => {}

@@ -278,10 +278,12 @@ pub(super) struct Adjust {
     request_state: Option<Option<String>>,
     /// Drop the answer to the facade's own question from `inputResponses`.
     drop_approval: bool,
-    /// Take the tasks extension out of the client's capabilities: a task
-    /// handle would be polled with `tasks/get`, which the facade does not
-    /// serve, so the server must answer the call itself.
-    strip_tasks: bool,
+    /// Fit the client's capabilities in `_meta` for the server (`Some`:
+    /// whether to offer `roots`): no tasks extension — a task handle would
+    /// be polled with `tasks/get`, which the facade does not serve, so the
+    /// server must answer the call itself — and `roots` only as the policy
+    /// has them, whatever the client declared.
+    fit_caps: Option<bool>,
     /// The trace context the server is sent (`traceparent`, `tracestate`):
     /// the facade's span for the exchange, when tracing is on.
     trace: Vec<(&'static str, String)>,
@@ -293,13 +295,10 @@ impl Adjust {
             && !self.to_legacy
             && self.request_state.is_none()
             && !self.drop_approval
-            && !self.strip_tasks
+            && self.fit_caps.is_none()
             && self.trace.is_empty()
     }
 }
-
-/// The tasks extension's identifier.
-const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The `_meta` keys of the modern revision a legacy server must not be sent.
 const MODERN_META: &[&str] = &[
@@ -323,10 +322,13 @@ impl Session {
                 ..Adjust::default()
             },
             (Era::Modern, Era::Modern) => {
-                let strip_tasks = msg.mentions(TASKS_EXTENSION.as_bytes());
+                // The client's capabilities, as the server may hear them.
+                let fit_caps = msg
+                    .mentions(crate::era::meta::CLIENT_CAPABILITIES.as_bytes())
+                    .then(|| !self.app.roots().is_empty());
                 if !msg.mentions(b"requestState") && !msg.mentions(b"inputResponses") {
                     return Adjust {
-                        strip_tasks,
+                        fit_caps,
                         ..Adjust::default()
                     };
                 }
@@ -338,7 +340,7 @@ impl Session {
                             .and_then(|r| r.upstream_state().map(str::to_string)),
                     ),
                     drop_approval: true,
-                    strip_tasks,
+                    fit_caps,
                     ..Adjust::default()
                 }
             }
@@ -389,8 +391,8 @@ fn outgoing(
                 }
             }
         }
-        if adjust.strip_tasks {
-            strip_tasks_extension(params);
+        if let Some(offer_roots) = adjust.fit_caps {
+            fit_meta_capabilities(params, offer_roots);
         }
         let touch_meta =
             progress || adjust.add_meta.is_some() || adjust.to_legacy || !adjust.trace.is_empty();
@@ -440,19 +442,24 @@ fn outgoing(
     }
 }
 
-/// Remove the tasks extension from `_meta`'s client capabilities.
-fn strip_tasks_extension(params: &mut Members<'_>) {
+/// Fit `_meta`'s client capabilities for the server
+/// ([`crate::session::context::fit_capabilities`]).
+fn fit_meta_capabilities(params: &mut Members<'_>, offer_roots: bool) {
     let Some(meta) = params.get("_meta") else {
         return;
     };
     let Ok(mut meta) = serde_json::from_str::<serde_json::Value>(meta.get()) else {
         return;
     };
-    let removed = meta
-        .pointer_mut("/io.modelcontextprotocol~1clientCapabilities/extensions")
+    let Some(caps) = meta
+        .pointer_mut("/io.modelcontextprotocol~1clientCapabilities")
         .and_then(serde_json::Value::as_object_mut)
-        .and_then(|e| e.remove(TASKS_EXTENSION));
-    if removed.is_some() {
+    else {
+        return;
+    };
+    let before = caps.clone();
+    crate::session::context::fit_capabilities(caps, offer_roots);
+    if *caps != before {
         let raw = serde_json::value::to_raw_value(&meta).expect("values serialize");
         params.set("_meta", raw);
     }
@@ -488,21 +495,30 @@ mod tests {
     }
 
     #[test]
-    fn a_modern_server_never_hears_the_client_supports_tasks() {
+    fn a_modern_server_never_hears_the_client_supports_tasks_or_its_roots() {
         let msg = parse(
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{}}},"traceparent":"00-a-b-01"}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{}}},"traceparent":"00-a-b-01"}}}"#,
         );
         let adjust = Adjust {
-            strip_tasks: true,
+            fit_caps: Some(false),
             ..Adjust::default()
         };
         let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
         let text = std::str::from_utf8(&out).unwrap();
         assert!(!text.contains("io.modelcontextprotocol/tasks"), "{text}");
+        assert!(!text.contains("roots"), "{text}");
         assert!(
             text.contains("x/y") && text.contains("traceparent"),
             "{text}"
         );
+        // With policy roots the server is offered `roots` (the facade's own).
+        let adjust = Adjust {
+            fit_caps: Some(true),
+            ..Adjust::default()
+        };
+        let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(text.contains(r#""roots":{}"#), "{text}");
     }
 
     #[test]

@@ -110,8 +110,15 @@ async function everything(client, report, seen) {
   report.sampling = textOf(await client.callTool({ name: "trigger-sampling-request", arguments: { prompt: "ts-ping", maxTokens: 9 } }, undefined, opts));
   report.samplingSeen = seen.sampling;
   report.elicitation = textOf(await client.callTool({ name: "trigger-elicitation-request", arguments: {} }, undefined, opts));
-  await waitFor(() => seen.roots > 0, "roots/list from the server");
-  report.roots = textOf(await client.callTool({ name: "get-roots-list", arguments: {} }, undefined, opts));
+  // The server's roots are the facade's (`--root`): it answers roots/list
+  // itself, so this client is never asked. Wait until the server has them.
+  const end = Date.now() + 8000;
+  do {
+    report.roots = textOf(await client.callTool({ name: "get-roots-list", arguments: {} }, undefined, opts));
+    if (report.roots.includes(ROOT_URI)) break;
+    await sleep(100);
+  } while (Date.now() < end);
+  report.rootsAsked = seen.roots;
 
   // Server notifications
   await client.setLoggingLevel("debug");

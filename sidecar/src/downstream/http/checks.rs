@@ -1,10 +1,11 @@
 //! Header checks of the Streamable HTTP transport: the session a request
-//! names (and that it is the caller's), the protocol version, `Accept`,
-//! and `Host`/`Origin` (DNS rebinding).
+//! names (and that it is the caller's), the protocol version and `Accept`.
+//! `Host`/`Origin` (DNS rebinding) is [`crate::app::HostPolicy::check`],
+//! shared with the admin port.
 
 use std::sync::Arc;
 
-use hyper::header::{HeaderMap, ACCEPT, HOST, ORIGIN};
+use hyper::header::{HeaderMap, ACCEPT};
 use hyper::{Response, StatusCode};
 
 use super::reply::reject;
@@ -64,49 +65,6 @@ pub(super) fn check_version(
     ))
 }
 
-/// DNS rebinding protection: the `Host` must be one we serve, and a browser
-/// `Origin` must be allowed.
-pub(super) fn check_host_and_origin(app: &App, headers: &HeaderMap) -> Result<(), String> {
-    let policy = &app.hosts;
-    if !policy.hosts.is_empty() {
-        let host = headers
-            .get(HOST)
-            .and_then(|v| v.to_str().ok())
-            .map(host_without_port)
-            .unwrap_or_default();
-        if !policy.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
-            return Err(format!("Forbidden: Host {host:?} is not served here"));
-        }
-    }
-    if let Some(origin) = headers.get(ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let allowed = if policy.origins.is_empty() {
-            let host = origin
-                .split_once("://")
-                .map(|(_, rest)| host_without_port(rest))
-                .unwrap_or_default();
-            matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1")
-        } else {
-            policy.origins.iter().any(|o| o == origin)
-        };
-        if !allowed {
-            return Err(format!("Forbidden: Origin {origin:?} is not allowed"));
-        }
-    }
-    Ok(())
-}
-
-fn host_without_port(host: &str) -> String {
-    let host = host.trim();
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("").to_ascii_lowercase();
-    }
-    host.rsplit_once(':')
-        .map(|(h, _)| h)
-        .unwrap_or(host)
-        .to_ascii_lowercase()
-}
-
 pub(super) fn accepts(headers: &HeaderMap, media: &str) -> bool {
     headers
         .get_all(ACCEPT)
@@ -130,13 +88,6 @@ pub(super) fn priming_version(session: &Session) -> bool {
 mod tests {
     use super::*;
     use hyper::header::HeaderValue;
-
-    #[test]
-    fn host_parsing_handles_ports_and_ipv6() {
-        assert_eq!(host_without_port("LocalHost:8080"), "localhost");
-        assert_eq!(host_without_port("[::1]:8080"), "::1");
-        assert_eq!(host_without_port("example.svc"), "example.svc");
-    }
 
     #[test]
     fn accept_header_matching() {

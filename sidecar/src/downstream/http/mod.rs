@@ -43,7 +43,6 @@ use crate::auth;
 use crate::jsonrpc::codes;
 use crate::session::ids::Owner;
 
-use checks::check_host_and_origin;
 pub use reply::{audit_auth_failure, empty, json_error, json_response};
 use reply::{close_if_refused, reject, unauthorized};
 
@@ -88,7 +87,7 @@ async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> 
             "Not Found: the MCP endpoint is /mcp",
         );
     }
-    if let Err(reason) = check_host_and_origin(&app, req.headers()) {
+    if let Err(reason) = app.hosts.check(req.headers()) {
         app.metrics
             .http_rejections
             .with_label_values(&["host_or_origin"])

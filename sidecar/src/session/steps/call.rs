@@ -171,9 +171,11 @@ impl Session {
             }
 
             // Budget: argument size, session time, call counts, concurrency,
-            // rate. The permit frees the concurrency slots when this step
-            // ends: after the server let go of the call, not when the
-            // client stopped waiting.
+            // rate; then the identity's calls across its sessions (when
+            // that refuses, the session's count is given back: a refused
+            // call consumes no call). The permit frees the concurrency slots
+            // when this step ends: after the server let go of the call, not
+            // when the client stopped waiting.
             let session_rate = policy.compiled.profile_limits().calls_per_minute;
             let permit = self.budget.admit(
                 grant.exposed_name,
@@ -182,6 +184,28 @@ impl Session {
                 arg_bytes,
                 &app.global_calls,
             )?;
+            let per_identity = crate::gates::budget::identity_budgets(
+                grant.exposed_name,
+                grant.limits,
+                policy.compiled.profile_limits(),
+            );
+            if !per_identity.is_empty() {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                if let Err((limit, observed)) =
+                    app.identity_budgets
+                        .take(&self.quota_key, &per_identity, now)
+                {
+                    self.budget.give_back();
+                    return Err(Refusal::Budget {
+                        tool: grant.exposed_name.to_string(),
+                        budget: crate::gates::refusal::Budget::CallsPerIdentity,
+                        limit,
+                        observed: Some(observed),
+                    });
+                }
+            }
             req.span.gate("budget", "pass");
 
             // Input schema: no coercion, every violation listed.

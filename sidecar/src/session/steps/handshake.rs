@@ -5,7 +5,9 @@
 //! and tells whether the client can answer elicitations (for approvals).
 //! Neither side hears of the tasks capability: a task-augmented request
 //! would fetch its result with `tasks/result`, which the method table does
-//! not serve.
+//! not serve. The server hears of `roots` only when the policy has roots:
+//! the facade answers `roots/list` itself, so the client cannot widen the
+//! server's scope ([`crate::session::context::Context::fit_client_capabilities`]).
 
 use std::sync::Arc;
 
@@ -20,14 +22,16 @@ use crate::session::Session;
 pub async fn initialize(session: &Arc<Session>, req: Request) {
     let mut params = req.params().clone();
     let elicits = params.pointer("/capabilities/elicitation").is_some();
-    let capabilities = params
+    if let Some(caps) = params
         .get_mut("capabilities")
-        .and_then(Value::as_object_mut);
-    let had_tasks = capabilities.is_some_and(|caps| caps.remove("tasks").is_some());
-    let stripped = params.get("capabilities").cloned();
+        .and_then(Value::as_object_mut)
+    {
+        session.app.fit_client_capabilities(caps);
+    }
+    let fitted = params.get("capabilities").cloned();
     session.record_initialize(params, elicits);
     let mut edit = |p: &mut Members| {
-        if let (true, Some(caps)) = (had_tasks, &stripped) {
+        if let Some(caps) = &fitted {
             let raw = serde_json::value::to_raw_value(caps).expect("objects serialize");
             p.set("capabilities", raw);
         }

@@ -25,8 +25,15 @@ use crate::session::Session;
 pub async fn answers(session: &Arc<Session>, req: &Request) -> bool {
     let result = match req.msg.method() {
         "initialize" => {
-            let params = req.params().clone();
+            let mut params = req.params().clone();
             let elicits = params.pointer("/capabilities/elicitation").is_some();
+            // The modern server reads these from every request's `_meta`.
+            if let Some(caps) = params
+                .get_mut("capabilities")
+                .and_then(Value::as_object_mut)
+            {
+                session.app.fit_client_capabilities(caps);
+            }
             let requested = params.get("protocolVersion").and_then(Value::as_str);
             let Some(info) = session.app.upstream.get() else {
                 return false;

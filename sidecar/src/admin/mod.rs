@@ -4,12 +4,27 @@
 //! findings, which the operator publishes in `MCPServer.status.tools`; and
 //! the upstream server's name, version and era, for `status.server`), and
 //! `/approvals` (`GET`: the calls waiting for an out-of-band approval;
-//! `POST /approvals/<id>` with `{"decision": "approve"|"deny", "approver":
-//! "<who>"}` decides one). `/tools` shows hidden tools and full definitions
-//! and `/approvals` lets a call through, so both need the admin token (from
-//! `--admin-token-file`); without a token file they answer only on a
-//! loopback admin listener. Probes and metrics stay open: the kubelet and
-//! the scraper have no token.
+//! `POST /approvals/<id>` with `{"decision": "approve"|"deny"}` decides one).
+//!
+//! The admin plane is never open. `/tools` shows hidden tools and full
+//! definitions and `/approvals` lets a call through, so per request, in
+//! order: `Host`/`Origin` (DNS rebinding, the check `/mcp` uses, with the
+//! admin port's own host list) → a bearer token → who it is:
+//! - the admin token (the operator's `--admin-token-file`, or the one the
+//!   facade generated at start into a 0600 file) **reads** `/tools` and
+//!   `/approvals` and decides nothing: it names no person;
+//! - any token the MCP port accepts (static, JWT, service account — the
+//!   policy's own authenticators) is a person; one whose role the policy
+//!   lists in `approval.approverRoles` reads both and decides approvals.
+//!   The approver recorded (audit line, the answer) is that identity,
+//!   never a name in the body, and the caller whose call waits can never
+//!   decide it.
+//!
+//! A decision is `application/json` (a browser's `text/plain` form post
+//! is refused). `/healthz`, `/readyz` and `/metrics` stay open: the kubelet
+//! and the scraper have no token, and they reveal no tool or call.
+
+pub mod token;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,7 +37,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
 use crate::app::App;
-use crate::approvals::Verdict;
+use crate::approvals::{DecideError, Verdict};
+use crate::auth::identity::{AuthMethod, Identity};
 use crate::downstream::http::ResponseBody;
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
@@ -42,7 +58,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             }
         }
         "/tools" => {
-            if let Some(denied) = unauthorized(&app, &req, "/tools") {
+            if let Err(denied) = caller(&app, &req) {
                 return denied;
             }
             let policy = app.policy.load_full();
@@ -54,7 +70,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             )
         }
         "/approvals" => {
-            if let Some(denied) = unauthorized(&app, &req, "/approvals") {
+            if let Err(denied) = caller(&app, &req) {
                 return denied;
             }
             if req.method() != Method::GET {
@@ -67,14 +83,30 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             )
         }
         path if path.starts_with("/approvals/") => {
-            if let Some(denied) = unauthorized(&app, &req, "/approvals") {
-                return denied;
-            }
+            let approver = match caller(&app, &req) {
+                Ok(AdminCaller::Person(identity)) => identity,
+                Ok(AdminCaller::AdminToken) => {
+                    return text(
+                        StatusCode::FORBIDDEN,
+                        "the admin token reads /tools and /approvals; deciding needs an approver's own token\n",
+                    )
+                }
+                Err(denied) => return denied,
+            };
             let id = path["/approvals/".len()..].to_string();
             if req.method() != Method::POST {
-                return text(StatusCode::METHOD_NOT_ALLOWED, "POST /approvals/<id> with {\"decision\": \"approve\" | \"deny\", \"approver\": \"<who>\"}\n");
+                return text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "POST /approvals/<id> with {\"decision\": \"approve\" | \"deny\"}\n",
+                );
             }
-            decide(&app, &id, req.into_body()).await
+            if !is_json(&req) {
+                return text(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "send the decision as Content-Type: application/json\n",
+                );
+            }
+            decide(&app, &id, &approver, req.into_body()).await
         }
         "/metrics" => {
             app.metrics
@@ -100,40 +132,97 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
     }
 }
 
-/// `None` when the request may use an admin-only endpoint, else the 401.
-fn unauthorized(app: &App, req: &Request<Incoming>, what: &str) -> Option<Response<ResponseBody>> {
+/// Who asks for an admin-only endpoint.
+enum AdminCaller {
+    /// The admin token: reads, decides nothing.
+    AdminToken,
+    /// A person whose role the policy names for approving.
+    Person(Identity),
+}
+
+/// The caller of an admin-only endpoint, or the refusal: 403 for a foreign
+/// `Host`/`Origin` or a person without an approver role, 401 without a
+/// token the admin token or the policy's authenticators accept. (The
+/// refusal is the handler's answer, built once per refused request: boxing
+/// it would buy nothing, as in the `/mcp` transport's checks.)
+#[allow(clippy::result_large_err)]
+fn caller(app: &App, req: &Request<Incoming>) -> Result<AdminCaller, Response<ResponseBody>> {
+    if let Err(reason) = app.admin.hosts.check(req.headers()) {
+        app.metrics
+            .http_rejections
+            .with_label_values(&["host_or_origin"])
+            .inc();
+        return Err(text_owned(StatusCode::FORBIDDEN, format!("{reason}\n")));
+    }
     let header = req
         .headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if app.admin.allows(header) {
-        return None;
+    if app.admin.is_admin_token(header) {
+        return Ok(AdminCaller::AdminToken);
     }
-    let mut resp = text_owned(
-        StatusCode::UNAUTHORIZED,
-        format!("{what} needs the admin token: Authorization: Bearer <the --admin-token-file's token>\n"),
-    );
-    resp.headers_mut().insert(
-        hyper::header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"mcp-warden-admin\""),
-    );
-    Some(resp)
+    let policy = app.policy.load();
+    // A token is required: an anonymous caller is nobody to record.
+    let identity = crate::auth::bearer(header)
+        .filter(|t| !t.is_empty())
+        .and_then(|token| policy.auth.authenticate(Some(token)).ok())
+        .filter(|identity| identity.method != AuthMethod::Anonymous && identity.subject.is_some());
+    let Some(identity) = identity else {
+        let mut resp = text(
+            StatusCode::UNAUTHORIZED,
+            "needs a token: the admin token (reads) or an approver's own bearer token\n",
+        );
+        resp.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"mcp-warden-admin\""),
+        );
+        return Err(resp);
+    };
+    let approver = identity
+        .role(&policy.compiled)
+        .is_some_and(|role| policy.doc.approval.approver_roles.contains(&role));
+    if !approver {
+        return Err(text(
+            StatusCode::FORBIDDEN,
+            "your role is not one the policy names for approving (approval.approverRoles)\n",
+        ));
+    }
+    Ok(AdminCaller::Person(identity))
 }
 
-/// The body of `POST /approvals/<id>`.
+/// Whether the request's body is declared JSON.
+fn is_json(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// How audit lines and answers name an approver: subject and issuer.
+fn approver_name(identity: &Identity) -> String {
+    format!(
+        "{} ({})",
+        identity.subject.as_deref().unwrap_or_default(),
+        identity.issuer.as_deref().unwrap_or_default()
+    )
+}
+
+/// The body of `POST /approvals/<id>`. There is no `approver` field: the
+/// approver is who authenticated, so a body naming one is refused.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Decision {
     decision: String,
-    approver: String,
 }
 
 /// Largest decision body.
 const MAX_DECISION_BYTES: usize = 4096;
 
-/// Decide a pending call: 200 with the call, 400 for a bad body, 404 for
-/// an id that is not pending (decided, expired, withdrawn, never asked).
-async fn decide(app: &App, id: &str, body: Incoming) -> Response<ResponseBody> {
+/// Decide a pending call as `who`: 200 with the call, 400 for a bad body,
+/// 403 for the caller's own call, 404 for an id that is not pending
+/// (decided, expired, withdrawn, never asked).
+async fn decide(app: &App, id: &str, who: &Identity, body: Incoming) -> Response<ResponseBody> {
     let bytes = match Limited::new(body, MAX_DECISION_BYTES).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
@@ -149,12 +238,12 @@ async fn decide(app: &App, id: &str, body: Incoming) -> Response<ResponseBody> {
             return text_owned(
                 StatusCode::BAD_REQUEST,
                 format!(
-                    "send {{\"decision\": \"approve\" | \"deny\", \"approver\": \"<who>\"}}: {e}\n"
+                    "send {{\"decision\": \"approve\" | \"deny\"}} (the approver is who authenticated): {e}\n"
                 ),
             )
         }
     };
-    let approver = d.approver.trim();
+    let approver = approver_name(who);
     let approved = match d.decision.as_str() {
         "approve" => true,
         "deny" => false,
@@ -165,19 +254,13 @@ async fn decide(app: &App, id: &str, body: Incoming) -> Response<ResponseBody> {
             )
         }
     };
-    if approver.is_empty() || approver.len() > 256 || approver.chars().any(char::is_control) {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "approver must name who decided (1-256 characters, no control characters)\n",
-        );
-    }
     let verdict = Verdict {
         approved,
-        approver: approver.to_string(),
+        approver: approver.clone(),
     };
-    match app.approvals.decide(id, verdict) {
+    match app.approvals.decide(id, &who.quota_key(None), verdict) {
         Ok(call) => {
-            tracing::info!(id, tool = %call.tool, approver, approved, "out-of-band approval decided");
+            tracing::info!(id, tool = %call.tool, %approver, approved, "out-of-band approval decided");
             let body = serde_json::json!({
                 "id": call.id, "tool": call.tool, "decision": d.decision, "approver": approver,
             });
@@ -186,7 +269,8 @@ async fn decide(app: &App, id: &str, body: Incoming) -> Response<ResponseBody> {
                 serde_json::to_vec(&body).expect("values serialize"),
             )
         }
-        Err(e) => text_owned(StatusCode::NOT_FOUND, format!("{e}\n")),
+        Err(e @ DecideError::OwnCall) => text_owned(StatusCode::FORBIDDEN, format!("{e}\n")),
+        Err(e @ DecideError::NotFound) => text_owned(StatusCode::NOT_FOUND, format!("{e}\n")),
     }
 }
 
