@@ -580,6 +580,7 @@ async fn facade_tools_and_issuer_keys_reach_status_policy_and_jwks_config_map() 
         tools,
         server: server.cloned(),
         policy: None,
+        listed: None,
     };
     // The first pod's probe has no answer yet; the second knows the server.
     fixture.facades.0.insert(

@@ -30,6 +30,7 @@ def inventory(facade, tmp_path, extra_args=(), **upstream) -> dict[str, dict]:
     # `facade` returned once /readyz said ready: nothing has listed since.
     r = httpx.get(f"{fa.admin_url}/tools", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=5)
     assert r.status_code == 200, r.text
+    assert r.json()["listed"] is True, r.text
     return {t["name"]: t for t in r.json()["tools"]}
 
 

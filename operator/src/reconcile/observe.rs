@@ -47,6 +47,10 @@ pub struct FacadeReport {
     /// to say: `None`).
     #[serde(default)]
     pub policy: Option<String>,
+    /// Whether the facade has read a whole tool list yet (`None`: a facade
+    /// too old to say).
+    #[serde(default)]
+    pub listed: Option<bool>,
 }
 
 /// Reads one facade's `/tools`.
@@ -133,11 +137,12 @@ pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
 
 /// The tools every running facade of `server` reports, and the upstream's
 /// identity (the first pod's, by address, that knows it); `None` when no
-/// pod answered, there is no admin token to ask with, or a facade still runs
-/// another policy than `policy` (the `sha256:` of the policy file in force,
-/// when known): its tool states are the old policy's, and a mounted
-/// ConfigMap reaches each pod within the kubelet's sync period. Status then
-/// keeps what it had, and [`Observed::settling`] asks for another look soon.
+/// pod answered, there is no admin token to ask with, a facade has not read
+/// its server's tool list yet, or a facade still runs another policy than
+/// `policy` (the `sha256:` of the policy file in force, when known): its
+/// tool states are the old policy's, and a mounted ConfigMap reaches each
+/// pod within the kubelet's sync period. Status then keeps what it had, and
+/// [`Observed::settling`] asks for another look soon.
 pub async fn observe_tools(
     client: &Client,
     source: &dyn ToolsSource,
@@ -196,9 +201,12 @@ pub struct Observed {
 
 /// Merge the facades' reports (see [`observe_tools`]).
 pub fn combine(reports: Vec<FacadeReport>, policy: Option<&str>) -> Observed {
-    let stale = |r: &FacadeReport| matches!((policy, r.policy.as_deref()), (Some(want), Some(got)) if want != got);
+    let stale = |r: &FacadeReport| {
+        r.listed == Some(false)
+            || matches!((policy, r.policy.as_deref()), (Some(want), Some(got)) if want != got)
+    };
     if reports.iter().any(stale) {
-        debug!("a facade has not loaded the policy in force yet");
+        debug!("a facade has not loaded the policy in force, or read its tool list, yet");
         return Observed {
             report: None,
             settling: true,
@@ -217,6 +225,7 @@ pub fn combine(reports: Vec<FacadeReport>, policy: Option<&str>) -> Observed {
             tools: merge(answers),
             server,
             policy: running,
+            listed: Some(true),
         }),
         settling: false,
     }
@@ -419,6 +428,7 @@ mod tests {
             tools: vec![tool("read_text_file", state, "h1")],
             server: None,
             policy: policy.map(str::to_string),
+            listed: None,
         };
         // One pod has reloaded the tightened policy, the other not yet.
         let mixed = combine(
@@ -454,5 +464,17 @@ mod tests {
             );
         }
         assert_eq!(combine(vec![], Some("sha256:new")), Observed::default());
+        // A facade that knows its server but has not read its tool list yet.
+        let unlisted = FacadeReport {
+            listed: Some(false),
+            ..report("exposed", Some("sha256:new"))
+        };
+        assert_eq!(
+            combine(vec![unlisted], Some("sha256:new")),
+            Observed {
+                report: None,
+                settling: true
+            }
+        );
     }
 }

@@ -3,9 +3,12 @@
 //! findings (each with its reason, `kind/detail`) and quarantine state. Fed
 //! by every upstream tools/list answer;
 //! read by every tools/call; served as JSON on the admin port (`/tools`) so
-//! the operator can publish it in `MCPServer.status.tools`.
+//! the operator can publish it in `MCPServer.status.tools`. `listed` says
+//! whether a whole list has been read yet (the operator waits for it rather
+//! than publish an empty inventory).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use mcp_warden_policy::poison;
@@ -40,6 +43,7 @@ fn invalid_definition(tool: &ObservedTool) -> Option<mcp_warden_policy::Quaranti
 #[derive(Default)]
 pub struct Registry {
     tools: RwLock<HashMap<String, Entry>>,
+    listed: AtomicBool,
 }
 
 impl Registry {
@@ -59,6 +63,11 @@ impl Registry {
         self.tools.read().unwrap().is_empty()
     }
 
+    /// A server with no tools to list: the inventory is complete as it is.
+    pub fn mark_listed(&self) {
+        self.listed.store(true, Ordering::Relaxed);
+    }
+
     /// Record a complete upstream tool list and return it as observed, in
     /// upstream order, with quarantine decided under `policy`.
     pub fn observe(
@@ -74,6 +83,7 @@ impl Registry {
             .collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut map = self.tools.write().unwrap();
+        self.listed.store(true, Ordering::Relaxed);
         let mut out = Vec::with_capacity(definitions.len());
         for def in definitions {
             let Some(mut tool) = ObservedTool::new(def) else {
@@ -182,7 +192,11 @@ impl Registry {
                 })
             })
             .collect();
-        json!({ "tools": tools, "policy": policy.source_digest })
+        json!({
+            "tools": tools,
+            "listed": self.listed.load(Ordering::Relaxed),
+            "policy": policy.source_digest,
+        })
     }
 }
 

@@ -20,8 +20,8 @@
 //! the registry — pins, quarantine, the `/tools` inventory the operator
 //! publishes — is complete when the pod turns Ready, not only after a
 //! client's first `tools/list`. A server that does not list in
-//! [`INVENTORY_WAIT`] is ready all the same (its inventory then fills with
-//! the first client's listing).
+//! [`INVENTORY_WAIT`] is ready all the same; its list is still read in the
+//! background (and `/tools` says `listed: false` until then).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
     let mut delay = Duration::from_millis(200);
     loop {
         match probe(&app).await {
-            Ok((info, tools)) => {
+            Ok((info, link)) => {
                 let era = info.era;
                 let lists_tools = info.capabilities.get("tools").is_some();
                 // The hub first: whoever learns the era finds it.
@@ -69,16 +69,10 @@ pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
                     }
                 };
                 app.set_upstream(info);
-                match (tools, hub) {
-                    (Some(tools), _) => {
-                        let policy = app.policy.load_full();
-                        app.registry.observe(tools, &policy, &app.metrics);
-                    }
-                    (None, Some(hub)) if lists_tools => {
-                        let _ = tokio::time::timeout(INVENTORY_WAIT, hub.refresh_tools()).await;
-                    }
-                    _ => {}
-                }
+                // The first tool list, waited for a while; a slow server's
+                // finishes in the background (the operator waits for it).
+                let inventory = tokio::spawn(inventory(app.clone(), link, hub, lists_tools));
+                let _ = tokio::time::timeout(INVENTORY_WAIT, inventory).await;
                 app.ready.store(true, Ordering::Relaxed);
                 tracing::info!(
                     upstream = app.target.kind(),
@@ -94,21 +88,34 @@ pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
     }
 }
 
-/// What the server is, and (a legacy server's, read on the probe's own
-/// link) its tool list.
-async fn probe(app: &Context) -> Result<(UpstreamInfo, Option<Vec<Value>>), String> {
-    let (info, link) = ask(app).await?;
-    let lists_tools = info.capabilities.get("tools").is_some();
-    let tools = match (info.era, link) {
-        (Era::Legacy, Some((link, mut events))) if lists_tools => {
-            tokio::time::timeout(INVENTORY_WAIT, legacy_tools(&link, &mut events))
-                .await
-                .ok()
-                .flatten()
+/// What the server is, and the link that answered (a legacy server's tools
+/// are listed on it).
+async fn probe(app: &Context) -> Result<(UpstreamInfo, Option<Probe>), String> {
+    ask(app).await
+}
+
+/// Read the server's whole tool list into the registry: a legacy server's
+/// on the probe's own link (then closed), a modern one's on the hub.
+async fn inventory(
+    app: Arc<Context>,
+    link: Option<Probe>,
+    hub: Option<Arc<Channel>>,
+    lists_tools: bool,
+) {
+    if !lists_tools {
+        app.registry.mark_listed();
+        return;
+    }
+    match (hub, link) {
+        (Some(hub), _) => hub.refresh_tools().await,
+        (None, Some((link, mut events))) => {
+            if let Some(tools) = legacy_tools(&link, &mut events).await {
+                let policy = app.policy.load_full();
+                app.registry.observe(tools, &policy, &app.metrics);
+            }
         }
-        _ => None,
-    };
-    Ok((info, tools))
+        (None, None) => {}
+    }
 }
 
 type Probe = (Link, tokio::sync::mpsc::Receiver<LinkEvent>);
