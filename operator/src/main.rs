@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 use mcp_warden_operator::{
     client_config,
     config::{self, BuildConfig},
-    crdgen, reconcile, render,
+    crdgen,
+    egress_scope::ClusterRanges,
+    reconcile, render,
     runtime::{http, leader, logging, metrics::Metrics},
     webhook::{self, certs},
 };
@@ -125,6 +127,16 @@ struct BuildArgs {
     /// `CIDR:PORT,…` the facades' pods may reach: the collector, the audit store.
     #[arg(long, env = "MCP_WARDEN_FACADE_TELEMETRY_EGRESS", default_value = "")]
     facade_telemetry_egress: String,
+    /// `CIDR,…` of the cluster's pods (added to `Node.spec.podCIDRs`): egress
+    /// into them is `network.egress.cluster`, and broad egress excepts them.
+    #[arg(long, env = "MCP_WARDEN_CLUSTER_POD_CIDRS", default_value = "")]
+    cluster_pod_cidrs: String,
+    /// `CIDR,…` of the cluster's Services (added to the `ServiceCIDR` objects).
+    #[arg(long, env = "MCP_WARDEN_CLUSTER_SERVICE_CIDRS", default_value = "")]
+    cluster_service_cidrs: String,
+    /// `CIDR,…` of the node network (kubelets, the API server).
+    #[arg(long, env = "MCP_WARDEN_CLUSTER_NODE_CIDRS", default_value = "")]
+    cluster_node_cidrs: String,
 }
 
 /// `--named-egress`.
@@ -224,6 +236,11 @@ impl BuildArgs {
                 EngineArg::Calico => config::NamedEgress::Calico,
             },
             facade_telemetry: self.facade_telemetry()?,
+            cluster_ranges: ClusterRanges {
+                pods: config::parse_cidrs(&self.cluster_pod_cidrs)?,
+                services: config::parse_cidrs(&self.cluster_service_cidrs)?,
+                nodes: config::parse_cidrs(&self.cluster_node_cidrs)?,
+            },
         })
     }
 
@@ -440,6 +457,7 @@ async fn run_traced(args: RunArgs) -> Result<(), String> {
         jwks: Default::default(),
         engine: reconcile::observe::EngineCache::new(discover_engine),
         issuer_keys: Default::default(),
+        cluster_ranges: Default::default(),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({

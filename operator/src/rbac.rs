@@ -47,6 +47,8 @@ pub const API_CALLS: &[Rule] = &[
     ),
     rule("", "secrets", &["get", "create"]),
     rule("", "pods", &["list"]),
+    rule("", "nodes", &["list"]),
+    rule("networking.k8s.io", "servicecidrs", &["list"]),
     rule("apps", "deployments", WATCHED_OWNED),
     rule("networking.k8s.io", "networkpolicies", WATCHED_OWNED),
     rule(

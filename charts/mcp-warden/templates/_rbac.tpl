@@ -31,6 +31,13 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]
+# The cluster's pod and Service ranges: egress into them is `network.egress.cluster`, broad egress excepts them.
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+- apiGroups: [networking.k8s.io]
+  resources: [servicecidrs]
+  verbs: [list]
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list, watch, create, patch]
