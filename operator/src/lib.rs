@@ -14,12 +14,13 @@
 //! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
 //!   metrics, logging.
-//! - [`crdgen`], [`render`], [`client_config`]: the subcommands that print; [`pss`] checks pods
+//! - [`crdgen`], [`render`], [`client_config`], [`check`] (`validate`): the subcommands that print; [`pss`] checks pods
 //!   against Pod Security "restricted".
 #![forbid(unsafe_code)]
 
 pub mod build;
 pub mod capabilities;
+pub mod check;
 pub mod client_config;
 pub mod compile;
 pub mod config;

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Du
 
 use clap::{Parser, Subcommand};
 use mcp_warden_operator::{
-    client_config,
+    check, client_config,
     config::{self, BuildConfig},
     crdgen,
     egress_scope::ClusterRanges,
@@ -47,6 +47,14 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         build: BuildArgs,
+    },
+    /// Check CRs offline as the API server and the facade would: the CRD
+    /// schemas and CEL rules, then each ToolProfile's policy through the
+    /// facade's own loader. One line per problem; non-zero exit on any.
+    Validate {
+        /// YAML files with MCPServers, ToolProfiles and SandboxProfiles.
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
     },
     /// Print what an agent needs to call an MCPServer: its URL, where each
     /// accepted token comes from, and a ready mcp.json snippet (the lines
@@ -307,6 +315,16 @@ fn main() -> ExitCode {
             .config()
             .and_then(|cfg| render::render(&files, &cfg).map_err(|e| e.to_string()))
             .map(|yaml| print!("{yaml}")),
+        Command::Validate { files } => {
+            let problems = check::check_files(&files);
+            problems.iter().for_each(|p| println!("{p}"));
+            if problems.is_empty() {
+                eprintln!("{} file(s): no problems", files.len());
+                Ok(())
+            } else {
+                Err(format!("{} problem(s)", problems.len()))
+            }
+        }
         Command::ClientConfig {
             name,
             namespace,
