@@ -101,6 +101,7 @@ pub const NON_RESOURCE_URLS: &[&str] = &[
     "/openid/v1/jwks",
     "/apis/cilium.io/v2",
     "/apis/projectcalico.org/v3",
+    "/apis/gateway.networking.k8s.io/v1",
 ];
 
 /// What users need to approve capabilities (the chart's approver role):

@@ -81,8 +81,9 @@ call is one new row here and one in RBAC.md.
 # The service-account issuer's discovery document and JWKS (published for the facades).
 - nonResourceURLs: [/.well-known/openid-configuration, /openid/v1/jwks]
   verbs: [get]
-# Discovery: which of Cilium and Calico the cluster serves (also granted by system:discovery).
-- nonResourceURLs: [/apis/cilium.io/v2, /apis/projectcalico.org/v3]
+# Discovery: which of Cilium, Calico and Gateway API the cluster serves; a change re-reconciles
+# every server (also granted by system:discovery).
+- nonResourceURLs: [/apis/cilium.io/v2, /apis/projectcalico.org/v3, /apis/gateway.networking.k8s.io/v1]
   verbs: [get]
 {{- end -}}
 

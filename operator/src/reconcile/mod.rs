@@ -18,6 +18,7 @@ pub mod apply;
 pub mod cluster_ranges;
 pub mod controller;
 pub mod hold;
+pub mod kinds;
 pub mod observe;
 pub mod oidc;
 pub mod profiles;
