@@ -16,11 +16,16 @@
 //! | name | from |
 //! |---|---|
 //! | `network.egress:<cidr>:<port>` | each SandboxProfile egress rule × port; a remote given by address; each `remote.privateCidrs` block × the remote's ports |
+//! | `network.egress.cluster:<cidr>:<port>` | the same, for a block that overlaps the cluster's pod, service or node ranges (`crate::egress_scope`) |
+//! | `network.egress.internet:<cidr>:<port>` | the same, for a broad block (`0.0.0.0/0`, `::/0`, IPv4 shorter than /8, IPv6 shorter than /16); rendered with the cluster's ranges excepted |
 //! | `network.egress.host:<name>:<port>` | each SandboxProfile egress host (and preset host) × port; `spec.remote`: its host, and each token endpoint's |
 //! | `network.dns` | SandboxProfile `network.egress.dns: true` (applied only with some egress); `spec.remote` named by host |
 //! | `workspace.write` | SandboxProfile `workspaceAccess: readWrite` |
 //! | `serviceaccount.token` | SandboxProfile `automountServiceAccountToken: true` |
 //! | `tool:<upstream name>` | a ToolProfile tool with risk `high` or `critical` |
+//!
+//! The approval message calls the last two *broad* and names ports where
+//! node or control-plane services listen ([`cautions`]).
 //!
 //! The digest is sha256 over the sorted names, each followed by `\n`, then
 //! the workload's parts in name order, each as `workload.<part>=<hash>\n`,
@@ -53,7 +58,11 @@ use mcp_warden_crds::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::{names, workload::Parts};
+use crate::{
+    egress_scope::{self, ClusterRanges, Scope},
+    names,
+    workload::Parts,
+};
 
 /// The annotation a cluster admin sets to approve (contract).
 pub const APPROVE_ANNOTATION: &str = "mcpwarden.dev/approve";
@@ -63,12 +72,15 @@ pub const APPROVED_BY_ANNOTATION: &str = "mcpwarden.dev/approved-by";
 /// A capability above the baseline. Ordered and printed by its stable name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Capability {
-    /// Outbound TCP to a CIDR block and port.
+    /// Outbound TCP to a CIDR block and port; the name says how far the
+    /// block reaches (`crate::egress_scope`).
     Egress {
         /// The block.
         cidr: String,
         /// The port.
         port: i32,
+        /// Plain, the cluster's own ranges, or broad (the internet).
+        scope: Scope,
     },
     /// Outbound TCP to a host name and port (enforced by Cilium or Calico;
     /// a plain NetworkPolicy cannot, so there it opens nothing — except for
@@ -95,7 +107,14 @@ pub enum Capability {
 impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Capability::Egress { cidr, port } => write!(f, "network.egress:{cidr}:{port}"),
+            Capability::Egress { cidr, port, scope } => {
+                let prefix = match scope {
+                    Scope::Plain => "network.egress",
+                    Scope::Cluster => "network.egress.cluster",
+                    Scope::Internet => "network.egress.internet",
+                };
+                write!(f, "{prefix}:{cidr}:{port}")
+            }
             Capability::EgressHost { host, port } => {
                 write!(f, "network.egress.host:{host}:{port}")
             }
@@ -131,24 +150,46 @@ impl Capability {
                 port: port.parse().ok()?,
             });
         }
-        let rest = name.strip_prefix("network.egress:")?;
+        let (scope, rest) = [
+            ("network.egress:", Scope::Plain),
+            ("network.egress.cluster:", Scope::Cluster),
+            ("network.egress.internet:", Scope::Internet),
+        ]
+        .into_iter()
+        .find_map(|(prefix, scope)| Some((scope, name.strip_prefix(prefix)?)))?;
         let (cidr, port) = rest.rsplit_once(':')?;
+        if cidr.is_empty() {
+            return None;
+        }
         Some(Capability::Egress {
             cidr: cidr.into(),
             port: port.parse().ok()?,
+            scope,
         })
     }
 }
 
+/// Egress to a block, named by how far it reaches.
+fn egress(cidr: &str, port: i32, cluster: &ClusterRanges) -> Capability {
+    Capability::Egress {
+        cidr: cidr.to_string(),
+        port,
+        scope: egress_scope::scope(cidr, cluster),
+    }
+}
+
 /// Everything the server asks for above the baseline, by stable name, sorted.
-pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTreeSet<String> {
+/// `cluster`: the cluster's own ranges, which name egress into them
+/// `network.egress.cluster`.
+pub fn requested(
+    tools: &ToolProfileSpec,
+    sandbox: &SandboxProfileSpec,
+    cluster: &ClusterRanges,
+) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
     for rule in &sandbox.network.egress.rules {
         for port in &rule.ports {
-            set.insert(Capability::Egress {
-                cidr: rule.cidr.clone(),
-                port: *port,
-            });
+            set.insert(egress(&rule.cidr, *port, cluster));
         }
     }
     for (host, port) in sandbox.network.egress.named() {
@@ -175,7 +216,7 @@ pub fn requested(tools: &ToolProfileSpec, sandbox: &SandboxProfileSpec) -> BTree
 /// endpoint's (by name, or by address when the URL gives one), DNS when
 /// any of them is a name, each private block on those ports, and
 /// `remote.write` when its tools may write.
-pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
+pub fn requested_remote(server: &MCPServer, cluster: &ClusterRanges) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
     let Some(remote) = &server.spec.remote else {
         return BTreeSet::new();
@@ -186,7 +227,7 @@ pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
         let port = i32::from(port);
         ports.insert(port);
         match mcp_warden_crds::remote::address_block(&host) {
-            Some(cidr) => set.insert(Capability::Egress { cidr, port }),
+            Some(cidr) => set.insert(egress(&cidr, port, cluster)),
             None => {
                 set.insert(Capability::Dns);
                 set.insert(Capability::EgressHost { host, port })
@@ -198,10 +239,7 @@ pub fn requested_remote(server: &MCPServer) -> BTreeSet<String> {
     }
     for cidr in &remote.private_cidrs {
         for port in &ports {
-            set.insert(Capability::Egress {
-                cidr: cidr.clone(),
-                port: *port,
-            });
+            set.insert(egress(cidr, *port, cluster));
         }
     }
     set.iter().map(Capability::to_string).collect()
@@ -395,7 +433,7 @@ impl Decision {
                     self.digest,
                     join(self.requested.iter().map(String::as_str)),
                     approve_command(server, &self.digest)
-                ),
+                ) + &cautions(self.pending().into_iter()),
             ),
             // Not held and nothing waits: the change only took away (applied at once).
             ApprovalState::Pending if !self.changed.is_empty() && self.pending().is_empty() => (
@@ -427,11 +465,56 @@ impl Decision {
                         "waiting for approval of {}: {what}; {in_force}. To approve: {}",
                         self.digest,
                         approve_command(server, &self.digest)
-                    ),
+                    ) + &cautions(self.pending().into_iter()),
                 )
             }
         }
     }
+}
+
+/// What an admin should read twice before approving, as sentences to
+/// append to the approval message (empty when nothing): broad egress (to
+/// the internet, or into the cluster's own ranges) and ports where node or
+/// control-plane services listen (`crate::egress_scope`).
+pub fn cautions<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let (mut internet, mut cluster, mut ports) = (Vec::new(), Vec::new(), Vec::new());
+    for name in names {
+        let port = match Capability::parse(name) {
+            Some(Capability::Egress { port, scope, .. }) => {
+                match scope {
+                    Scope::Internet => internet.push(name),
+                    Scope::Cluster => cluster.push(name),
+                    Scope::Plain => {}
+                }
+                port
+            }
+            Some(Capability::EgressHost { port, .. }) => port,
+            _ => continue,
+        };
+        if let Some(what) = egress_scope::sensitive_port(port) {
+            ports.push(format!("{port} ({what}) in {name}"));
+        }
+    }
+    let mut text = String::new();
+    if !internet.is_empty() {
+        text += &format!(
+            " Broad egress to the internet (the cluster's pod, service and node ranges excepted): {}.",
+            internet.join(", ")
+        );
+    }
+    if !cluster.is_empty() {
+        text += &format!(
+            " Broad egress into the cluster's own pod, service or node ranges: {}.",
+            cluster.join(", ")
+        );
+    }
+    if !ports.is_empty() {
+        text += &format!(
+            " Ports of node or control-plane services: {}.",
+            ports.join(", ")
+        );
+    }
+    text
 }
 
 fn join<'a>(names: impl Iterator<Item = &'a str>) -> String {

@@ -1,5 +1,6 @@
 //! Tests of `crate::capabilities`: names, the digest over names and workload, the approval rules.
 use super::*;
+use crate::egress_scope::ClusterRanges;
 
 fn sandbox(yaml: &str) -> SandboxProfileSpec {
     serde_yaml_ng::from_str(yaml).unwrap()
@@ -51,6 +52,7 @@ fn requested_names_are_stable_and_sorted() {
              presets: [npm], hosts: [{name: api.example.com, ports: [8443]}]}}, \
              workspaceAccess: readWrite, automountServiceAccountToken: true}",
         ),
+        &ClusterRanges::default(),
     );
     assert_eq!(
         got.into_iter().collect::<Vec<_>>(),
@@ -66,13 +68,21 @@ fn requested_names_are_stable_and_sorted() {
             "workspace.write",
         ]
     );
-    assert!(requested(&ToolProfileSpec::default(), &SandboxProfileSpec::default()).is_empty());
+    assert!(requested(
+        &ToolProfileSpec::default(),
+        &SandboxProfileSpec::default(),
+        &ClusterRanges::default()
+    )
+    .is_empty());
 }
 
 #[test]
 fn names_parse_back() {
     for name in [
         "network.egress:2001:db8::/32:443",
+        "network.egress.cluster:10.96.0.0/12:443",
+        "network.egress.internet:0.0.0.0/0:443",
+        "network.egress.internet:::/0:443",
         "network.egress.host:registry.npmjs.org:443",
         "network.dns",
         "workspace.write",
@@ -85,6 +95,11 @@ fn names_parse_back() {
     assert_eq!(Capability::parse("network.egress:x:notaport"), None);
     assert_eq!(Capability::parse("network.egress.host::443"), None);
     assert_eq!(Capability::parse("root.shell"), None);
+    assert_eq!(Capability::parse("network.egress.internet::443"), None);
+    assert_eq!(
+        Capability::parse("network.egress.nowhere:10.0.0.0/8:443"),
+        None
+    );
 }
 
 #[test]
@@ -97,7 +112,9 @@ fn a_remote_asks_for_its_hosts_and_blocks() {
     )
     .unwrap();
     assert_eq!(
-        requested_remote(&server).into_iter().collect::<Vec<_>>(),
+        requested_remote(&server, &ClusterRanges::default())
+            .into_iter()
+            .collect::<Vec<_>>(),
         [
             "network.dns",
             "network.egress.host:idp.example.com:8443",
@@ -112,7 +129,7 @@ fn a_remote_asks_for_its_hosts_and_blocks() {
     )
     .unwrap();
     assert_eq!(
-        requested_remote(&by_address)
+        requested_remote(&by_address, &ClusterRanges::default())
             .into_iter()
             .collect::<Vec<_>>(),
         ["network.egress:203.0.113.7/32:8443"]
@@ -123,7 +140,9 @@ fn a_remote_asks_for_its_hosts_and_blocks() {
     )
     .unwrap();
     assert_eq!(
-        requested_remote(&writes).into_iter().collect::<Vec<_>>(),
+        requested_remote(&writes, &ClusterRanges::default())
+            .into_iter()
+            .collect::<Vec<_>>(),
         ["network.egress:203.0.113.7/32:443", "remote.write"]
     );
 }
@@ -272,5 +291,109 @@ fn a_held_change_says_what_changed_and_how_to_approve() {
             got.digest
         )),
         "{message}"
+    );
+}
+
+fn cluster() -> ClusterRanges {
+    ClusterRanges {
+        pods: vec!["10.244.0.0/16".into()],
+        services: vec!["10.96.0.0/12".into()],
+        nodes: vec!["192.168.49.0/24".into()],
+    }
+}
+
+#[test]
+fn broad_and_cluster_egress_are_named_as_such() {
+    let sb = sandbox(
+        "{network: {egress: {rules: [{cidr: 0.0.0.0/0, ports: [443, 22]}, {cidr: '::/0', ports: [443]}, \
+         {cidr: 10.96.0.10/32, ports: [53]}, {cidr: 192.168.0.0/16, ports: [10250]}, \
+         {cidr: 203.0.113.0/24, ports: [443]}]}}}",
+    );
+    let got = requested(&ToolProfileSpec::default(), &sb, &cluster());
+    assert_eq!(
+        got.iter().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "network.egress.cluster:10.96.0.10/32:53",
+            "network.egress.cluster:192.168.0.0/16:10250",
+            "network.egress.internet:0.0.0.0/0:22",
+            "network.egress.internet:0.0.0.0/0:443",
+            "network.egress.internet:::/0:443",
+            "network.egress:203.0.113.0/24:443",
+        ]
+    );
+    // The same profile on a cluster whose ranges are unknown: broad is still broad.
+    let unknown = requested(&ToolProfileSpec::default(), &sb, &ClusterRanges::default());
+    assert!(unknown.contains("network.egress.internet:0.0.0.0/0:443"));
+    assert!(unknown.contains("network.egress:10.96.0.10/32:53"));
+    // A remote's private block inside the cluster is named so too.
+    let server: MCPServer = serde_yaml_ng::from_str(
+        "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s}\n\
+         spec: {toolProfileRef: {name: p}, remote: {url: 'https://10.244.3.7/mcp'}}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        requested_remote(&server, &cluster())
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["network.egress.cluster:10.244.3.7/32:443"]
+    );
+}
+
+#[test]
+fn the_pending_message_says_broad_and_names_node_ports() {
+    let server: MCPServer = serde_yaml_ng::from_str(
+        "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: s, namespace: n}\nspec: {image: i, toolProfileRef: {name: p}}\n",
+    )
+    .unwrap();
+    let sb = sandbox(
+        "{network: {egress: {rules: [{cidr: 0.0.0.0/0, ports: [443, 6443]}, {cidr: 10.244.0.0/24, ports: [10250]}, \
+         {cidr: 203.0.113.0/24, ports: [22]}]}}}",
+    );
+    let want = requested(&ToolProfileSpec::default(), &sb, &cluster());
+    let got = decide(want, Parts::new(), None, &MCPServerStatus::default());
+    let (status, reason, message) = got.condition(&server);
+    assert_eq!((status, reason), ("False", PENDING_REASON));
+    assert!(
+        message.contains("Broad egress to the internet (the cluster's pod, service and node ranges excepted): network.egress.internet:0.0.0.0/0:443, network.egress.internet:0.0.0.0/0:6443."),
+        "{message}"
+    );
+    assert!(
+        message.contains("Broad egress into the cluster's own pod, service or node ranges: network.egress.cluster:10.244.0.0/24:10250."),
+        "{message}"
+    );
+    assert!(
+        message.contains("Ports of node or control-plane services: 10250 (kubelet) in network.egress.cluster:10.244.0.0/24:10250, 6443 (kube-apiserver) in network.egress.internet:0.0.0.0/0:6443, 22 (ssh) in network.egress:203.0.113.0/24:22."),
+        "{message}"
+    );
+    // Nothing broad, no such port: no caution.
+    let plain = decide(
+        set(&["network.egress:203.0.113.0/24:443"]),
+        Parts::new(),
+        None,
+        &MCPServerStatus::default(),
+    );
+    assert!(!plain.condition(&server).2.contains("Broad"));
+    assert!(!plain.condition(&server).2.contains("Ports of"));
+}
+
+#[test]
+fn broad_egress_is_approved_apart() {
+    let approved = crate::compile::Approved::from_names(&set(&[
+        "network.egress.internet:0.0.0.0/0:443",
+        "network.egress.cluster:10.96.0.0/12:443",
+        "network.egress:203.0.113.0/24:80",
+    ]));
+    assert_eq!(
+        approved.broad_egress,
+        [("0.0.0.0/0".to_string(), 443)].into_iter().collect()
+    );
+    assert_eq!(
+        approved.egress,
+        [
+            ("10.96.0.0/12".to_string(), 443),
+            ("203.0.113.0/24".to_string(), 80)
+        ]
+        .into_iter()
+        .collect()
     );
 }

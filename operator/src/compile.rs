@@ -18,7 +18,7 @@ use mcp_warden_crds::{
     TokenExchange, ToolProfileSpec, UpstreamAuth, UpstreamCredentialRule,
 };
 
-use crate::{capabilities::Capability, config::BuildConfig, names};
+use crate::{capabilities::Capability, config::BuildConfig, egress_scope::Scope, names};
 
 /// Capabilities above the baseline that a cluster admin approved (in force).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,8 +29,12 @@ pub struct Approved {
     pub workspace_write: bool,
     /// A remote server's write-capable tools may be used (`remote.write`).
     pub remote_write: bool,
-    /// Outbound TCP (CIDR, port) pairs (`network.egress:…`).
+    /// Outbound TCP (CIDR, port) pairs (`network.egress:…`,
+    /// `network.egress.cluster:…`).
     pub egress: BTreeSet<(String, i32)>,
+    /// Outbound TCP (CIDR, port) pairs of broad blocks
+    /// (`network.egress.internet:…`): rendered with the cluster's ranges excepted.
+    pub broad_egress: BTreeSet<(String, i32)>,
     /// Outbound TCP (host name, port) pairs (`network.egress.host:…`).
     pub hosts: BTreeSet<(String, i32)>,
     /// DNS lookups to the cluster DNS (`network.dns`).
@@ -45,7 +49,14 @@ impl Approved {
         let mut approved = Approved::default();
         for capability in names.into_iter().filter_map(|n| Capability::parse(n)) {
             match capability {
-                Capability::Egress { cidr, port } => {
+                Capability::Egress {
+                    cidr,
+                    port,
+                    scope: Scope::Internet,
+                } => {
+                    approved.broad_egress.insert((cidr, port));
+                }
+                Capability::Egress { cidr, port, .. } => {
                     approved.egress.insert((cidr, port));
                 }
                 Capability::EgressHost { host, port } => {

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::egress_scope::ClusterRanges;
+
 /// The field manager of every server-side apply (one for all objects).
 pub const FIELD_MANAGER: &str = "mcp-warden-operator";
 
@@ -27,6 +29,11 @@ pub struct BuildConfig {
     /// Where the facades send spans and audit records (the platform's
     /// choice, from the chart; not a server's capability).
     pub facade_telemetry: FacadeTelemetry,
+    /// The cluster's pod, service and node ranges: from flags, plus what
+    /// the cluster reports (`ServiceCIDR` objects, `Node.spec.podCIDRs`),
+    /// merged in at each reconcile. They name egress into the cluster
+    /// `network.egress.cluster` and are excepted from broad egress.
+    pub cluster_ranges: ClusterRanges,
 }
 
 /// The facades' OpenTelemetry and audit destinations.
@@ -68,6 +75,19 @@ impl FacadeTelemetry {
                 !host.is_empty() && host.parse::<std::net::IpAddr>().is_err()
             })
     }
+}
+
+/// Parse `cidr,cidr` (for `--cluster-pod-cidrs` and its siblings).
+pub fn parse_cidrs(text: &str) -> Result<Vec<String>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|cidr| {
+            cidr.parse::<ipnet::IpNet>()
+                .map(|_| cidr.to_string())
+                .map_err(|_| format!("expected a CIDR (a.b.c.d/n or x::/n), found {cidr:?}"))
+        })
+        .collect()
 }
 
 /// Parse `cidr:port,cidr:port` (for `--facade-telemetry-egress`).
@@ -156,6 +176,7 @@ impl Default for BuildConfig {
             )]),
             named_egress: NamedEgress::None,
             facade_telemetry: FacadeTelemetry::default(),
+            cluster_ranges: ClusterRanges::default(),
         }
     }
 }

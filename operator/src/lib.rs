@@ -8,22 +8,24 @@
 //!  (reconcile::resolve) (validate) (compile) (build::*) (reconcile::apply) (reconcile::status)
 //! ```
 //! - [`capabilities`] (what is asked above the baseline, its digest, what an
-//!   approval puts in force), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
+//!   approval puts in force; [`egress_scope`] names broad egress), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
 //!   both go through [`plan`], so what `render` prints is what `run` applies.
 //! - [`reconcile`]: the controller (watches, the pipeline, error policy).
 //! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
 //!   metrics, logging.
-//! - [`crdgen`], [`render`], [`client_config`]: the subcommands that print; [`pss`] checks pods
+//! - [`crdgen`], [`render`], [`client_config`], [`check`] (`validate`): the subcommands that print; [`pss`] checks pods
 //!   against Pod Security "restricted".
 #![forbid(unsafe_code)]
 
 pub mod build;
 pub mod capabilities;
+pub mod check;
 pub mod client_config;
 pub mod compile;
 pub mod config;
 pub mod crdgen;
+pub mod egress_scope;
 pub mod names;
 pub mod plan;
 pub mod pss;

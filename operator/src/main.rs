@@ -7,9 +7,11 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Du
 
 use clap::{Parser, Subcommand};
 use mcp_warden_operator::{
-    client_config,
+    check, client_config,
     config::{self, BuildConfig},
-    crdgen, reconcile, render,
+    crdgen,
+    egress_scope::ClusterRanges,
+    reconcile, render,
     runtime::{http, leader, logging, metrics::Metrics},
     webhook::{self, certs},
 };
@@ -45,6 +47,14 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         build: BuildArgs,
+    },
+    /// Check CRs offline as the API server and the facade would: the CRD
+    /// schemas and CEL rules, then each ToolProfile's policy through the
+    /// facade's own loader. One line per problem; non-zero exit on any.
+    Validate {
+        /// YAML files with MCPServers, ToolProfiles and SandboxProfiles.
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
     },
     /// Print what an agent needs to call an MCPServer: its URL, where each
     /// accepted token comes from, and a ready mcp.json snippet (the lines
@@ -125,6 +135,16 @@ struct BuildArgs {
     /// `CIDR:PORT,…` the facades' pods may reach: the collector, the audit store.
     #[arg(long, env = "MCP_WARDEN_FACADE_TELEMETRY_EGRESS", default_value = "")]
     facade_telemetry_egress: String,
+    /// `CIDR,…` of the cluster's pods (added to `Node.spec.podCIDRs`): egress
+    /// into them is `network.egress.cluster`, and broad egress excepts them.
+    #[arg(long, env = "MCP_WARDEN_CLUSTER_POD_CIDRS", default_value = "")]
+    cluster_pod_cidrs: String,
+    /// `CIDR,…` of the cluster's Services (added to the `ServiceCIDR` objects).
+    #[arg(long, env = "MCP_WARDEN_CLUSTER_SERVICE_CIDRS", default_value = "")]
+    cluster_service_cidrs: String,
+    /// `CIDR,…` of the node network (kubelets, the API server).
+    #[arg(long, env = "MCP_WARDEN_CLUSTER_NODE_CIDRS", default_value = "")]
+    cluster_node_cidrs: String,
 }
 
 /// `--named-egress`.
@@ -224,6 +244,11 @@ impl BuildArgs {
                 EngineArg::Calico => config::NamedEgress::Calico,
             },
             facade_telemetry: self.facade_telemetry()?,
+            cluster_ranges: ClusterRanges {
+                pods: config::parse_cidrs(&self.cluster_pod_cidrs)?,
+                services: config::parse_cidrs(&self.cluster_service_cidrs)?,
+                nodes: config::parse_cidrs(&self.cluster_node_cidrs)?,
+            },
         })
     }
 
@@ -290,6 +315,16 @@ fn main() -> ExitCode {
             .config()
             .and_then(|cfg| render::render(&files, &cfg).map_err(|e| e.to_string()))
             .map(|yaml| print!("{yaml}")),
+        Command::Validate { files } => {
+            let problems = check::check_files(&files);
+            problems.iter().for_each(|p| println!("{p}"));
+            if problems.is_empty() {
+                eprintln!("{} file(s): no problems", files.len());
+                Ok(())
+            } else {
+                Err(format!("{} problem(s)", problems.len()))
+            }
+        }
         Command::ClientConfig {
             name,
             namespace,
@@ -440,6 +475,7 @@ async fn run_traced(args: RunArgs) -> Result<(), String> {
         jwks: Default::default(),
         engine: reconcile::observe::EngineCache::new(discover_engine),
         issuer_keys: Default::default(),
+        cluster_ranges: Default::default(),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({

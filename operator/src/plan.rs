@@ -93,8 +93,11 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         (Some(r), None) => return Err(PlanError::SandboxProfileNotFound(r.name.clone())),
     };
     validate(inputs.server, tools, &sandbox)?;
-    let mut requested = capabilities::requested(tools, &sandbox);
-    requested.extend(capabilities::requested_remote(inputs.server));
+    let mut requested = capabilities::requested(tools, &sandbox, &config.cluster_ranges);
+    requested.extend(capabilities::requested_remote(
+        inputs.server,
+        &config.cluster_ranges,
+    ));
     let workload = workload::parts(
         inputs.server,
         tools,

@@ -47,6 +47,8 @@ pub const API_CALLS: &[Rule] = &[
     ),
     rule("", "secrets", &["get", "create"]),
     rule("", "pods", &["list"]),
+    rule("", "nodes", &["list"]),
+    rule("networking.k8s.io", "servicecidrs", &["list"]),
     rule("apps", "deployments", WATCHED_OWNED),
     rule("networking.k8s.io", "networkpolicies", WATCHED_OWNED),
     rule(
@@ -99,6 +101,7 @@ pub const NON_RESOURCE_URLS: &[&str] = &[
     "/openid/v1/jwks",
     "/apis/cilium.io/v2",
     "/apis/projectcalico.org/v3",
+    "/apis/gateway.networking.k8s.io/v1",
 ];
 
 /// What users need to approve capabilities (the chart's approver role):

@@ -4,11 +4,13 @@
 //! `# expect:` line names, and every CR in `examples/*.yaml` is accepted.
 //!
 //! The `# expect:` lines are in the real API server's words (tests/apiserver
-//! checks them against one), so schema errors are worded here the way the
-//! API server words them ([`api_server_words`]).
+//! checks them against one), so schema errors are worded the way the API
+//! server words them (`mcp_warden_operator::check::api_server_words`, which
+//! `mcp-warden-operator validate` uses too; `tests/validate_cli.rs` runs it).
 
 use std::{collections::BTreeMap, path::PathBuf};
 
+use mcp_warden_operator::check;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,7 +20,7 @@ fn root() -> PathBuf {
 
 /// `kind` → openAPIV3Schema, from the committed `crds/*.yaml`.
 fn schemas() -> BTreeMap<String, Value> {
-    ["mcpserver", "toolprofile", "sandboxprofile"]
+    let committed: BTreeMap<String, Value> = ["mcpserver", "toolprofile", "sandboxprofile"]
         .iter()
         .map(|name| {
             let text = std::fs::read_to_string(root().join(format!("crds/{name}.yaml"))).unwrap();
@@ -29,125 +31,19 @@ fn schemas() -> BTreeMap<String, Value> {
                 crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone(),
             )
         })
-        .collect()
-}
-
-/// Every error the API server would report for `object`.
-fn errors(schemas: &BTreeMap<String, Value>, object: &Value) -> Vec<String> {
-    let kind = object["kind"].as_str().unwrap();
-    let schema = &schemas[kind];
-    let mut out: Vec<String> = jsonschema::validator_for(schema)
-        .expect("the CRD schema compiles")
-        .iter_errors(object)
-        .map(|e| api_server_words(&e))
         .collect();
-    if let Err(cel) = kube::core::cel::Validator::new().validate(schema, object, None) {
-        out.extend(
-            cel.into_vec()
-                .into_iter()
-                .map(|e| format!("CEL {:?} at {}: {}", e.kind, e.field_path, e.message)),
-        );
-    }
-    out
+    assert_eq!(
+        committed,
+        check::schemas(),
+        "`validate` checks against the schemas the types generate: the committed ones (make generate)"
+    );
+    committed
 }
 
-/// A schema error as kube-apiserver reports it (its OpenAPI validation,
-/// k8s.io/kube-openapi): `spec.replicas in body should be less than or equal
-/// to 10`, `spec.transport: Unsupported value: "sse": supported values: …`,
-/// `spec.image: Required value`, `… in body should match '<pattern>'`.
-/// Other kinds keep jsonschema's message.
-fn api_server_words(e: &jsonschema::ValidationError<'_>) -> String {
-    use jsonschema::error::ValidationErrorKind as K;
-    let path = field_path(e.instance_path().as_str());
-    let at = |child: &str| {
-        if path.is_empty() {
-            child.to_string()
-        } else {
-            format!("{path}.{child}")
-        }
-    };
-    let number = |v: &Value| match v.as_f64() {
-        Some(f) if f.fract() == 0.0 => format!("{}", f as i64),
-        _ => v.to_string(),
-    };
-    let value = e.instance();
-    match e.kind() {
-        K::Minimum { limit } => format!(
-            "{path}: Invalid value: {value}: {path} in body should be greater than or equal to {}",
-            number(limit)
-        ),
-        K::Maximum { limit } => format!(
-            "{path}: Invalid value: {value}: {path} in body should be less than or equal to {}",
-            number(limit)
-        ),
-        K::Enum { options } => {
-            let supported: Vec<String> = options
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|o| o.to_string())
-                .collect();
-            format!(
-                "{path}: Unsupported value: {value}: supported values: {}",
-                supported.join(", ")
-            )
-        }
-        K::Pattern { pattern } => {
-            format!("{path}: Invalid value: {value}: {path} in body should match '{pattern}'")
-        }
-        K::Required { property } => {
-            format!(
-                "{}: Required value",
-                at(property.as_str().unwrap_or_default())
-            )
-        }
-        _ => format!("{} at {}: {e}", e.schema_path(), e.instance_path()),
-    }
-}
-
-/// `/spec/tools/0/requiredRole` → `spec.tools[0].requiredRole`.
-fn field_path(pointer: &str) -> String {
-    let mut out = String::new();
-    for segment in pointer.split('/').skip(1) {
-        let segment = segment.replace("~1", "/").replace("~0", "~");
-        if segment.parse::<usize>().is_ok() {
-            out.push_str(&format!("[{segment}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(&segment);
-        }
-    }
-    out
-}
-
-#[test]
-fn schema_errors_read_like_the_api_servers() {
-    assert_eq!(
-        field_path("/spec/tools/0/requiredRole"),
-        "spec.tools[0].requiredRole"
-    );
-    assert_eq!(field_path(""), "");
-    let schema = serde_json::json!({"type": "object", "required": ["image"], "properties": {
-        "replicas": {"type": "integer", "minimum": 0.0, "maximum": 10},
-        "transport": {"type": "string", "enum": ["stdio", "streamable-http"]}}});
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let words = |v: Value| -> Vec<String> {
-        validator
-            .iter_errors(&v)
-            .map(|e| api_server_words(&e))
-            .collect()
-    };
-    assert_eq!(
-        words(serde_json::json!({"image": "i", "replicas": -1})),
-        ["replicas: Invalid value: -1: replicas in body should be greater than or equal to 0"]
-    );
-    assert_eq!(
-        words(serde_json::json!({"image": "i", "transport": "sse"})),
-        [r#"transport: Unsupported value: "sse": supported values: "stdio", "streamable-http""#]
-    );
-    assert_eq!(words(serde_json::json!({})), ["image: Required value"]);
+/// Every error the API server would report for `object` (the code
+/// `mcp-warden-operator validate` runs).
+fn errors(schemas: &BTreeMap<String, Value>, object: &Value) -> Vec<String> {
+    check::schema_errors(schemas, object)
 }
 
 fn documents(path: &PathBuf) -> Vec<Value> {

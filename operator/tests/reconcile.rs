@@ -33,6 +33,9 @@ async fn create_applies_every_object_with_owner_references() {
         // no Cilium, no Calico here: named egress has no engine (and no object is read for it)
         "GET /apis/cilium.io/v2".into(),
         "GET /apis/projectcalico.org/v3".into(),
+        // the cluster's own ranges (none here), which name broad egress
+        "GET /apis/networking.k8s.io/v1/servicecidrs".into(),
+        "GET /api/v1/nodes".into(),
         // every object is read (and its owner checked) before anything is written
         "GET /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
@@ -67,7 +70,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[23].body;
+    let event = &calls[25].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -162,11 +165,13 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
             "GET /.well-known/openid-configuration".into(),
             "GET /apis/cilium.io/v2".into(),
             "GET /apis/projectcalico.org/v3".into(),
+            "GET /apis/networking.k8s.io/v1/servicecidrs".into(),
+            "GET /api/v1/nodes".into(),
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[4].body;
+    let event = &calls[6].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();

@@ -219,3 +219,80 @@ fn render_with_telemetry_matches_snapshot() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--facade-trace-sampling"));
 }
+
+/// Broad egress, approved, on a cluster whose ranges the flags give: the
+/// NetworkPolicy allows `0.0.0.0/0` and `::/0` on 443 with the cluster's
+/// ranges (and link-local) excepted, and the approved cluster block on its
+/// own rule. The snapshot is the NetworkPolicy alone.
+#[test]
+fn broad_egress_network_policy_matches_snapshot() {
+    let ranges = [
+        (
+            "MCP_WARDEN_CLUSTER_POD_CIDRS",
+            "10.244.0.0/16,fd00:10:244::/56",
+        ),
+        ("MCP_WARDEN_CLUSTER_SERVICE_CIDRS", "10.96.0.0/12"),
+        ("MCP_WARDEN_CLUSTER_NODE_CIDRS", "192.168.49.0/24"),
+    ];
+    let source =
+        std::fs::read_to_string(root().join("operator/tests/fixtures/broad-egress.yaml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("render-broad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("server.yaml");
+    std::fs::write(&file, source.replace("{ANNOTATIONS}", "{}")).unwrap();
+    let out = render_with(std::slice::from_ref(&file), &ranges);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "network.egress.internet:0.0.0.0/0:443",
+        "network.egress.internet:::/0:443",
+        "network.egress.cluster:10.96.40.0/24:5432",
+    ] {
+        assert!(
+            text.contains(&format!("#     - {name}  (pending)")),
+            "{name}:\n{text}"
+        );
+    }
+    let digest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#   capabilityDigest: "))
+        .expect("the digest is shown");
+    let approved = source.replace(
+        "{ANNOTATIONS}",
+        &format!("{{mcpwarden.dev/approve: \"{digest}\"}}"),
+    );
+    std::fs::write(&file, approved).unwrap();
+    let out = render_with(std::slice::from_ref(&file), &ranges);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let policy = text
+        .split("\n---\n")
+        .find(|doc| doc.contains("\nkind: NetworkPolicy\n"))
+        .expect("a NetworkPolicy");
+    // Comments (the status summary) are not part of the object.
+    let got: String = policy
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(got.contains("- 10.96.0.0/12\n"), "{got}");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/broad-egress-networkpolicy.yaml");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some(got.as_str()),
+        "stale snapshot {}",
+        path.display()
+    );
+}

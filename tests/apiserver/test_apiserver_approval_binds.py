@@ -205,23 +205,20 @@ def test_whoever_changed_it_may_not_approve_it(team, webhook):
 
 def test_a_profile_the_facade_would_refuse_changes_nothing(team):
     """The regex of a platform team's report: it passes the CRD's schema and CEL, the facade's loader
-    refuses it (`unclosed group`), so the operator writes nothing and says InvalidPolicy."""
+    refuses it (`unclosed group`), so the API server refuses the write through the operator's profile
+    webhook, with the loader's message, and nothing changes. (A profile stored before the webhook
+    existed is caught by the operator instead: PolicyCompiled=False InvalidPolicy, nothing written;
+    operator/tests/invalid_policy.rs.)"""
     cluster = team
     before_policy, before_template = policy(cluster), template(cluster)
     tools = cluster.get("toolprofile", "tools", NS)["spec"]["tools"]
     bad = [*tools, {"name": "fetch", "arguments": [{"name": "url", "kind": "string",
                                                    "allow": ["^https://(example\\.com/"]}]}]
-    carol_patches(cluster, "toolprofile", "tools", {"spec": {"tools": bad}})
-
-    def compiled():
-        c = next((c for c in status(cluster).get("conditions", []) if c["type"] == "PolicyCompiled"), {})
-        return c if c.get("reason") == "InvalidPolicy" else None
-    cond = wait_for("PolicyCompiled=False InvalidPolicy", compiled, timeout=30)
-    assert cond["status"] == "False" and "unclosed group" in cond["message"], cond
-    profile_valid = wait_for("the profile's Valid=False", lambda: next(
-        (c for c in (cluster.get("toolprofile", "tools", NS) or {}).get("status", {}).get("conditions", [])
-         if c["type"] == "Valid" and c["status"] == "False"), None), timeout=30)
-    assert profile_valid["reason"] == "InvalidPolicy" and "unclosed group" in profile_valid["message"]
+    out = cluster.kubectl("patch", "toolprofile", "tools", "-n", NS, "--type=merge", "-p",
+                          json.dumps({"spec": {"tools": bad}}), user="carol", check=False)
+    assert out.code != 0, "an invalid profile was stored"
+    assert "validate.profiles.mcpwarden.dev" in out.stderr and "InvalidPolicy" in out.stderr, out.stderr
+    assert "unclosed group" in out.stderr, out.stderr
+    assert cluster.get("toolprofile", "tools", NS)["spec"]["tools"] == tools
     time.sleep(2)
     assert policy(cluster) == before_policy and template(cluster) == before_template
-    carol_patches(cluster, "toolprofile", "tools", {"spec": {"tools": tools}})

@@ -272,7 +272,7 @@ def test_webhook_contract(variant):
     for kind, hook, path in [("ValidatingWebhookConfiguration", "validate.mcpservers.mcpwarden.dev", "/validate-mcpserver"),
                              ("MutatingWebhookConfiguration", "mutate.mcpservers.mcpwarden.dev", "/mutate-mcpserver")]:
         config = find(objs, kind, "mcp-warden")
-        (wh,) = config["webhooks"]
+        wh = config["webhooks"][0]
         assert wh["name"] == hook
         assert wh["failurePolicy"] == "Fail" and wh["sideEffects"] == "None"
         assert wh["admissionReviewVersions"] == ["v1"]
@@ -300,6 +300,18 @@ def test_webhook_contract(variant):
         # self-generated: the operator writes caBundle, so the chart must not own the field.
         assert ("caBundle" in wh["clientConfig"]) == (mode == "secret")
         assert ("cert-manager.io/inject-ca-from" in annotations) == (mode == "cert-manager")
+    # The profiles' webhook: the facade loader refuses what it would refuse; only spec writes come.
+    validating = find(objs, "ValidatingWebhookConfiguration", "mcp-warden")
+    assert len(validating["webhooks"]) == 2
+    assert len(find(objs, "MutatingWebhookConfiguration", "mcp-warden")["webhooks"]) == 1
+    profiles = validating["webhooks"][1]
+    assert profiles["name"] == "validate.profiles.mcpwarden.dev"
+    assert profiles["failurePolicy"] == "Fail" and profiles["sideEffects"] == "None"
+    assert profiles["clientConfig"]["service"] == {"name": "mcp-warden-webhook", "namespace": NAMESPACE,
+                                                   "port": 443, "path": "/validate-profile"}
+    assert profiles["rules"][0]["resources"] == ["toolprofiles", "sandboxprofiles"]
+    assert ("caBundle" in profiles["clientConfig"]) == (mode == "secret")
+    assert "object.spec != oldObject.spec" in profiles["matchConditions"][0]["expression"]
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
     cert_dir = env["MCP_WARDEN_WEBHOOK_CERT_DIR"]

@@ -204,3 +204,35 @@ def test_remote_server_approved_is_valid(tmp_path: Path, version: str):
     assert public["ports"] == [{"port": 443, "protocol": "TCP"}]
     assert [t["ipBlock"]["cidr"] for t in public["to"]] == ["0.0.0.0/0", "::/0"]
     assert "10.0.0.0/8" in public["to"][0]["ipBlock"]["except"]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_broad_egress_approved_is_valid(tmp_path: Path, version: str):
+    """`0.0.0.0/0` approved on a cluster whose ranges are known: a valid NetworkPolicy
+    whose ipBlock excepts those ranges (each inside the block, as the API server requires)."""
+    source = (REPO / "operator/tests/fixtures/broad-egress.yaml").read_text()
+    env = {
+        **os.environ,
+        "MCP_WARDEN_CLUSTER_POD_CIDRS": "10.244.0.0/16",
+        "MCP_WARDEN_CLUSTER_SERVICE_CIDRS": "10.96.0.0/12",
+        "MCP_WARDEN_CLUSTER_NODE_CIDRS": "192.168.49.0/24",
+    }
+    pending = tmp_path / "pending.yaml"
+    pending.write_text(source.replace("{ANNOTATIONS}", "{}"))
+    text = subprocess.run(
+        [str(operator()), "render", "-f", str(pending)], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert "network.egress.internet:0.0.0.0/0:443  (pending)" in text
+    digest = next(l.split(": ", 1)[1] for l in text.splitlines() if l.startswith("#   capabilityDigest: "))
+    approved = tmp_path / "approved.yaml"
+    approved.write_text(source.replace("{ANNOTATIONS}", f'{{mcpwarden.dev/approve: "{digest}"}}'))
+    out = subprocess.run(
+        [str(operator()), "render", "-f", str(approved)], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    objects = [doc for doc in yaml.safe_load_all(out) if doc]
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+    np = next(o for o in objects if o["kind"] == "NetworkPolicy")["spec"]
+    blocks = {t["ipBlock"]["cidr"]: t["ipBlock"].get("except") for r in np["egress"] for t in r["to"]}
+    assert blocks["0.0.0.0/0"] == ["10.96.0.0/12", "10.244.0.0/16", "169.254.0.0/16", "192.168.49.0/24"]
+    assert blocks["10.96.40.0/24"] is None, "an approved cluster block is not excepted from itself"

@@ -427,7 +427,8 @@ def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, ca_bun
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     secret_values = {(d["metadata"]["name"], k): v for d in docs if d["kind"] == "Secret"
                      for k, v in d.get("stringData", {}).items()}
-    ci_token = secret_values[("time-agent-tokens", "ci-bot")]
+    # The example ships a placeholder the facade refuses; a real deployment puts a random token there.
+    ci_token = secret_values[("time-agent-tokens", "ci-bot")] = secrets.token_hex(32)
     policy = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "time-policy")
     assert ci_token not in json.dumps(objects), "a token value was copied into a rendered object"
     assert "/etc/mcp-warden/tokens/time-agent-tokens/ci-bot" in policy["data"]["policy.yaml"]

@@ -31,6 +31,13 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]
+# The cluster's pod and Service ranges: egress into them is `network.egress.cluster`, broad egress excepts them.
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+- apiGroups: [networking.k8s.io]
+  resources: [servicecidrs]
+  verbs: [list]
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list, watch, create, patch]
@@ -74,8 +81,9 @@ call is one new row here and one in RBAC.md.
 # The service-account issuer's discovery document and JWKS (published for the facades).
 - nonResourceURLs: [/.well-known/openid-configuration, /openid/v1/jwks]
   verbs: [get]
-# Discovery: which of Cilium and Calico the cluster serves (also granted by system:discovery).
-- nonResourceURLs: [/apis/cilium.io/v2, /apis/projectcalico.org/v3]
+# Discovery: which of Cilium, Calico and Gateway API the cluster serves; a change re-reconciles
+# every server (also granted by system:discovery).
+- nonResourceURLs: [/apis/cilium.io/v2, /apis/projectcalico.org/v3, /apis/gateway.networking.k8s.io/v1]
   verbs: [get]
 {{- end -}}
 

@@ -516,7 +516,11 @@ fn remote_upstream(input: BuildInput<'_>, args: &mut Vec<String>, mounts: &mut V
     );
     let allowed: Vec<String> = blocks
         .into_iter()
-        .filter(|c| input.approved.egress.iter().any(|(cidr, _)| cidr == c))
+        .filter(|c| {
+            (input.approved.egress.iter())
+                .chain(&input.approved.broad_egress)
+                .any(|(cidr, _)| cidr == c)
+        })
         .collect();
     if !allowed.is_empty() {
         args.extend(["--upstream-allow-cidr".into(), allowed.join(",")]);

@@ -6,7 +6,9 @@
 //!          :8080 from the same MCPServer's pods (relay)     replicas > 1
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
 //!          cluster DNS (UDP+TCP 53)                         `network.dns` approved with some CIDR egress
-//!          CIDR → ports                                     `network.egress:<cidr>:<port>` approved
+//!          CIDR → ports                                     `network.egress:<cidr>:<port>` or
+//!                                                           `network.egress.cluster:<cidr>:<port>` approved
+//!          broad CIDR except the cluster's ranges → ports   `network.egress.internet:<cidr>:<port>` approved
 //!          public addresses → ports                         `network.egress.host:<name>:<port>` approved,
 //!                                                           remote server, no named-egress engine
 //!          CIDR → ports, DNS for host names                 the platform's collector / audit store
@@ -19,6 +21,12 @@
 //! `named_egress.rs` adds the hosts (and their DNS lookups) where the
 //! cluster has one. DNS alone is never opened: it is a way out (tunnelling
 //! through lookups), and without any egress there is nothing to look up.
+//!
+//! A broad block (`crate::egress_scope`: `0.0.0.0/0`, `::/0`, …) excepts
+//! the cluster's pod, service and node ranges and link-local: an admin who
+//! approved "the internet" did not approve the kubelets, the API server or
+//! the other pods. Reaching those is its own capability,
+//! `network.egress.cluster:…`, rendered as a rule of its own (rules add up).
 //!
 //! One exception: a remote server (`spec.remote`) on a cluster without such
 //! an engine. Its pod holds the facade alone, which connects to the URL's
@@ -38,6 +46,7 @@ use k8s_openapi::{
 use super::BuildInput;
 use crate::{
     config::NamedEgress,
+    egress_scope,
     names::{self, ADMIN_PORT, FACADE_PORT},
 };
 
@@ -143,8 +152,8 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
     let remote_hosts_by_address = input.server.spec.remote.is_some()
         && input.config.named_egress == NamedEgress::None
         && !input.approved.hosts.is_empty();
-    let dns_for_egress =
-        input.approved.dns && (!input.approved.egress.is_empty() || remote_hosts_by_address);
+    let some_cidr = !input.approved.egress.is_empty() || !input.approved.broad_egress.is_empty();
+    let dns_for_egress = input.approved.dns && (some_cidr || remote_hosts_by_address);
     if dns_for_egress {
         egress.push(dns_rule());
     }
@@ -169,6 +178,24 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
                 ip_block: Some(IPBlock {
                     cidr: cidr.into(),
                     except: None,
+                }),
+                ..NetworkPolicyPeer::default()
+            }]),
+        });
+    }
+    // Broad blocks: one rule each, the cluster's ranges excepted.
+    let mut broad: std::collections::BTreeMap<&str, Vec<NetworkPolicyPort>> = Default::default();
+    for (cidr, port) in &input.approved.broad_egress {
+        broad.entry(cidr).or_default().push(tcp(*port));
+    }
+    for (cidr, ports) in broad {
+        let except = egress_scope::except_for(cidr, &cfg.cluster_ranges);
+        egress.push(NetworkPolicyEgressRule {
+            ports: Some(ports),
+            to: Some(vec![NetworkPolicyPeer {
+                ip_block: Some(IPBlock {
+                    cidr: cidr.into(),
+                    except: (!except.is_empty()).then_some(except),
                 }),
                 ..NetworkPolicyPeer::default()
             }]),

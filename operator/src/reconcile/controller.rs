@@ -5,6 +5,7 @@
 //! owned Deployment/ConfigMap/Service/SA/NetworkPolicy/PDB ─(owner ref)─▶ reconcile(owner)
 //! ToolProfile / SandboxProfile ─(servers_referencing)─▶ reconcile(each referencing server)
 //! ToolProfile / SandboxProfile, MCPServer ─(its refs)─▶ profiles::reconcile_profile (profile status)
+//! Cilium / Calico policy or HTTPRoute kind appears or goes (kinds.rs) ─▶ reconcile(every server)
 //! ```
 
 use std::{future::Future, sync::Arc};
@@ -140,6 +141,7 @@ async fn run_servers(
             .count()
     });
     let (tool_store, sandbox_store) = (store.clone(), store);
+    let client_for_kinds = client.clone();
     controller
         .owns(Api::<Deployment>::all(client.clone()), owned())
         .owns(Api::<ConfigMap>::all(client.clone()), owned())
@@ -175,6 +177,7 @@ async fn run_servers(
                 )
             },
         )
+        .reconcile_all_on(super::kinds::triggers(client_for_kinds, ctx.clone()))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

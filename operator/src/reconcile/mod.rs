@@ -1,7 +1,8 @@
 //! The controller's reconcile: the named pipeline for one MCPServer.
 //!
 //! ```text
-//! resolve (resolve.rs, reads; + issuer JWKS, observe.rs) → plan (crate::plan, pure:
+//! resolve (resolve.rs, reads; + issuer JWKS, observe.rs; the cluster's ranges,
+//!   cluster_ranges.rs) → plan (crate::plan, pure:
 //!   capabilities, validate, compile, build)
 //!   ├─ invalid / missing profile → status PolicyCompiled=False + Event → wait for a change
 //!   └─ ok → hold? (a changed workload waits for approval: keep the live Deployment and
@@ -14,8 +15,10 @@
 //! own status (valid? used by whom?) is the small pipeline of [`profiles`].
 
 pub mod apply;
+pub mod cluster_ranges;
 pub mod controller;
 pub mod hold;
+pub mod kinds;
 pub mod observe;
 pub mod oidc;
 pub mod profiles;
@@ -58,6 +61,8 @@ pub struct Context {
     pub engine: observe::EngineCache,
     /// The signing keys of JWT issuers read from the issuers themselves.
     pub issuer_keys: oidc::IssuerKeys,
+    /// The pod and Service ranges the cluster reports.
+    pub cluster_ranges: cluster_ranges::ClusterRangesCache,
 }
 
 impl Context {
@@ -78,6 +83,7 @@ impl Context {
             jwks: Default::default(),
             engine: observe::EngineCache::new(true),
             issuer_keys: Default::default(),
+            cluster_ranges: Default::default(),
         }
     }
 }
@@ -187,6 +193,9 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         config.service_account_issuer = keys.issuer.clone();
     }
     config.named_egress = ctx.engine.get(&ctx.client, config.named_egress).await;
+    config
+        .cluster_ranges
+        .merge(&ctx.cluster_ranges.get(&ctx.client).await);
     // The profile's JWT issuers without a JWKS ConfigMap: their keys from the issuers.
     let mut issuer_jwks = std::collections::BTreeMap::new();
     for issuer in resolved

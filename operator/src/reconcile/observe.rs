@@ -328,6 +328,12 @@ impl EngineCache {
         }
     }
 
+    /// Drop the cached answer: the next [`EngineCache::get`] asks again
+    /// (a kind appeared or went, `super::kinds`).
+    pub fn forget(&self) {
+        *self.state.lock().expect("engine lock") = None;
+    }
+
     /// The engine, or `fixed` when discovery is off.
     pub async fn get(&self, client: &Client, fixed: NamedEgress) -> NamedEgress {
         if !self.discover {

@@ -6,6 +6,8 @@
 //!     POST /mutate-mcpserver   ─▶ admission::review(Mutate)   records mcpwarden.dev/approved-by
 //!     POST /validate-mcpserver ─▶ admission::review(Validate) ─▶ Authorizer (SubjectAccessReviews:
 //!                                 approve on mcpservers/approval; update on mcpservers)
+//!     POST /validate-profile   ─▶ profiles::review_profile   refuses a ToolProfile/SandboxProfile
+//!                                 the facade's policy loader would refuse
 //!     GET  /healthz            ─▶ ok
 //! ```
 //! [`certs`] loads the serving certificate from a mounted Secret directory,
@@ -15,6 +17,7 @@
 pub mod admission;
 pub mod certs;
 pub mod duties;
+pub mod profiles;
 
 use std::{convert::Infallible, net::SocketAddr, sync::Arc};
 
@@ -133,6 +136,32 @@ pub async fn handle(
         (&Method::GET, "/healthz") => return reply(StatusCode::OK, "text/plain", b"ok\n".to_vec()),
         (&Method::POST, VALIDATE_PATH) => Mode::Validate,
         (&Method::POST, MUTATE_PATH) => Mode::Mutate,
+        (&Method::POST, profiles::VALIDATE_PROFILE_PATH) => {
+            return match Limited::new(request.into_body(), MAX_BODY).collect().await {
+                Ok(body) => match profiles::review_profile(&body.to_bytes()) {
+                    Ok(review) => {
+                        if review["response"]["allowed"] == false {
+                            info!(
+                                message = review["response"]["status"]["message"]
+                                    .as_str()
+                                    .unwrap_or_default(),
+                                "profile refused"
+                            );
+                        }
+                        let bytes = serde_json::to_vec(&review).expect("JSON serializes");
+                        reply(StatusCode::OK, "application/json", bytes)
+                    }
+                    Err(malformed) => {
+                        let msg = format!("{malformed}\n");
+                        reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
+                    }
+                },
+                Err(e) => {
+                    let msg = format!("malformed AdmissionReview: cannot read the body: {e}\n");
+                    reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
+                }
+            };
+        }
         (_, path) => {
             let msg = format!("no webhook at {path}; use POST {VALIDATE_PATH} or {MUTATE_PATH}\n");
             return reply(StatusCode::NOT_FOUND, "text/plain", msg.into_bytes());

@@ -220,6 +220,7 @@ impl Fixture {
             jwks: Default::default(),
             engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
             issuer_keys: Default::default(),
+            cluster_ranges: Default::default(),
         });
         // On the heap, as the controller holds it: a reconcile's future is
         // larger than a test thread's stack in a debug build.

@@ -13,6 +13,29 @@ use crate::auth::identity::{AuthMethod, Identity};
 /// Raw tokens shorter than this are not accepted: a short token is guessable.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
+/// Words that mark a token as a placeholder copied from an example or a
+/// template (matched case-insensitively anywhere in it, `-`/`_` ignored):
+/// such a token is public, so it is refused like a short one. The example
+/// Secrets use `replace-me-…`.
+pub const PLACEHOLDER_MARKS: &[&str] = &[
+    "replaceme",
+    "changeme",
+    "placeholder",
+    "yourtoken",
+    "examplesecret",
+    "exampletoken",
+];
+
+/// Whether `token` is a known placeholder ([`PLACEHOLDER_MARKS`]).
+pub fn is_placeholder(token: &str) -> bool {
+    let folded: String = token
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    PLACEHOLDER_MARKS.iter().any(|mark| folded.contains(mark))
+}
+
 #[derive(Default)]
 pub struct StaticTokens {
     by_hash: HashMap<[u8; 32], (String, Vec<String>)>,
@@ -87,6 +110,10 @@ fn read_token(path: &PathBuf) -> Result<Option<String>, String> {
         tracing::warn!(file = %path.display(), min = MIN_TOKEN_CHARS, "static token file holds a token shorter than the minimum; it is refused");
         return Ok(None);
     }
+    if is_placeholder(token) {
+        tracing::warn!(file = %path.display(), "static token file holds a placeholder (e.g. `replace-me-…` from an example); it is refused: put a random token there, e.g. `openssl rand -hex 32`");
+        return Ok(None);
+    }
     Ok(Some(token.to_string()))
 }
 
@@ -103,6 +130,22 @@ mod tests {
                 groups: vec!["agents".into()],
             }],
             ..Config::default()
+        }
+    }
+
+    #[test]
+    fn placeholders_are_known_whatever_their_spelling() {
+        for token in [
+            "replace-me-with-a-long-random-token",
+            "REPLACE_ME_0123456789",
+            "changeme-changeme-changeme",
+            "my-placeholder-token-value",
+            "your_token_goes_here_please",
+        ] {
+            assert!(is_placeholder(token), "{token}");
+        }
+        for token in ["0123456789abcdef0123", "4f9c2e7a1b3d5f60718293a4b5c6d7e8"] {
+            assert!(!is_placeholder(token), "{token}");
         }
     }
 
@@ -126,6 +169,16 @@ mod tests {
         std::fs::write(dir.join("short"), "abc").unwrap();
         let short = StaticTokens::load(Some(&file_cfg("short")), &dir).unwrap();
         assert!(short.find("abc").is_none());
+        // The example's placeholder, long enough yet public: refused too.
+        std::fs::write(
+            dir.join("placeholder"),
+            "replace-me-with-a-long-random-token\n",
+        )
+        .unwrap();
+        let placeholder = StaticTokens::load(Some(&file_cfg("placeholder")), &dir).unwrap();
+        assert!(placeholder
+            .find("replace-me-with-a-long-random-token")
+            .is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

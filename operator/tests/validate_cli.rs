@@ -1,0 +1,105 @@
+//! `mcp-warden-operator validate -f …`: every example passes; every sample
+//! in `examples/invalid/` fails with the message its `# expect:` line
+//! names (the API server's words: schema or CEL); every profile in
+//! `examples/invalid-policy/` fails with the facade loader's message
+//! (`InvalidPolicy`). One line per problem, `file: Kind ns/name: message`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+fn yaml_files(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn validate(files: &[PathBuf]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .arg("validate")
+        .arg("-f")
+        .args(files)
+        .output()
+        .expect("the operator binary runs")
+}
+
+fn expect(file: &Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("# expect: "))
+        .unwrap_or_else(|| panic!("{}: no `# expect:` line", file.display()))
+        .to_string()
+}
+
+#[test]
+fn every_example_passes() {
+    let files = yaml_files("examples");
+    assert!(files.len() >= 8, "{files:?}");
+    let out = validate(&files);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn every_invalid_sample_fails_with_its_stated_message() {
+    let files = yaml_files("examples/invalid");
+    assert!(files.len() >= 10, "{files:?}");
+    for file in files {
+        let out = validate(std::slice::from_ref(&file));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{}: accepted", file.display());
+        let want = expect(&file);
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&want))
+            .unwrap_or_else(|| panic!("{}: no line says {want:?}:\n{stdout}", file.display()));
+        assert!(
+            line.starts_with(&format!("{}: ", file.display())),
+            "names the file: {line}"
+        );
+    }
+}
+
+#[test]
+fn every_invalid_policy_fails_with_the_loaders_message() {
+    let files = yaml_files("examples/invalid-policy");
+    assert!(files.len() >= 4, "{files:?}");
+    for file in &files {
+        let out = validate(std::slice::from_ref(file));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{}: accepted", file.display());
+        let want = expect(file);
+        let [line] = stdout.lines().collect::<Vec<_>>()[..] else {
+            panic!("{}: one problem:\n{stdout}", file.display())
+        };
+        assert!(
+            line.contains(": ToolProfile team-a/") && line.contains(": InvalidPolicy: "),
+            "{line}"
+        );
+        assert!(
+            line.contains(&want),
+            "{}: {line} lacks {want:?}",
+            file.display()
+        );
+    }
+    // All at once: one line each, the exit code still non-zero.
+    let out = validate(&files);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        files.len()
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{} problem(s)", files.len())));
+}
