@@ -70,6 +70,11 @@ pub struct Claims {
     /// once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// The keys of a modern server's `roots/list` input requests: the
+    /// retry's answers to them are the facade's (the policy's roots), never
+    /// the client's, which could widen the server's scope.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots_keys: Vec<String>,
 }
 
 /// Why a retry's state is refused.
@@ -293,6 +298,7 @@ mod tests {
             park: None,
             owner: None,
             nonce: Some(nonce()),
+            roots_keys: Vec::new(),
         }
     }
 

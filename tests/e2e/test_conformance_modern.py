@@ -12,13 +12,13 @@ server written with the TypeScript SDK 2.4:
   client scenarios        the CLI as the server, a real SDK 2.4 client as the
                           client, the facade in between (through_facade.py)
 
-Every scenario that passes directly must pass through the facade, but the
-ones in ROOTS_FROM_POLICY, which must fail through it: they have the server
-ask the *client* for its roots, and through the facade the server's roots
-come from the policy (the client could widen the server's scope), so the
-client's roots never reach the server. The tasks extension scenarios are
-not run: the SDK has no tasks runtime, and the facade does not serve the
-extension (tells servers the client lacks it).
+Every scenario that passes directly must pass through the facade, but two:
+the server's roots are the policy's through the facade (the client could
+widen the server's scope), so the facade answers the server's questions for
+roots itself and never puts them to the client; the scenarios that check
+the client is asked fail through it by design (ROOTS_ASKED_OF_CLIENT). The
+tasks extension scenarios are not run: the SDK has no tasks runtime, and the
+facade does not serve the extension (tells servers the client lacks it).
 """
 from __future__ import annotations
 
@@ -56,17 +56,27 @@ def direct_legacy(fixture_http):
     return conformance.run_suite(fixture_http, spec_version="2025-11-25")
 
 
-# Scenarios where the server asks the client for roots/list: refused through
-# the facade by design (the server's roots are the policy's).
-ROOTS_FROM_POLICY = {"input-required-result-basic-list-roots", "input-required-result-multiple-input-requests"}
+# Through the facade the server's roots are the policy's, never the client's:
+# each facade here is given one root (`--root`), as the suite's client offers
+# one, and answers the server's questions for roots itself. The scenarios that
+# check the client is asked for its roots fail through the facade by design
+# (the client never is).
+ROOTS_ASKED_OF_CLIENT = {"input-required-result-basic-list-roots", "input-required-result-multiple-input-requests"}
+
+
+@pytest.fixture
+def root(tmp_path) -> list[str]:
+    path = tmp_path / "root"
+    path.mkdir()
+    return ["--root", str(path)]
 
 
 def _compare(direct: dict, through: dict) -> None:
     print("\n" + conformance.format_results(through))
     assert direct and through
-    widened = [n for n in ROOTS_FROM_POLICY if (through.get(n) or {}).get("status") == "pass"]
-    assert not widened, f"the client's roots reached the server through the facade: {widened}"
-    lost = [n for n, d in direct.items() if d["status"] == "pass" and n not in ROOTS_FROM_POLICY
+    asked = [n for n in ROOTS_ASKED_OF_CLIENT if n in direct and (through.get(n) or {}).get("status") == "pass"]
+    assert not asked, f"the client was asked for the server's roots: {asked}"
+    lost = [n for n, d in direct.items() if d["status"] == "pass" and n not in ROOTS_ASKED_OF_CLIENT
             and (through.get(n) or {}).get("status") != "pass"]
     detail = "\n".join(f"{n}: {(through.get(n) or {'problems': ['not run']})['problems']}" for n in lost)
     assert not lost, f"{len(lost)} scenario(s) pass directly but not through the facade:\n{detail}"
@@ -77,18 +87,18 @@ def test_direct(direct_modern):
     assert len(direct_modern) >= 40 and not failing, conformance.format_results(failing)
 
 
-def test_facade_http_upstream(direct_modern, fixture_http, facade):
-    fa = facade(upstream_url=fixture_http)
+def test_facade_http_upstream(direct_modern, fixture_http, facade, root):
+    fa = facade(upstream_url=fixture_http, extra_args=root)
     _compare(direct_modern, conformance.run_suite(fa.url))
 
 
-def test_facade_stdio_upstream(direct_modern, facade):
-    fa = facade(upstream=[system_node(), FIXTURE, "--stdio"])
+def test_facade_stdio_upstream(direct_modern, facade, root):
+    fa = facade(upstream=[system_node(), FIXTURE, "--stdio"], extra_args=root)
     _compare(direct_modern, conformance.run_suite(fa.url))
 
 
-def test_legacy_clients_in_front_of_the_modern_server(direct_legacy, fixture_http, facade):
-    fa = facade(upstream_url=fixture_http)
+def test_legacy_clients_in_front_of_the_modern_server(direct_legacy, fixture_http, facade, root):
+    fa = facade(upstream_url=fixture_http, extra_args=root)
     _compare(direct_legacy, conformance.run_suite(fa.url, spec_version="2025-11-25"))
 
 

@@ -38,6 +38,7 @@ import httpx
 import pytest
 from mcp import types
 
+from conftest import free_port, managed_process, system_node, wait_port
 from era_helpers import ModernMcp
 from helpers import RawMcp, everything_stdio, parse_body, run_async
 from warden_helpers import (Audit, Keys, decide_approval, filesystem_stdio, git_stdio, oidc_claims, policy_doc,
@@ -340,6 +341,55 @@ def test_5_the_client_cannot_widen_the_servers_roots(facade, workspace):
 
         run_async(body)
     assert asked == [], "the facade asked the client for the server's roots"
+
+
+@pytest.fixture(scope="module")
+def reference_server(node22):
+    """The conformance suite's own reference server (modern and legacy) over HTTP."""
+    reference = Path(__file__).resolve().parents[1] / "conformance" / "reference"
+    tsx = reference / "node_modules" / "tsx" / "dist" / "cli.mjs"
+    if not tsx.exists():
+        pytest.skip(f"{reference}/node_modules is missing: run `make setup`")
+    port = free_port()
+    with managed_process([system_node(), str(tsx), str(reference / "everything-server.ts")],
+                         env=dict(os.environ, PORT=str(port)), cwd=reference) as mp:
+        wait_port(port, timeout=60, proc=mp)
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def test_5_a_modern_servers_question_for_roots_gets_the_policys(facade, tmp_path, reference_server):
+    """The stateless revision asks inside a call's `input_required` result:
+    the facade answers `roots/list` itself from the policy, never the client,
+    whatever the client puts in its retry."""
+    root = tmp_path / "workspace"
+    root.mkdir()
+    fa = facade(upstream_url=reference_server, extra_args=["--root", str(root)])
+    mcp = ModernMcp(fa.url)
+    everything = {"roots": {}, "elicitation": {}, "sampling": {}}
+    # Only roots asked: answered by the facade, the client never sees a question.
+    status, answer = mcp.request("tools/call", {"name": "test_input_required_result_list_roots", "arguments": {}},
+                                 capabilities=everything)
+    assert status == 200 and answer["result"]["content"][0]["text"] == "Found 1 root(s)", answer
+    # Roots beside other questions: the client is asked the others only, and
+    # its forged answer for roots (the whole disk, three times) is replaced.
+    status, answer = mcp.request("tools/call", {"name": "test_input_required_result_multiple_inputs",
+                                                "arguments": {}}, capabilities=everything)
+    result = answer["result"]
+    assert result["resultType"] == "input_required", answer
+    asked = {q["method"] for q in result["inputRequests"].values()}
+    assert asked == {"elicitation/create", "sampling/createMessage"}, result["inputRequests"]
+    forged = {"roots": [{"uri": "file:///"}, {"uri": "file:///etc"}, {"uri": "file:///root"}]}
+    responses = {"user_name": {"action": "accept", "content": {"name": "mallory"}},
+                 "greeting": {"role": "assistant", "content": {"type": "text", "text": "hi"},
+                              "model": "m", "stopReason": "endTurn"},
+                 "client_roots": forged}
+    status, answer = mcp.request("tools/call", {"name": "test_input_required_result_multiple_inputs", "arguments": {},
+                                                "inputResponses": responses,
+                                                "requestState": result.get("requestState")},
+                                 capabilities=everything)
+    assert status == 200, answer
+    text = answer["result"]["content"][0]["text"]
+    assert "Roots: 1" in text, answer
 
 
 # ---------------------------------------------------------------------------

@@ -35,7 +35,7 @@ use crate::auth::identity::Identity;
 use crate::era;
 use crate::gates::methods;
 use crate::gates::refusal::Refusal;
-use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
+use crate::jsonrpc::{self, Kind, Message, RequestId};
 use crate::request_state::{self, Claims, StateError, StateKind};
 use crate::session::context::Context;
 
@@ -43,6 +43,9 @@ use crate::session::context::Context;
 pub const APPROVAL_KEY: &str = "mcp-warden/approval";
 /// The `inputResponses` key of a legacy server's question.
 pub const SERVER_INPUT_KEY: &str = "mcp-warden/server-request";
+
+mod seal;
+pub(crate) use seal::{approval_request, seal_answer};
 
 /// A modern client's request that may be answered with `input_required`.
 #[derive(Debug, Clone)]
@@ -55,6 +58,9 @@ pub(crate) struct Round {
     claims: Option<Claims>,
     /// The retry answered the facade's approval question: accepted or not.
     approval: Option<bool>,
+    /// The server asked only what the facade answers itself (`roots/list`):
+    /// its state and those questions' keys, for the facade's own retry.
+    own_retry: Option<(Option<String>, Vec<String>)>,
 }
 
 impl Round {
@@ -70,6 +76,7 @@ impl Round {
                 .unwrap_or_else(|| json!({})),
             claims: None,
             approval: None,
+            own_retry: None,
         }
     }
 
@@ -84,7 +91,20 @@ impl Round {
 
     /// The server's own state, to send back in its place.
     pub(crate) fn upstream_state(&self) -> Option<&str> {
+        if let Some((state, _)) = &self.own_retry {
+            return state.as_deref();
+        }
         self.claims.as_ref().and_then(|c| c.upstream.as_deref())
+    }
+
+    /// The server's `roots/list` questions the facade answers on this retry.
+    pub(crate) fn roots_keys(&self) -> &[String] {
+        if let Some((_, keys)) = &self.own_retry {
+            return keys;
+        }
+        self.claims
+            .as_ref()
+            .map_or(&[], |c| c.roots_keys.as_slice())
     }
 
     /// Whether the client declared it can answer a request `method`.
@@ -123,6 +143,15 @@ pub(super) fn input_required(answer: &Message) -> Option<(Map<String, Value>, Op
         .and_then(Value::as_str)
         .map(str::to_string);
     Some((questions, state))
+}
+
+/// The keys of `questions` when the facade answers every one itself
+/// (`roots/list`, from the policy); `None` when the client must answer some.
+pub(super) fn only_roots(questions: &Map<String, Value>) -> Option<Vec<String>> {
+    let roots = questions
+        .iter()
+        .all(|(_, q)| q.get("method").and_then(Value::as_str) == Some("roots/list"));
+    (roots && !questions.is_empty()).then(|| questions.keys().cloned().collect())
 }
 
 /// The request again, with the client's answers and the server's state.
@@ -174,6 +203,11 @@ impl Session {
         let mut answers = Map::new();
         for (key, question) in questions {
             let method = question.get("method").and_then(Value::as_str).unwrap_or("");
+            // The server's scope is the policy's, never the client's.
+            if method == "roots/list" {
+                answers.insert(key, json!({ "roots": self.app.roots() }));
+                continue;
+            }
             if methods::server_request(method) != Some(true) {
                 return Err(format!("the MCP server asked the client for `{method}`, which the facade does not pass to clients"));
             }
@@ -281,94 +315,6 @@ impl Context {
     }
 }
 
-/// A modern client's answer, as it leaves: a modern server's
-/// `input_required` gets a state of the facade's (carrying the server's),
-/// and asks only for what the facade passes to clients.
-pub(crate) fn seal_answer(app: &Context, round: &Round, bytes: Bytes) -> Bytes {
-    if memchr::memmem::find(&bytes, b"input_required").is_none() {
-        return bytes;
-    }
-    let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
-        return bytes;
-    };
-    let id = value.get("id").cloned().unwrap_or(Value::Null);
-    let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) else {
-        return bytes;
-    };
-    if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-        return bytes;
-    }
-    let asks = result
-        .get("inputRequests")
-        .and_then(Value::as_object)
-        .map(|r| {
-            r.values()
-                .map(|q| {
-                    q.get("method")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                })
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    if let Some(m) = asks
-        .iter()
-        .find(|m| methods::server_request(m) != Some(true))
-    {
-        let text = format!(
-            "the MCP server asked the client for `{m}`, which the facade does not pass to clients"
-        );
-        return Bytes::from(
-            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": codes::INTERNAL_ERROR, "message": text, "data": {"reason": "input_request_refused"}}}))
-            .expect("values serialize"),
-        );
-    }
-    let claims = Claims {
-        kind: StateKind::Upstream,
-        caller: round.caller.clone(),
-        request: round.request.clone(),
-        exp: app.state_seal.expiry(),
-        approved: round.approval() == Some(true),
-        upstream: result
-            .get("requestState")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        park: None,
-        owner: None,
-        nonce: Some(crate::request_state::nonce()),
-    };
-    result.insert("requestState".into(), json!(app.state_seal.seal(&claims)));
-    Bytes::from(serde_json::to_vec(&value).expect("values serialize"))
-}
-
-/// The `input_required` result asking a person to approve a call.
-pub(crate) fn approval_request(
-    app: &Context,
-    round: &Round,
-    id: &RequestId,
-    question: Value,
-) -> Bytes {
-    let claims = Claims {
-        kind: StateKind::Approval,
-        caller: round.caller.clone(),
-        request: round.request.clone(),
-        exp: app.state_seal.expiry(),
-        approved: false,
-        upstream: None,
-        park: None,
-        owner: None,
-        nonce: Some(crate::request_state::nonce()),
-    };
-    let result = json!({
-        "resultType": "input_required",
-        "inputRequests": { APPROVAL_KEY: { "method": "elicitation/create", "params": question } },
-        "requestState": app.state_seal.seal(&claims),
-    });
-    jsonrpc::result_response(id, &result.to_string())
-}
-
 /// What a retry's state asks of the intake.
 pub(crate) enum Retry {
     /// Not a retry (or a retry the step handles: its round is recorded).
@@ -378,6 +324,21 @@ pub(crate) enum Retry {
 }
 
 impl Session {
+    /// The facade answers the server's questions of request `id` itself
+    /// (see [`Round`]): its next exchange carries `state` and those answers.
+    pub(crate) fn retry_on_own(&self, id: &RequestId, state: Option<String>, keys: Vec<String>) {
+        if let Some(round) = self
+            .state
+            .lock()
+            .unwrap()
+            .pending
+            .get_mut(id)
+            .and_then(|p| p.mrtr.as_mut())
+        {
+            round.own_retry = Some((state, keys));
+        }
+    }
+
     /// A modern client's request that may be answered with `input_required`:
     /// record its round, and open the state it retries with. A retry of a
     /// parked call continues it here.
@@ -494,6 +455,7 @@ impl Session {
             owner: self.app.session_ids.me().map(str::to_string),
             // The parked call itself is continued once (see `resume_parked`).
             nonce: None,
+            roots_keys: Vec::new(),
         };
         let mut question = Map::new();
         question.insert("method".into(), json!(msg.method()));

@@ -82,8 +82,13 @@ impl Session {
     ) -> Forwarded {
         let deadline = tokio::time::Instant::now() + limit;
         let answer = self.forward_once(client_id, msg, &mut edit, deadline).await;
-        if !self.legacy_on_modern() || !crate::era::INPUT_REQUIRED_METHODS.contains(&msg.method()) {
+        if !crate::era::INPUT_REQUIRED_METHODS.contains(&msg.method()) {
             return answer;
+        }
+        if !self.legacy_on_modern() {
+            return self
+                .answer_own_questions(client_id, msg, &mut edit, deadline, answer)
+                .await;
         }
         // A legacy client in front of a modern server: the server's
         // questions become requests on the client's session, and the
@@ -107,6 +112,40 @@ impl Session {
             answer = self
                 .forward_once(client_id, &retry, &mut edit, deadline)
                 .await;
+        }
+        Forwarded::Failed(format!(
+            "the MCP server asked for input more than {MAX_INPUT_ROUNDS} times for one request"
+        ))
+    }
+
+    /// A modern server that asks a modern client only what the facade
+    /// answers itself (its roots, from the policy) gets the answers from
+    /// the facade, until it asks the client something or completes.
+    async fn answer_own_questions(
+        self: &Arc<Self>,
+        client_id: &RequestId,
+        msg: &Message,
+        edit: &mut Option<ParamsEdit<'_>>,
+        deadline: tokio::time::Instant,
+        mut answer: Forwarded,
+    ) -> Forwarded {
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let Forwarded::Answer(reply) = &answer else {
+                return answer;
+            };
+            let Some((questions, state)) = super::mrtr::input_required(reply) else {
+                return answer;
+            };
+            let Some(keys) = super::mrtr::only_roots(&questions) else {
+                return answer;
+            };
+            self.retry_on_own(client_id, state.clone(), keys);
+            // The answers themselves are set on the way out (`Adjust`).
+            let retry = match super::mrtr::retry_with(msg, serde_json::Map::new(), state) {
+                Ok(retry) => retry,
+                Err(why) => return Forwarded::Failed(why),
+            };
+            answer = self.forward_once(client_id, &retry, edit, deadline).await;
         }
         Forwarded::Failed(format!(
             "the MCP server asked for input more than {MAX_INPUT_ROUNDS} times for one request"
@@ -278,6 +317,9 @@ pub(super) struct Adjust {
     request_state: Option<Option<String>>,
     /// Drop the answer to the facade's own question from `inputResponses`.
     drop_approval: bool,
+    /// The answer to each of the server's `roots/list` questions (by key):
+    /// the policy's roots, in place of whatever the client sent.
+    answer_roots: Vec<(String, serde_json::Value)>,
     /// Fit the client's capabilities in `_meta` for the server (`Some`:
     /// whether to offer `roots`): no tasks extension — a task handle would
     /// be polled with `tasks/get`, which the facade does not serve, so the
@@ -295,6 +337,7 @@ impl Adjust {
             && !self.to_legacy
             && self.request_state.is_none()
             && !self.drop_approval
+            && self.answer_roots.is_empty()
             && self.fit_caps.is_none()
             && self.trace.is_empty()
     }
@@ -333,6 +376,7 @@ impl Session {
                     };
                 }
                 let round = self.round(client_id);
+                let roots = serde_json::json!({ "roots": self.app.roots() });
                 Adjust {
                     request_state: Some(
                         round
@@ -340,6 +384,15 @@ impl Session {
                             .and_then(|r| r.upstream_state().map(str::to_string)),
                     ),
                     drop_approval: true,
+                    answer_roots: round
+                        .as_ref()
+                        .map(|r| {
+                            r.roots_keys()
+                                .iter()
+                                .map(|k| (k.clone(), roots.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                     fit_caps,
                     ..Adjust::default()
                 }
@@ -378,15 +431,21 @@ fn outgoing(
             params.remove("requestState");
             params.remove("inputResponses");
         }
-        if adjust.drop_approval {
-            if let Some(raw) = params.get("inputResponses").map(|r| r.get().to_string()) {
-                if let Ok(mut responses) = Members::parse(raw.as_bytes()) {
-                    if responses.remove(super::mrtr::APPROVAL_KEY).is_some() {
-                        if responses.is_empty() {
-                            params.remove("inputResponses");
-                        } else {
-                            params.set("inputResponses", responses.to_raw());
-                        }
+        if adjust.drop_approval || !adjust.answer_roots.is_empty() {
+            let raw = params.get("inputResponses").map(|r| r.get().to_string());
+            let raw = raw.as_deref().unwrap_or("{}");
+            if let Ok(mut responses) = Members::parse(raw.as_bytes()) {
+                let mut changed = responses.remove(super::mrtr::APPROVAL_KEY).is_some();
+                for (key, answer) in &adjust.answer_roots {
+                    let answer = serde_json::value::to_raw_value(answer).expect("values serialize");
+                    responses.set(key, answer);
+                    changed = true;
+                }
+                if changed {
+                    if responses.is_empty() {
+                        params.remove("inputResponses");
+                    } else {
+                        params.set("inputResponses", responses.to_raw());
                     }
                 }
             }
@@ -466,104 +525,5 @@ fn fit_meta_capabilities(params: &mut Members<'_>, offer_roots: bool) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Message {
-        Message::parse(Bytes::copy_from_slice(text.as_bytes())).unwrap()
-    }
-
-    #[test]
-    fn the_server_sees_the_facades_id_and_token_and_everything_else_as_sent() {
-        let msg = parse(
-            r#"{"jsonrpc":"2.0","id":"\u0031","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"client-token","traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#,
-        );
-        let out = outgoing(
-            &msg,
-            &RequestId::number(42),
-            true,
-            &mut None,
-            &Adjust::default(),
-        )
-        .unwrap();
-        let text = std::str::from_utf8(&out).unwrap();
-        assert_eq!(
-            text,
-            r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":42,"traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#
-        );
-        assert!(!text.contains("client-token"));
-    }
-
-    #[test]
-    fn a_modern_server_never_hears_the_client_supports_tasks_or_its_roots() {
-        let msg = parse(
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{}}},"traceparent":"00-a-b-01"}}}"#,
-        );
-        let adjust = Adjust {
-            fit_caps: Some(false),
-            ..Adjust::default()
-        };
-        let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
-        let text = std::str::from_utf8(&out).unwrap();
-        assert!(!text.contains("io.modelcontextprotocol/tasks"), "{text}");
-        assert!(!text.contains("roots"), "{text}");
-        assert!(
-            text.contains("x/y") && text.contains("traceparent"),
-            "{text}"
-        );
-        // With policy roots the server is offered `roots` (the facade's own).
-        let adjust = Adjust {
-            fit_caps: Some(true),
-            ..Adjust::default()
-        };
-        let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
-        let text = std::str::from_utf8(&out).unwrap();
-        assert!(text.contains(r#""roots":{}"#), "{text}");
-    }
-
-    #[test]
-    fn with_tracing_the_server_gets_the_facades_span_and_the_rest_of_meta_as_sent() {
-        let msg = parse(
-            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01","baggage":"k=v","other":1}}}"#,
-        );
-        let adjust = Adjust {
-            trace: vec![(
-                "traceparent",
-                "00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01".into(),
-            )],
-            ..Adjust::default()
-        };
-        let out = outgoing(&msg, &RequestId::number(9), false, &mut None, &adjust).unwrap();
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01","baggage":"k=v","other":1}}}"#
-        );
-        // A request without `_meta` gets one holding only the trace context.
-        let msg = parse(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
-        let out = outgoing(&msg, &RequestId::number(10), false, &mut None, &adjust).unwrap();
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            r#"{"jsonrpc":"2.0","id":10,"method":"ping","params":{"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01"}}}"#
-        );
-    }
-
-    #[test]
-    fn edits_apply_and_a_request_without_progress_keeps_its_meta() {
-        let msg = parse(
-            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alias","_meta":{"k":1}}}"#,
-        );
-        let mut rename = |p: &mut Members| p.set("name", jsonrpc::raw_string("upstream"));
-        let out = outgoing(
-            &msg,
-            &RequestId::number(1),
-            false,
-            &mut Some(&mut rename),
-            &Adjust::default(),
-        )
-        .unwrap();
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"upstream","_meta":{"k":1}}}"#
-        );
-    }
-}
+#[path = "upstream_tests.rs"]
+mod tests;

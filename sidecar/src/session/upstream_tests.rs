@@ -1,0 +1,123 @@
+//! Tests of `session::upstream`: what the server is sent for a client's request.
+
+use super::*;
+
+fn parse(text: &str) -> Message {
+    Message::parse(Bytes::copy_from_slice(text.as_bytes())).unwrap()
+}
+
+#[test]
+fn the_server_sees_the_facades_id_and_token_and_everything_else_as_sent() {
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":"\u0031","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"client-token","traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#,
+    );
+    let out = outgoing(
+        &msg,
+        &RequestId::number(42),
+        true,
+        &mut None,
+        &Adjust::default(),
+    )
+    .unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    assert_eq!(
+        text,
+        r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":42,"traceparent":"00-a-b-01"},"arguments":{"n":1e400}}}"#
+    );
+    assert!(!text.contains("client-token"));
+}
+
+#[test]
+fn a_modern_server_never_hears_the_client_supports_tasks_or_its_roots() {
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{}}},"traceparent":"00-a-b-01"}}}"#,
+    );
+    let adjust = Adjust {
+        fit_caps: Some(false),
+        ..Adjust::default()
+    };
+    let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    assert!(!text.contains("io.modelcontextprotocol/tasks"), "{text}");
+    assert!(!text.contains("roots"), "{text}");
+    assert!(
+        text.contains("x/y") && text.contains("traceparent"),
+        "{text}"
+    );
+    // With policy roots the server is offered `roots` (the facade's own).
+    let adjust = Adjust {
+        fit_caps: Some(true),
+        ..Adjust::default()
+    };
+    let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    assert!(text.contains(r#""roots":{}"#), "{text}");
+}
+
+#[test]
+fn the_servers_roots_questions_get_the_policys_roots_never_the_clients() {
+    let policy = serde_json::json!({"roots": [{"uri": "file:///workspace"}]});
+    let adjust = Adjust {
+        answer_roots: vec![("roots_request".into(), policy.clone())],
+        ..Adjust::default()
+    };
+    for responses in [
+        r#"{"roots_request":{"roots":[{"uri":"file:///"}]},"name":{"action":"accept"}}"#,
+        r#"{"name":{"action":"accept"}}"#,
+    ] {
+        let msg = parse(&format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"t","inputResponses":{responses}}}}}"#
+        ));
+        let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let answers = &sent["params"]["inputResponses"];
+        assert_eq!(answers["roots_request"], policy, "{responses}");
+        assert_eq!(answers["name"]["action"], "accept", "{responses}");
+    }
+}
+
+#[test]
+fn with_tracing_the_server_gets_the_facades_span_and_the_rest_of_meta_as_sent() {
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01","baggage":"k=v","other":1}}}"#,
+    );
+    let adjust = Adjust {
+        trace: vec![(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01".into(),
+        )],
+        ..Adjust::default()
+    };
+    let out = outgoing(&msg, &RequestId::number(9), false, &mut None, &adjust).unwrap();
+    assert_eq!(
+        std::str::from_utf8(&out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01","baggage":"k=v","other":1}}}"#
+    );
+    // A request without `_meta` gets one holding only the trace context.
+    let msg = parse(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    let out = outgoing(&msg, &RequestId::number(10), false, &mut None, &adjust).unwrap();
+    assert_eq!(
+        std::str::from_utf8(&out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":10,"method":"ping","params":{"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01"}}}"#
+    );
+}
+
+#[test]
+fn edits_apply_and_a_request_without_progress_keeps_its_meta() {
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alias","_meta":{"k":1}}}"#,
+    );
+    let mut rename = |p: &mut Members| p.set("name", jsonrpc::raw_string("upstream"));
+    let out = outgoing(
+        &msg,
+        &RequestId::number(1),
+        false,
+        &mut Some(&mut rename),
+        &Adjust::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"upstream","_meta":{"k":1}}}"#
+    );
+}
