@@ -5,7 +5,7 @@ Every command of the tour's shell blocks is either run here, as written
 operator and its webhook running as the chart's ServiceAccount, with its
 output checked; or named in NOT_RUN with the test that checks the same thing
 where this machine can run it (a port-forward needs a kubelet and a running
-pod, which tests/pods provides). A command added to the tour that is neither
+pod, which the one-node cluster of tests/node provides). A command added to the tour that is neither
 fails the test.
 
 The tour's approver is `bob`, bound to the chart's `mcp-warden-approver` role
@@ -32,9 +32,9 @@ TOUR = DOC.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
 
 # Commands the tour shows that need a kubelet and a running pod: where each is checked.
 NOT_RUN = {
-    r"^kubectl -n team-a port-forward ": "tests/pods runs the pod itself and connects inside its network",
-    r"^curl -si http://127.0.0.1:8080/mcp": "tests/pods/test_pods.py[stdio-server]: the same pod, a token of the "
-                                            "same shape, and tools/list shows exactly log and git_status",
+    r"^kubectl -n team-a port-forward ": "tests/node runs the pod on a node and connects through its Service",
+    r"^curl -si http://127.0.0.1:8080/mcp": "tests/node/test_node.py[stdio-server]: the same pod, a token from "
+                                            "`kubectl create token`, and tools/list shows exactly log and git_status",
     r"^curl -s 127.0.0.1:9090/metrics": "tests/e2e/test_audit_metrics.py: mcpwarden_tool_calls_total",
     r"^curl -s -H \"Authorization: Bearer \$ADMIN\" 127.0.0.1:9090/tools": "tests/e2e (the admin /tools with "
                                                                             "the token)",
@@ -142,6 +142,6 @@ def test_not_run_commands_are_in_the_tour():
 
 
 def test_the_pod_test_the_tour_relies_on_exists():
-    text = (REPO_ROOT / "tests" / "pods" / "test_pods.py").read_text()
+    text = (REPO_ROOT / "tests" / "node" / "node_fixtures.py").read_text()
     assert '"stdio-server": ("coding-agent", {"log", "git_status"}' in text
     assert Path(REPO_ROOT / "tests" / "e2e" / "test_audit_metrics.py").exists()

@@ -172,6 +172,8 @@ pub struct Session {
     pub(crate) quota_key: String,
     /// Woken whenever a pending request goes (answered, cancelled, ended).
     pending_gone: tokio::sync::Notify,
+    /// The facade read the server's tool list on this session's channel.
+    listed: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -246,9 +248,16 @@ impl Session {
             owner,
             quota_key,
             pending_gone: tokio::sync::Notify::new(),
+            listed: std::sync::atomic::AtomicBool::new(false),
         });
         session.channel.add_listener(&session);
         session
+    }
+
+    /// Whether this is the first time the facade lists tools for this
+    /// session (and from now on it is not).
+    pub(crate) fn first_listing(&self) -> bool {
+        !self.listed.swap(true, Ordering::Relaxed)
     }
 
     pub fn protocol_version(&self) -> Option<String> {
