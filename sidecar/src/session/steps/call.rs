@@ -90,13 +90,14 @@ impl Session {
         // Know the server's tools before deciding: a client may call without
         // listing first, and what a server lists may depend on what this
         // session's client declared (the facade's own list at start had none).
-        // Once per session, so unknown names cannot make the server list again.
+        // An unknown name lists once per session, so made-up names cannot
+        // make the server list again and again.
         let unknown = policy
             .compiled
             .by_exposed(&name)
             .upstream_name()
             .is_some_and(|n| app.registry.get(n).is_none());
-        if (app.registry.is_empty() || unknown) && self.first_listing() {
+        if app.registry.is_empty() || (unknown && self.first_listing()) {
             self.refresh_tools().await;
         }
 
