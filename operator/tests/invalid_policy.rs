@@ -8,23 +8,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use mcp_warden_crds::ToolProfile;
 use mcp_warden_operator::validate::{facade_accepts, ValidateError};
 use serde_json::json;
 use support::*;
-
-fn examples(dir: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
 
 fn tool_profiles(text: &str) -> Vec<ToolProfile> {
     serde_yaml_ng::Deserializer::from_str(text)
@@ -40,7 +27,7 @@ use serde::Deserialize;
 
 #[test]
 fn the_facade_loader_refuses_each_invalid_policy_example_with_its_message() {
-    let files = examples("examples/invalid-policy");
+    let files = yaml_files("examples/invalid-policy");
     assert!(files.len() >= 4, "{files:?}");
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
@@ -68,7 +55,7 @@ fn the_facade_loader_refuses_each_invalid_policy_example_with_its_message() {
 #[test]
 fn every_example_profile_passes_the_facade_loader() {
     let mut checked = 0;
-    for file in examples("examples") {
+    for file in yaml_files("examples") {
         for profile in tool_profiles(&std::fs::read_to_string(&file).unwrap()) {
             facade_accepts(&profile.spec).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             checked += 1;

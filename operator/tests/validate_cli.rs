@@ -4,21 +4,14 @@
 //! `examples/invalid-policy/` fails with the facade loader's message
 //! (`InvalidPolicy`). One line per problem, `file: Kind ns/name: message`.
 
+mod support;
+
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
 };
 
-fn yaml_files(dir: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
+use support::yaml_files;
 
 fn validate(files: &[PathBuf]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))

@@ -170,8 +170,17 @@ fn annotations(object: &Value) -> Result<BTreeMap<String, String>, Malformed> {
     }
 }
 
-fn parse(body: &[u8]) -> Result<Request, Malformed> {
-    let review: Value =
+/// What every AdmissionReview carries, whatever it is about: its
+/// `apiVersion` (echoed in the response), the request and its uid.
+pub(super) struct Envelope {
+    pub api_version: String,
+    pub request: Value,
+    pub uid: String,
+}
+
+/// Read an AdmissionReview's envelope (the one reading both webhooks use).
+pub(super) fn envelope(body: &[u8]) -> Result<Envelope, Malformed> {
+    let mut review: Value =
         serde_json::from_slice(body).map_err(|e| Malformed(format!("not JSON: {e}")))?;
     if review.get("kind").and_then(Value::as_str) != Some("AdmissionReview") {
         return Err(Malformed("kind must be AdmissionReview".into()));
@@ -182,14 +191,31 @@ fn parse(body: &[u8]) -> Result<Request, Malformed> {
         .unwrap_or("admission.k8s.io/v1")
         .to_string();
     let request = review
-        .get("request")
+        .get_mut("request")
         .filter(|r| r.is_object())
+        .map(Value::take)
         .ok_or_else(|| Malformed("no request".into()))?;
-    let text = |field: &str| request.get(field).and_then(Value::as_str);
-    let uid = text("uid")
+    let uid = request
+        .get("uid")
+        .and_then(Value::as_str)
         .filter(|u| !u.is_empty())
         .ok_or_else(|| Malformed("request.uid is missing".into()))?
         .to_string();
+    Ok(Envelope {
+        api_version,
+        request,
+        uid,
+    })
+}
+
+fn parse(body: &[u8]) -> Result<Request, Malformed> {
+    let Envelope {
+        api_version,
+        request,
+        uid,
+    } = envelope(body)?;
+    let request = &request;
+    let text = |field: &str| request.get(field).and_then(Value::as_str);
     let object = request.get("object").filter(|o| o.is_object());
     let old_object = request.get("oldObject").filter(|o| o.is_object());
     let object = object.ok_or_else(|| {

@@ -20,28 +20,15 @@ pub const VALIDATE_PROFILE_PATH: &str = "/validate-profile";
 
 /// Decide one AdmissionReview for a profile.
 pub fn review_profile(body: &[u8]) -> Result<Value, Malformed> {
-    let review: Value =
-        serde_json::from_slice(body).map_err(|e| Malformed(format!("not JSON: {e}")))?;
-    if review.get("kind").and_then(Value::as_str) != Some("AdmissionReview") {
-        return Err(Malformed("kind must be AdmissionReview".into()));
-    }
-    let api_version = review
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("admission.k8s.io/v1");
-    let request = review
-        .get("request")
-        .filter(|r| r.is_object())
-        .ok_or_else(|| Malformed("no request".into()))?;
-    let uid = request
-        .get("uid")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| Malformed("request.uid is missing".into()))?;
+    let super::admission::Envelope {
+        api_version,
+        request,
+        uid,
+    } = super::admission::envelope(body)?;
     let reply = |body: Value| {
         let mut body = body;
         body["uid"] = json!(uid);
-        json!({"apiVersion": api_version, "kind": "AdmissionReview", "response": body})
+        json!({"apiVersion": &api_version, "kind": "AdmissionReview", "response": body})
     };
     // DELETE carries no object: nothing for the loader to refuse.
     let Some(object) = request.get("object").filter(|o| o.is_object()) else {

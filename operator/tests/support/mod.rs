@@ -364,3 +364,17 @@ pub fn condition<'a>(
 pub fn tools_v1() -> Value {
     json!([{"name": "git_log", "alias": "log"}])
 }
+
+/// The `*.yaml` files of a folder of the repository, sorted.
+pub fn yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(dir);
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}

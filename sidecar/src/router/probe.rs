@@ -88,12 +88,6 @@ pub async fn until_ready(app: Arc<Context>, router: Arc<super::Router>) {
     }
 }
 
-/// What the server is, and the link that answered (a legacy server's tools
-/// are listed on it).
-async fn probe(app: &Context) -> Result<(UpstreamInfo, Option<Probe>), String> {
-    ask(app).await
-}
-
 /// Read the server's whole tool list into the registry: a legacy server's
 /// on the probe's own link (then closed), a modern one's on the hub.
 async fn inventory(
@@ -120,8 +114,9 @@ async fn inventory(
 
 type Probe = (Link, tokio::sync::mpsc::Receiver<LinkEvent>);
 
-/// The era questions; the link that answered, kept for the tool list.
-async fn ask(app: &Context) -> Result<(UpstreamInfo, Option<Probe>), String> {
+/// What the server is (the era questions), and the link that answered,
+/// kept for the tool list (a legacy server's is listed on it).
+async fn probe(app: &Context) -> Result<(UpstreamInfo, Option<Probe>), String> {
     let choice = app.limits.upstream_era;
     let modern_mode = LinkMode {
         modern: true,

@@ -81,19 +81,15 @@ impl Session {
         limit: Duration,
     ) -> Forwarded {
         let deadline = tokio::time::Instant::now() + limit;
-        let answer = self.forward_once(client_id, msg, &mut edit, deadline).await;
+        let mut answer = self.forward_once(client_id, msg, &mut edit, deadline).await;
         if !crate::era::INPUT_REQUIRED_METHODS.contains(&msg.method()) {
             return answer;
         }
-        if !self.legacy_on_modern() {
-            return self
-                .answer_own_questions(client_id, msg, &mut edit, deadline, answer)
-                .await;
-        }
-        // A legacy client in front of a modern server: the server's
-        // questions become requests on the client's session, and the
-        // request is sent again with the answers, until it completes.
-        let mut answer = answer;
+        // A modern server's questions: a legacy client is asked them as
+        // requests on its session; a modern client gets them in the answer,
+        // but those the facade answers itself (the roots, from the policy)
+        // when nothing else is asked. Then the request is sent again with
+        // the answers, until it completes.
         for _ in 0..MAX_INPUT_ROUNDS {
             let Forwarded::Answer(reply) = &answer else {
                 return answer;
@@ -101,9 +97,18 @@ impl Session {
             let Some((questions, state)) = super::mrtr::input_required(reply) else {
                 return answer;
             };
-            let responses = match self.ask_for_input(client_id, questions, deadline).await {
-                Ok(responses) => responses,
-                Err(why) => return Forwarded::Failed(why),
+            let responses = if self.legacy_on_modern() {
+                match self.ask_for_input(client_id, questions, deadline).await {
+                    Ok(responses) => responses,
+                    Err(why) => return Forwarded::Failed(why),
+                }
+            } else {
+                let Some(keys) = super::mrtr::only_roots(&questions) else {
+                    return answer;
+                };
+                // The answers themselves are set on the way out (`Adjust`).
+                self.retry_on_own(client_id, state.clone(), keys);
+                serde_json::Map::new()
             };
             let retry = match super::mrtr::retry_with(msg, responses, state) {
                 Ok(retry) => retry,
@@ -112,40 +117,6 @@ impl Session {
             answer = self
                 .forward_once(client_id, &retry, &mut edit, deadline)
                 .await;
-        }
-        Forwarded::Failed(format!(
-            "the MCP server asked for input more than {MAX_INPUT_ROUNDS} times for one request"
-        ))
-    }
-
-    /// A modern server that asks a modern client only what the facade
-    /// answers itself (its roots, from the policy) gets the answers from
-    /// the facade, until it asks the client something or completes.
-    async fn answer_own_questions(
-        self: &Arc<Self>,
-        client_id: &RequestId,
-        msg: &Message,
-        edit: &mut Option<ParamsEdit<'_>>,
-        deadline: tokio::time::Instant,
-        mut answer: Forwarded,
-    ) -> Forwarded {
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let Forwarded::Answer(reply) = &answer else {
-                return answer;
-            };
-            let Some((questions, state)) = super::mrtr::input_required(reply) else {
-                return answer;
-            };
-            let Some(keys) = super::mrtr::only_roots(&questions) else {
-                return answer;
-            };
-            self.retry_on_own(client_id, state.clone(), keys);
-            // The answers themselves are set on the way out (`Adjust`).
-            let retry = match super::mrtr::retry_with(msg, serde_json::Map::new(), state) {
-                Ok(retry) => retry,
-                Err(why) => return Forwarded::Failed(why),
-            };
-            answer = self.forward_once(client_id, &retry, edit, deadline).await;
         }
         Forwarded::Failed(format!(
             "the MCP server asked for input more than {MAX_INPUT_ROUNDS} times for one request"
