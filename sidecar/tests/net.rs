@@ -24,6 +24,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 struct Pki {
     ca_file: PathBuf,
+    /// Removes the CA file when the test's Pki goes.
+    _ca_guard: tempfile::TempPath,
     server: Arc<rustls::ServerConfig>,
 }
 
@@ -38,11 +40,14 @@ fn pki(name: &str, alpn: &[&[u8]]) -> Pki {
         .unwrap()
         .signed_by(&key, &issuer)
         .unwrap();
-    let mut suffix = [0u8; 8];
-    getrandom::fill(&mut suffix).unwrap();
-    let ca_file =
-        std::env::temp_dir().join(format!("mcp-warden-net-ca-{}.pem", hex::encode(suffix)));
-    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let mut ca_guard = tempfile::Builder::new()
+        .prefix("mcp-warden-net-ca-")
+        .suffix(".pem")
+        .tempfile()
+        .unwrap();
+    std::io::Write::write_all(&mut ca_guard, ca_cert.pem().as_bytes()).unwrap();
+    let ca_guard = ca_guard.into_temp_path();
+    let ca_file = ca_guard.to_path_buf();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut server = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -56,6 +61,7 @@ fn pki(name: &str, alpn: &[&[u8]]) -> Pki {
     server.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Pki {
         ca_file,
+        _ca_guard: ca_guard,
         server: Arc::new(server),
     }
 }

@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -127,17 +127,24 @@ class OperatorProcess:
     env: dict
     admin_port: int
     proc: object = None
+    logs: list = field(default_factory=list)  # one per start; removed at the end of the session
 
     def start(self) -> None:
         assert self.proc is None or not self.proc.alive(), "already running"
         binary = operator_binary()
         self.proc = _spawn([str(binary), "run", *self.args, "--admin-listen", f"127.0.0.1:{self.admin_port}"],
                            env=self.env)
+        self.logs.append(self.proc.log_path)
         wait_http_ok(f"http://127.0.0.1:{self.admin_port}/readyz", proc=self.proc)
 
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.stop()
+
+    def finish(self) -> None:
+        self.stop()
+        for log in self.logs:
+            log.unlink(missing_ok=True)
 
     def log(self) -> str:
         return self.proc.stderr_text() if self.proc else ""
@@ -152,7 +159,7 @@ def _operator(request, kubeconfig: Path, *args: str) -> OperatorProcess:
     env = {"KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": NAMESPACE, "RUST_LOG": "info"}
     op = OperatorProcess(list(args), env, free_port())
     op.start()
-    request.addfinalizer(op.stop)
+    request.addfinalizer(op.finish)
     return op
 
 

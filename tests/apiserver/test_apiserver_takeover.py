@@ -49,6 +49,7 @@ def candidates(request, cluster, installed):
     yield start
     for proc in started:
         proc.stop()
+        proc.log_path.unlink(missing_ok=True)
 
 
 def test_a_standby_takes_over_in_the_documented_time(cluster, candidates):

@@ -60,6 +60,6 @@ def test_reconciles_are_exported_as_spans(cluster, controller, webhook, protocol
             assert {s.name for s in rx.snapshot()} == {"reconcile"}
             assert "OpenTelemetry tracing on" in traced.log()
         finally:
-            traced.stop()
+            traced.finish()
             controller.start()
             cluster.kubectl("delete", "mcpserver", name, "-n", NS, "--wait=false", check=False)

@@ -131,6 +131,7 @@ def main() -> None:
             facade.wait(timeout=10)
         except subprocess.TimeoutExpired:
             facade.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -344,9 +344,10 @@ mod tests {
 
     #[tokio::test]
     async fn first_matching_rule_wins_per_subject_then_role() {
-        let dir = tempdir();
+        let tmp = tempdir();
+        let dir = tmp.path();
         files(
-            &dir,
+            dir,
             &[
                 ("alice", "tok-alice\n"),
                 ("admins", "tok-admin"),
@@ -361,7 +362,7 @@ mod tests {
              - {issuer: nobody-else, none: true}\n",
         )
         .unwrap();
-        let creds = UpstreamCredentials::compile(&cfg, &dir).unwrap();
+        let creds = UpstreamCredentials::compile(&cfg, dir).unwrap();
         let c = client();
         let got = |who: Identity, role| {
             let creds = &creds;
@@ -397,8 +398,9 @@ mod tests {
 
     #[test]
     fn rules_need_exactly_one_source_and_a_safe_header() {
-        let dir = tempdir();
-        files(&dir, &[("t", "x")]);
+        let tmp = tempdir();
+        let dir = tmp.path();
+        files(dir, &[("t", "x")]);
         for bad in [
             "rules: [{roles: [admin]}]",
             "rules: [{tokenFile: t, none: true}]",
@@ -408,20 +410,21 @@ mod tests {
             "rules: [{tokenFile: missing}]",
         ] {
             let cfg: UpstreamAuth = serde_yaml_ng::from_str(bad).unwrap();
-            assert!(UpstreamCredentials::compile(&cfg, &dir).is_err(), "{bad}");
+            assert!(UpstreamCredentials::compile(&cfg, dir).is_err(), "{bad}");
         }
         let cfg: UpstreamAuth =
             serde_yaml_ng::from_str("{header: X-Api-Key, rules: [{tokenFile: t}]}").unwrap();
-        assert!(UpstreamCredentials::compile(&cfg, &dir).is_ok());
+        assert!(UpstreamCredentials::compile(&cfg, dir).is_ok());
     }
 
     #[tokio::test]
     async fn another_header_carries_the_token_as_is_and_nothing_prints_it() {
-        let dir = tempdir();
-        files(&dir, &[("t", "s3cr3t-value")]);
+        let tmp = tempdir();
+        let dir = tmp.path();
+        files(dir, &[("t", "s3cr3t-value")]);
         let cfg: UpstreamAuth =
             serde_yaml_ng::from_str("{header: X-Api-Key, rules: [{tokenFile: t}]}").unwrap();
-        let creds = UpstreamCredentials::compile(&cfg, &dir).unwrap();
+        let creds = UpstreamCredentials::compile(&cfg, dir).unwrap();
         let c = creds
             .for_caller(&caller("static", "a"), None, &client())
             .await
@@ -439,19 +442,11 @@ mod tests {
         );
     }
 
-    fn tempdir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "mcp-warden-cred-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn rand_suffix() -> u64 {
-        let mut b = [0u8; 8];
-        getrandom::fill(&mut b).unwrap();
-        u64::from_le_bytes(b)
+    /// A scratch folder removed when the test ends (pass or fail).
+    fn tempdir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("mcp-warden-cred-")
+            .tempdir()
+            .unwrap()
     }
 }

@@ -124,16 +124,18 @@ fn whole_lines_within(bytes: &[u8], room: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mcp-warden-rot-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A scratch folder removed when the test ends (pass or fail).
+    fn dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("mcp-warden-rot-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn rotates_between_lines_and_keeps_the_newest_files() {
-        let d = dir("keep");
+        let tmp = dir("keep");
+        let d = tmp.path();
         let path = d.join("audit.jsonl");
         let rotation = Rotation {
             max_bytes: 100,
@@ -158,7 +160,8 @@ mod tests {
 
     #[test]
     fn a_line_longer_than_the_limit_gets_a_file_of_its_own() {
-        let d = dir("long");
+        let tmp = dir("long");
+        let d = tmp.path();
         let path = d.join("a");
         let mut f = RotatingFile::open(
             &path,
@@ -179,7 +182,8 @@ mod tests {
 
     #[test]
     fn zero_never_rotates_and_reopening_appends() {
-        let d = dir("zero");
+        let tmp = dir("zero");
+        let d = tmp.path();
         let path = d.join("a");
         let r = Rotation {
             max_bytes: 0,
