@@ -30,14 +30,19 @@ pub enum Kind {
     Secret,
 }
 
-/// `(namespace, server)` → the `(kind, name)` of each object it references.
+/// `(namespace, server)`.
+type ServerKey = (String, String);
+/// `(kind, name)` of each object a server references.
+type Names = BTreeSet<(Kind, String)>;
+
+/// Each server's referenced objects.
 #[derive(Debug, Default)]
-pub struct Index(Mutex<BTreeMap<(String, String), BTreeSet<(Kind, String)>>>);
+pub struct Index(Mutex<BTreeMap<ServerKey, Names>>);
 
 impl Index {
     /// Record what one server references now (replacing what it did).
     pub fn record(&self, namespace: &str, server: &str, referenced: &Referenced) {
-        let names: BTreeSet<(Kind, String)> = referenced
+        let names: Names = referenced
             .secrets
             .iter()
             .map(|(name, _)| (Kind::Secret, name.clone()))
