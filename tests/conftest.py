@@ -282,7 +282,11 @@ def _facade_factory(start_process, tmp_path: Path):
     def start(upstream: Sequence[str] | None = None, upstream_url: str | None = None,
               upstream_socket: str | None = None, policy: str | dict | None = None,
               extra_args: Sequence[str] = (), env: dict | None = None,
-              ready_timeout: float = READY_TIMEOUT) -> Facade:
+              ready_timeout: float = READY_TIMEOUT, forward_env: bool = True) -> Facade:
+        # The facade passes a server it starts only the variables it is told to
+        # (`--server-env`); a test's `env` is mostly for that server (its log file,
+        # its state), so each name is named for it unless `forward_env=False` —
+        # but the facade's own settings (MCP_WARDEN_*, OTEL_*) stay the facade's.
         if not binary.exists():
             pytest.skip(f"facade binary {binary} does not exist (build it with `cargo build -p "
                         "mcp-warden-sidecar` or set MCP_WARDEN_SIDECAR)")
@@ -311,6 +315,10 @@ def _facade_factory(start_process, tmp_path: Path):
             token_path = tmp_path / f"admin-{admin_port}.token"
             cmd += ["--generated-admin-token-file", str(token_path)]
         cmd += extra_args
+        if upstream and env and forward_env:
+            for name in env:
+                if not name.startswith(("MCP_WARDEN_", "OTEL_")):
+                    cmd += ["--server-env", name]
         if upstream:
             cmd += ["--", *map(str, upstream)]
         mp = start_process(cmd, env=env)

@@ -476,6 +476,7 @@ async fn run_traced(args: RunArgs) -> Result<(), String> {
         engine: reconcile::observe::EngineCache::new(discover_engine),
         issuer_keys: Default::default(),
         cluster_ranges: Default::default(),
+        references: Default::default(),
     });
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     let keeper = tokio::spawn({
@@ -554,9 +555,12 @@ async fn start_webhook(
         client: client.clone(),
         allow_self_approval: args.allow_self_approval,
     });
+    let users = Arc::new(webhook::KubeProfileUsers {
+        client: client.clone(),
+    });
     let listen = args.webhook_listen;
     tokio::spawn(async move {
-        if let Err(e) = webhook::serve(listen, tls, authorizer).await {
+        if let Err(e) = webhook::serve(listen, tls, authorizer, users).await {
             tracing::error!(error = %e, "the admission webhook stopped");
         }
     });

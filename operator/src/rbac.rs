@@ -45,7 +45,7 @@ pub const API_CALLS: &[Rule] = &[
         "services",
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
-    rule("", "secrets", &["get", "create"]),
+    rule("", "secrets", &["get", "list", "watch", "create"]),
     rule("", "pods", &["list"]),
     rule("", "nodes", &["list"]),
     rule("networking.k8s.io", "servicecidrs", &["list"]),
@@ -197,8 +197,8 @@ mod tests {
             "secrets are never deleted"
         );
         assert!(
-            !allows("GET", "/api/v1/namespaces/a/secrets"),
-            "secrets are never listed"
+            !allows("PATCH", "/api/v1/namespaces/a/secrets/x"),
+            "secrets are never rewritten"
         );
     }
 

@@ -157,8 +157,7 @@ pub struct Referenced {
 }
 
 impl Referenced {
-    /// Whether any content is covered (such a server is looked at again
-    /// sooner: Secrets are not watched).
+    /// Whether any content is covered.
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty() && self.config_maps.is_empty()
     }

@@ -167,11 +167,13 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
             "GET /apis/projectcalico.org/v3".into(),
             "GET /apis/networking.k8s.io/v1/servicecidrs".into(),
             "GET /api/v1/nodes".into(),
+            // is a workload applied earlier still running? (none here)
+            "GET /apis/apps/v1/namespaces/team-a/deployments/git".into(),
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[6].body;
+    let event = &calls[7].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();
@@ -191,6 +193,59 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         calls.iter().filter(|c| c.is_write()).count(),
         0,
         "{calls:?}"
+    );
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_deleted_profile_keeps_the_last_workload_running_and_says_so() {
+    let (_, _, created) = Fixture::new()
+        .with_server()
+        .with_tool_profile(tools_v1())
+        .reconcile()
+        .await;
+    let (_, _, mut settled) = created.reconcile().await;
+    assert_eq!(condition(&settled.server(), "Ready").status, "True");
+    let deployment_before = settled.objects[DEPLOY_PATH].clone();
+    settled.objects.remove(TP_PATH);
+    let (action, calls, after) = settled.reconcile().await;
+    let writes = writes_of(&calls);
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.ends_with("/status") || w.contains("/events")),
+        "nothing but status and Events is written: {writes:?}"
+    );
+    assert_eq!(after.objects[DEPLOY_PATH], deployment_before);
+    let server = after.server();
+    let degraded = condition(&server, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "ToolProfileNotFound")
+    );
+    assert!(
+        degraded.message.contains("\"git-readonly\" not found")
+            && degraded
+                .message
+                .contains("keeps running unchanged (Deployment git"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(
+        condition(&server, "Ready").status,
+        "True",
+        "it still serves"
+    );
+    let warnings: Vec<String> = calls
+        .iter()
+        .filter(|c| c.path.contains("/events") && c.body["type"] == "Warning")
+        .map(|c| c.body["note"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|n| n.contains("git-readonly") && n.contains("keeps running")),
+        "{warnings:?}"
     );
     assert_eq!(action, Action::await_change());
 }

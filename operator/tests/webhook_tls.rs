@@ -10,8 +10,10 @@ use futures::future::BoxFuture;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use mcp_warden_operator::reconcile::controller::ProfileKind;
 use mcp_warden_operator::webhook::{
-    self, certs, Access, AccessDecision, Authorizer, UserInfo, MUTATE_PATH, VALIDATE_PATH,
+    self, certs, Access, AccessDecision, Authorizer, ProfileUsers, UserInfo, MUTATE_PATH,
+    VALIDATE_PATH,
 };
 use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -35,6 +37,20 @@ impl Authorizer for OnlyAlice {
                 reason: String::new(),
             })
         })
+    }
+}
+
+/// No MCPServer uses any profile (this test posts no profile deletion).
+struct NoUsers;
+
+impl ProfileUsers for NoUsers {
+    fn servers_using<'a>(
+        &'a self,
+        _: &'a str,
+        _: ProfileKind,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 }
 
@@ -116,7 +132,12 @@ async fn the_tls_endpoint_answers_real_admission_reviews() {
     let tls = certs::server_config(&pair).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(webhook::serve_on(listener, tls, Arc::new(OnlyAlice)));
+    let server = tokio::spawn(webhook::serve_on(
+        listener,
+        tls,
+        Arc::new(OnlyAlice),
+        Arc::new(NoUsers),
+    ));
 
     let (status, review) = post(
         addr,

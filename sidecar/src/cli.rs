@@ -20,7 +20,7 @@ use crate::router::probe;
 use crate::session::context::{Context, Limits};
 use crate::session::ids::SessionIds;
 use crate::sinks::file::Rotation;
-use crate::upstream::{HttpTarget, UpstreamTarget};
+use crate::upstream::{child_env, HttpTarget, UpstreamTarget};
 use crate::{admin, bridge, downstream, policy_file, server};
 
 #[derive(Parser)]
@@ -274,6 +274,13 @@ struct RunArgs {
     /// Seconds between policy file checks.
     #[arg(long, default_value_t = 2)]
     policy_poll_secs: u64,
+    /// Give the server command (after `--`) an environment variable
+    /// (repeatable): `NAME` passes the facade's own value, `NAME=VALUE` sets
+    /// it. Nothing else of the facade's environment reaches the server but
+    /// PATH, HOME, USER, LOGNAME, LANG, LANGUAGE, LC_*, TZ and TMPDIR.
+    /// `MCP_WARDEN_SERVER_ENV` lists more names, comma-separated.
+    #[arg(long = "server-env", value_name = "NAME[=VALUE]")]
+    server_env: Vec<String>,
     /// The server command (after `--`).
     #[arg(last = true)]
     command: Vec<String>,
@@ -324,6 +331,11 @@ fn init_logging(format: &str) {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    if !args.server_env.is_empty() && args.command.is_empty() {
+        anyhow::bail!(
+            "--server-env applies to a server command after `--` (a socket or URL upstream has its own environment)"
+        );
+    }
     let target = match (
         &args.upstream_url,
         &args.upstream_socket,
@@ -331,10 +343,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     ) {
         (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
-        (None, None, Some((program, rest))) => UpstreamTarget::Command {
-            program: program.clone(),
-            args: rest.to_vec(),
-        },
+        (None, None, Some((program, rest))) => {
+            let names_var = std::env::var(child_env::ENV_VAR).ok();
+            let env =
+                child_env::child_env(std::env::vars_os(), &args.server_env, names_var.as_deref())?;
+            tracing::info!(
+                names = %child_env::names(&env),
+                "the server's environment (nothing else of the facade's)"
+            );
+            UpstreamTarget::Command {
+                program: program.clone(),
+                args: rest.to_vec(),
+                env: std::sync::Arc::new(env),
+            }
+        }
         (None, None, None) => anyhow::bail!(
             "no upstream: give a command after `--`, --upstream-url or --upstream-socket"
         ),

@@ -300,7 +300,8 @@ def test_webhook_contract(variant):
         # self-generated: the operator writes caBundle, so the chart must not own the field.
         assert ("caBundle" in wh["clientConfig"]) == (mode == "secret")
         assert ("cert-manager.io/inject-ca-from" in annotations) == (mode == "cert-manager")
-    # The profiles' webhook: the facade loader refuses what it would refuse; only spec writes come.
+    # The profiles' webhook: the facade loader refuses what it would refuse, and a profile in use is
+    # not deleted; only spec writes and deletions come.
     validating = find(objs, "ValidatingWebhookConfiguration", "mcp-warden")
     assert len(validating["webhooks"]) == 2
     assert len(find(objs, "MutatingWebhookConfiguration", "mcp-warden")["webhooks"]) == 1
@@ -310,6 +311,7 @@ def test_webhook_contract(variant):
     assert profiles["clientConfig"]["service"] == {"name": "mcp-warden-webhook", "namespace": NAMESPACE,
                                                    "port": 443, "path": "/validate-profile"}
     assert profiles["rules"][0]["resources"] == ["toolprofiles", "sandboxprofiles"]
+    assert profiles["rules"][0]["operations"] == ["CREATE", "UPDATE", "DELETE"]
     assert ("caBundle" in profiles["clientConfig"]) == (mode == "secret")
     assert "object.spec != oldObject.spec" in profiles["matchConditions"][0]["expression"]
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}

@@ -431,7 +431,7 @@ def test_stdio_downstream_params_auth_token(sidecar_binary, ids, tmp_path):
     policy = ids.write_policy("policy-stdio.yaml")
     proc = subprocess.Popen(
         [str(sidecar_binary), "run", "--stdio", "--policy", str(policy), "--audit", audit.arg,
-         "--admin-listen", f"127.0.0.1:{free_port()}", "--", *policy_fixture_stdio()],
+         "--admin-listen", f"127.0.0.1:{free_port()}", "--server-env", "FIXTURE_LOG", "--", *policy_fixture_stdio()],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "stderr.log", "w"),
         env={**os.environ, "FIXTURE_LOG": str(log), "MCP_WARDEN_LOG": "debug"}, start_new_session=True)
     import selectors

@@ -171,7 +171,7 @@ def test_2_secrets_in_results_are_redacted_as_the_client_reads_them(facade, tmp_
 
 def test_2_the_servers_environment_does_not_leak_through_get_env(facade):
     env = {"DB_PASSWORD": ENV_PASSWORD, "AWS_SECRET_ACCESS_KEY": AWS_SECRET}
-    fa = facade(upstream=everything_stdio(), env={**os.environ, **env},
+    fa = facade(upstream=everything_stdio(), env=env,
                 policy=policy_doc(auth=ANON, defaultAction="allow", sandbox={"writeAllowed": True}))
 
     async def body():

@@ -23,10 +23,11 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
-# secretEnv content hashed for the approval digest (never kept), static-token existence (metadata), per-server peer keys, the webhook's own certificate.
+# secretEnv content hashed for the approval digest (never kept), static-token existence (metadata), per-server peer keys, the webhook's own certificate;
+# list/watch for a metadata-only watch (no values) that re-pends a server at once when a Secret its approval covers is edited.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, create]
+  verbs: [get, list, watch, create]
 # The facade pods whose :9090/tools feed status.tools.
 - apiGroups: [""]
   resources: [pods]

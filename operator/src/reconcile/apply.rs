@@ -103,6 +103,26 @@ pub fn controlled_by<K: Resource>(object: &K, server: &MCPServer) -> bool {
     })
 }
 
+/// The Deployment this server applied earlier, if it still exists and is
+/// this server's (read while the spec cannot be built, to say in status
+/// that the last applied workload keeps running).
+pub async fn live_deployment(
+    client: &Client,
+    server: &MCPServer,
+) -> Result<Option<Deployment>, ApplyError> {
+    let ns = names::namespace(server);
+    let name = names::object_name(server);
+    let found = Api::<Deployment>::namespaced(client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(|source| ApplyError {
+            kind: "Deployment",
+            name: name.clone(),
+            source,
+        })?;
+    Ok(found.filter(|d| controlled_by(d, server)))
+}
+
 /// Read every object; unless one is in the way, apply them in order, make
 /// the peer key, and remove the scale-out objects of a server that no longer
 /// has more than one replica.

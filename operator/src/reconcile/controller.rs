@@ -6,11 +6,17 @@
 //! ToolProfile / SandboxProfile ─(servers_referencing)─▶ reconcile(each referencing server)
 //! ToolProfile / SandboxProfile, MCPServer ─(its refs)─▶ profiles::reconcile_profile (profile status)
 //! Cilium / Calico policy or HTTPRoute kind appears or goes (kinds.rs) ─▶ reconcile(every server)
+//! ConfigMap / Secret (metadata only) ─(references::Index)─▶ reconcile(each server whose
+//!   approved content it holds: secretEnv keys, the profile's JWKS)
 //! ```
+//! The ConfigMap and Secret watches are metadata-only (`PartialObjectMeta`):
+//! an edit changes `resourceVersion`, which is all a trigger needs, and no
+//! Secret value is ever held in a watch cache.
 
 use std::{future::Future, sync::Arc};
 
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
@@ -18,6 +24,7 @@ use k8s_openapi::api::{
     policy::v1::PodDisruptionBudget,
 };
 use kube::{
+    core::PartialObjectMeta,
     runtime::{reflector::ObjectRef, watcher, Controller},
     Api, Client, ResourceExt,
 };
@@ -27,7 +34,9 @@ use tracing::{debug, warn};
 use super::{
     error_policy,
     profiles::{profile_error_policy, reconcile_profile, Profile, ProfileContext},
-    reconcile, Context,
+    reconcile,
+    references::Kind,
+    Context,
 };
 
 /// Which profile reference to follow.
@@ -142,6 +151,7 @@ async fn run_servers(
     });
     let (tool_store, sandbox_store) = (store.clone(), store);
     let client_for_kinds = client.clone();
+    let (cm_index, secret_index) = (ctx.references.clone(), ctx.references.clone());
     controller
         .owns(Api::<Deployment>::all(client.clone()), owned())
         .owns(Api::<ConfigMap>::all(client.clone()), owned())
@@ -164,7 +174,7 @@ async fn run_servers(
             },
         )
         .watches(
-            Api::<SandboxProfile>::all(client),
+            Api::<SandboxProfile>::all(client.clone()),
             watcher::Config::default(),
             move |p| {
                 let servers = sandbox_store.state();
@@ -175,6 +185,23 @@ async fn run_servers(
                     &ns,
                     &p.name_any(),
                 )
+            },
+        )
+        // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
+        .watches(
+            Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+            watcher::Config::default(),
+            move |cm| {
+                let ns = cm.namespace().unwrap_or_default();
+                cm_index.servers_using(Kind::ConfigMap, &ns, &cm.name_any())
+            },
+        )
+        .watches(
+            Api::<PartialObjectMeta<Secret>>::all(client),
+            watcher::Config::default(),
+            move |secret| {
+                let ns = secret.namespace().unwrap_or_default();
+                secret_index.servers_using(Kind::Secret, &ns, &secret.name_any())
             },
         )
         .reconcile_all_on(super::kinds::triggers(client_for_kinds, ctx.clone()))

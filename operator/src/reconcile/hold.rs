@@ -5,8 +5,9 @@
 //! plan.hold ─▶ live Deployment + policy ConfigMap, both ours?
 //!   ├─ no  → NothingToKeep: re-plan with nothing approved (the new workload at the baseline)
 //!   └─ yes → only the ToolProfile changed, the live policy is the one recorded in
-//!            status.approvedPolicy, and the new policy only takes away from it
-//!            (crate::tightening)?  yes → Tightening (apply at once) ; no → Hold
+//!            status.approvedPolicy, the new compiled policy differs from it and only
+//!            takes away from it (crate::tightening)?  yes → Tightening (apply at once) ;
+//!            no → Hold
 //! ```
 //!
 //! What is kept lives in the cluster (the live Deployment and ConfigMap)
@@ -77,7 +78,11 @@ pub async fn check(
 /// and the live policy YAML.
 pub fn decide(plan: &Plan, recorded: Option<&str>, live_policy: Option<&str>) -> Check {
     let only_profile = plan.capabilities.changed == ["toolProfile"];
+    // A profile change the compiled policy does not show (the content of a
+    // JWKS ConfigMap it names) cannot be shown to take away: it waits.
+    let policy_changed = recorded != Some(plan.policy_hash.as_str());
     let tightening = only_profile
+        && policy_changed
         && live_policy.is_some_and(|yaml| {
             Some(workload::hash_bytes(yaml.as_bytes()).as_str()) == recorded
                 && serde_yaml_ng::from_str::<FacadePolicy>(yaml)

@@ -22,6 +22,7 @@ pub mod kinds;
 pub mod observe;
 pub mod oidc;
 pub mod profiles;
+pub mod references;
 pub mod resolve;
 pub mod status;
 
@@ -63,6 +64,9 @@ pub struct Context {
     pub issuer_keys: oidc::IssuerKeys,
     /// The pod and Service ranges the cluster reports.
     pub cluster_ranges: cluster_ranges::ClusterRangesCache,
+    /// Which servers reference which ConfigMaps and Secrets (the watches'
+    /// map back to servers).
+    pub references: Arc<references::Index>,
 }
 
 impl Context {
@@ -84,6 +88,7 @@ impl Context {
             engine: observe::EngineCache::new(true),
             issuer_keys: Default::default(),
             cluster_ranges: Default::default(),
+            references: Default::default(),
         }
     }
 }
@@ -116,7 +121,8 @@ impl Error {
 /// How long a healthy server waits before it is looked at again (drift check).
 pub const RESYNC: Duration = Duration::from_secs(600);
 /// How long a server with a missing Secret, or whose objects' names are
-/// taken by someone else's objects, waits (neither is watched).
+/// taken by someone else's objects, waits (neither is watched; the content
+/// of referenced Secrets and ConfigMaps is, see [`references`]).
 pub const SECRET_RECHECK: Duration = Duration::from_secs(60);
 /// How soon to look again while a facade has not loaded the policy in
 /// force (the kubelet refreshes a mounted ConfigMap within about a minute).
@@ -187,6 +193,8 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     // 1. resolve (reads)
     tracing::debug!(step = "resolve", "reconcile step");
     let resolved = resolve::resolve(&ctx.client, server).await?;
+    ctx.references
+        .record(&ns, &server.name_any(), &resolved.referenced);
     let issuer_keys = ctx.jwks.get(&ctx.client).await;
     let mut config = ctx.config.clone();
     if let Some(keys) = &issuer_keys {
@@ -241,7 +249,13 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         Ok(plan) => plan,
         Err(invalid) => {
             info!(reason = invalid.reason(), error = %invalid, "spec cannot be built; waiting for a change");
-            let desired = status::desired_status(server, status::Outcome::Waiting(&invalid), &now);
+            // Nothing is torn down: what was applied last keeps running, and status says so.
+            let live = apply::live_deployment(&ctx.client, server).await?;
+            let outcome = status::Outcome::Waiting {
+                error: &invalid,
+                live: live.as_ref(),
+            };
+            let desired = status::desired_status(server, outcome, &now);
             status::publish(&api, &ctx.recorder, server, desired, &[]).await?;
             return Ok(Outcome::Waiting);
         }
@@ -312,9 +326,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         info!(not_owned = ?applied.not_owned, "objects with this server's names belong to someone else; nothing applied");
     }
     Ok(Outcome::Applied {
-        secrets_missing: !resolved.missing_secrets.is_empty()
-            || !applied.not_owned.is_empty()
-            || resolved.references_content,
+        secrets_missing: !resolved.missing_secrets.is_empty() || !applied.not_owned.is_empty(),
         settling: observed.settling,
     })
 }

@@ -28,9 +28,9 @@ pub struct Resolved {
     pub missing_secrets: Vec<String>,
     /// Content hashes of what the workload references (absent keys absent).
     pub content: Content,
-    /// Whether the workload references any content (re-read sooner:
-    /// Secrets are not watched).
-    pub references_content: bool,
+    /// The Secret and ConfigMap keys whose content the approval covers
+    /// (recorded for the watches that re-reconcile on their edits).
+    pub referenced: workload::Referenced,
 }
 
 /// A read failed (transient: the reconcile backs off and retries).
@@ -149,7 +149,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
         tool_profile,
         sandbox_profile,
         missing_secrets,
-        references_content: !referenced.is_empty(),
         content,
+        referenced,
     })
 }

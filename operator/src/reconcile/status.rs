@@ -42,7 +42,13 @@ use crate::{
 #[derive(Clone, Copy, Debug)]
 pub enum Outcome<'a> {
     /// Nothing could be built; the server waits for a change.
-    Waiting(&'a PlanError),
+    Waiting {
+        /// Why (a missing profile, an invalid spec).
+        error: &'a PlanError,
+        /// The Deployment this server applied before, still running the
+        /// last applied workload (nothing is torn down while it waits).
+        live: Option<&'a Deployment>,
+    },
     /// The objects are applied.
     Applied {
         /// The live Deployment (before this apply), if any.
@@ -101,23 +107,38 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
     let mut tools_now = old.tools.clone();
     let mut server_now = old.server.clone();
     let (compiled, ready, approved, degraded, endpoint) = match outcome {
-        Outcome::Waiting(e) => (
+        Outcome::Waiting { error: e, live } => (
             ("False", e.reason(), e.to_string()),
-            (
-                "False",
-                e.reason(),
-                format!("waiting for a valid spec: {e}"),
-            ),
+            match live {
+                // It still serves, with what was applied last.
+                Some(deployment) => ready_condition(server, Some(deployment)),
+                None => (
+                    "False",
+                    e.reason(),
+                    format!("waiting for a valid spec: {e}"),
+                ),
+            },
             (
                 "Unknown",
                 "SpecInvalid",
                 "capabilities are computed once the spec is valid".to_string(),
             ),
-            (
-                "False",
-                "NotApplied",
-                "nothing is applied while the spec is invalid".to_string(),
-            ),
+            match live {
+                Some(_) => (
+                    "True",
+                    e.reason(),
+                    format!(
+                        "{e}; the last applied workload keeps running unchanged (Deployment {}, policy ConfigMap {}) until this is fixed",
+                        names::object_name(server),
+                        names::policy_config_map(server)
+                    ),
+                ),
+                None => (
+                    "False",
+                    "NotApplied",
+                    "nothing is applied while the spec is invalid".to_string(),
+                ),
+            },
             old.endpoint.clone(),
         ),
         Outcome::Applied {

@@ -7,7 +7,8 @@
 //!     POST /validate-mcpserver ─▶ admission::review(Validate) ─▶ Authorizer (SubjectAccessReviews:
 //!                                 approve on mcpservers/approval; update on mcpservers)
 //!     POST /validate-profile   ─▶ profiles::review_profile   refuses a ToolProfile/SandboxProfile
-//!                                 the facade's policy loader would refuse
+//!                                 the facade's policy loader would refuse, and the deletion of
+//!                                 one an MCPServer uses (ProfileUsers: lists MCPServers)
 //!     GET  /healthz            ─▶ ok
 //! ```
 //! [`certs`] loads the serving certificate from a mounted Secret directory,
@@ -35,6 +36,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 pub use admission::{Access, AccessDecision, Authorizer, Mode, UserInfo};
+pub use profiles::{KubeProfileUsers, ProfileUsers};
 
 /// Path of the validating webhook (contract).
 pub const VALIDATE_PATH: &str = "/validate-mcpserver";
@@ -131,6 +133,7 @@ fn reply(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full
 pub async fn handle(
     request: Request<Incoming>,
     authorizer: Arc<dyn Authorizer>,
+    users: Arc<dyn ProfileUsers>,
 ) -> Response<Full<Bytes>> {
     let mode = match (request.method(), request.uri().path()) {
         (&Method::GET, "/healthz") => return reply(StatusCode::OK, "text/plain", b"ok\n".to_vec()),
@@ -138,24 +141,26 @@ pub async fn handle(
         (&Method::POST, MUTATE_PATH) => Mode::Mutate,
         (&Method::POST, profiles::VALIDATE_PROFILE_PATH) => {
             return match Limited::new(request.into_body(), MAX_BODY).collect().await {
-                Ok(body) => match profiles::review_profile(&body.to_bytes()) {
-                    Ok(review) => {
-                        if review["response"]["allowed"] == false {
-                            info!(
-                                message = review["response"]["status"]["message"]
-                                    .as_str()
-                                    .unwrap_or_default(),
-                                "profile refused"
-                            );
+                Ok(body) => {
+                    match profiles::review_profile(&body.to_bytes(), users.as_ref()).await {
+                        Ok(review) => {
+                            if review["response"]["allowed"] == false {
+                                info!(
+                                    message = review["response"]["status"]["message"]
+                                        .as_str()
+                                        .unwrap_or_default(),
+                                    "profile refused"
+                                );
+                            }
+                            let bytes = serde_json::to_vec(&review).expect("JSON serializes");
+                            reply(StatusCode::OK, "application/json", bytes)
                         }
-                        let bytes = serde_json::to_vec(&review).expect("JSON serializes");
-                        reply(StatusCode::OK, "application/json", bytes)
+                        Err(malformed) => {
+                            let msg = format!("{malformed}\n");
+                            reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
+                        }
                     }
-                    Err(malformed) => {
-                        let msg = format!("{malformed}\n");
-                        reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
-                    }
-                },
+                }
                 Err(e) => {
                     let msg = format!("malformed AdmissionReview: cannot read the body: {e}\n");
                     reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
@@ -201,11 +206,12 @@ pub async fn serve(
     addr: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
     authorizer: Arc<dyn Authorizer>,
+    users: Arc<dyn ProfileUsers>,
 ) -> Result<(), ServeError> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
-    serve_on(listener, tls, authorizer).await;
+    serve_on(listener, tls, authorizer, users).await;
     Ok(())
 }
 
@@ -214,6 +220,7 @@ pub async fn serve_on(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     authorizer: Arc<dyn Authorizer>,
+    users: Arc<dyn ProfileUsers>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     if let Ok(addr) = listener.local_addr() {
@@ -227,15 +234,15 @@ pub async fn serve_on(
                 continue;
             }
         };
-        let (acceptor, authorizer) = (acceptor.clone(), authorizer.clone());
+        let (acceptor, authorizer, users) = (acceptor.clone(), authorizer.clone(), users.clone());
         tokio::spawn(async move {
             let stream = match acceptor.accept(tcp).await {
                 Ok(s) => s,
                 Err(e) => return debug!(%peer, error = %e, "TLS handshake failed"),
             };
             let service = service_fn(move |req| {
-                let authorizer = authorizer.clone();
-                async move { Ok::<_, Infallible>(handle(req, authorizer).await) }
+                let (authorizer, users) = (authorizer.clone(), users.clone());
+                async move { Ok::<_, Infallible>(handle(req, authorizer, users).await) }
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             if let Err(e) = builder

@@ -33,6 +33,7 @@ pub const TP_PATH: &str =
     "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/toolprofiles/git-readonly";
 pub const SBP_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/sandboxprofiles/web";
 pub const NP_PATH: &str = "/apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git";
+pub const DEPLOY_PATH: &str = "/apis/apps/v1/namespaces/team-a/deployments/git";
 
 /// One recorded API call.
 #[derive(Clone, Debug)]
@@ -221,6 +222,7 @@ impl Fixture {
             engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
             issuer_keys: Default::default(),
             cluster_ranges: Default::default(),
+            references: Default::default(),
         });
         // On the heap, as the controller holds it: a reconcile's future is
         // larger than a test thread's stack in a debug build.

@@ -11,6 +11,7 @@
 //!   request each SSE message relates to, and a plain JSON answer comes
 //!   back from `send` itself (no trip through the events).
 
+pub mod child_env;
 pub mod framed;
 pub mod http;
 pub mod socket;
@@ -29,7 +30,12 @@ use crate::jsonrpc::{Message, RequestId};
 #[derive(Clone)]
 pub enum UpstreamTarget {
     /// Spawn this command per session and speak over its stdio.
-    Command { program: String, args: Vec<String> },
+    Command {
+        program: String,
+        args: Vec<String>,
+        /// The child's whole environment ([`child_env`]).
+        env: Arc<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    },
     /// Connect to a bridge's unix socket per session.
     Socket(PathBuf),
     /// A Streamable HTTP endpoint (`http://` on loopback, or `https://`).
@@ -261,7 +267,7 @@ pub async fn connect(
     mode: &LinkMode,
 ) -> Result<(Link, mpsc::Receiver<LinkEvent>), UpstreamError> {
     match target {
-        UpstreamTarget::Command { program, args } => stdio::spawn(program, args, limits),
+        UpstreamTarget::Command { program, args, env } => stdio::spawn(program, args, env, limits),
         UpstreamTarget::Socket(path) => socket::connect(path, limits).await,
         UpstreamTarget::Http(target) => {
             let (state, guard, events) = http::connect(target, limits, mode.clone())?;

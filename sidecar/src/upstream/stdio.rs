@@ -1,9 +1,11 @@
 //! Upstream over a child process's stdio: one process per session.
 //!
 //! stdout carries protocol only; stderr is logged line by line. The child
-//! runs in its own process group so that wrappers like `npx` or `uv run` are
+//! gets only the environment decided at start ([`super::child_env`]), never
+//! the facade's own. It runs in its own process group so that wrappers like `npx` or `uv run` are
 //! killed together with what they started.
 
+use std::ffi::OsString;
 use std::process::Stdio;
 
 use futures::StreamExt;
@@ -29,10 +31,13 @@ impl Drop for GroupKiller {
 pub fn spawn(
     program: &str,
     args: &[String],
+    env: &[(OsString, OsString)],
     limits: &LinkLimits,
 ) -> Result<(Link, mpsc::Receiver<LinkEvent>), UpstreamError> {
     let mut child = Command::new(program)
         .args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
