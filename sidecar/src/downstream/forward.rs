@@ -8,6 +8,12 @@
 //! retry whose signed `requestState` names a call parked on another replica
 //! is relayed the same way ([`relay`]). When the listener serves TLS, so do
 //! relays, trusting only the facade's own certificate (`crate::tls`).
+//!
+//! The same relay carries a replica's asks to the replica that counts an
+//! identity's calls ([`Relay`], the [`PeerLink`] the identity budget gate is
+//! handed) and brings the owner's answer back ([`answer_ask`]); what an ask
+//! says and who may make one is the gate's business
+//! (`gates::shared_budget`).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -24,6 +30,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::http::{json_error, ResponseBody};
 use crate::app::App;
+use crate::gates::shared_budget::{PeerLink, Pending, ASK_PATH, MAX_BODY};
 
 /// Marks a relayed request.
 pub const FORWARDED_HEADER: &str = "x-mcp-warden-forwarded";
@@ -153,6 +160,70 @@ async fn over_tls(
         .map_err(|_| "connect timed out".to_string())??;
     tokio::spawn(conn);
     sender.send_request(req).await.map_err(|e| e.to_string())
+}
+
+/// The relay as the identity budget gate sees it: one POST of an ask to
+/// a peer's [`ASK_PATH`], its answer's body back. The gate bounds the wait.
+pub struct Relay;
+
+impl PeerLink for Relay {
+    fn ask(&self, peer: &str, body: Bytes) -> Pending {
+        let peer = peer.to_string();
+        Box::pin(async move {
+            let req = Request::post(format!("http://{peer}{ASK_PATH}"))
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(body))
+                .map_err(|e| e.to_string())?;
+            let resp = match PEER_TLS.get() {
+                None => client().request(req).await.map_err(|e| e.to_string())?,
+                Some(tls) => over_tls(tls.clone(), &peer, req).await?,
+            };
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            if status != StatusCode::OK {
+                return Err(format!("the peer answered {status}"));
+            }
+            Ok(body)
+        })
+    }
+}
+
+/// A peer's ask for one call of an identity this replica counts: the
+/// gate verifies it (signed by a peer, for this replica, fresh, not
+/// replayed) and takes the call; anything else is 403, and nothing is
+/// taken.
+pub async fn answer_ask(app: &App, req: Request<Incoming>) -> Response<ResponseBody> {
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                "the ask is larger than the limit",
+            )
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match app.identity_budgets.answer(&body, now) {
+        Ok(answer) => Response::builder()
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(answer).boxed_unsync())
+            .expect("a valid response"),
+        Err(e) => {
+            tracing::warn!(error = %e, "refused an identity budget ask");
+            app.metrics
+                .http_rejections
+                .with_label_values(&["peer_ask"])
+                .inc();
+            json_error(StatusCode::FORBIDDEN, -32600, "Forbidden: not a peer's ask")
+        }
+    }
 }
 
 /// A peer's body, ended cleanly if the peer connection breaks (the client

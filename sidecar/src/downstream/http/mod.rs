@@ -80,6 +80,17 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
 }
 
 async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
+    // Another replica asking for a unit of an identity budget this one
+    // counts. Only with peers configured (else it is an unknown path), and
+    // only a POST signed with the peers' key is answered: no Host check (a
+    // browser cannot sign) and no bearer token (the caller's was checked
+    // on the replica that asks).
+    if req.uri().path() == crate::gates::shared_budget::ASK_PATH
+        && req.method() == Method::POST
+        && app.identity_budgets.shared()
+    {
+        return forward::answer_ask(&app, req).await;
+    }
     if req.uri().path() != "/mcp" {
         return json_error(
             StatusCode::NOT_FOUND,
