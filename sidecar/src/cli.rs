@@ -243,7 +243,12 @@ struct RunArgs {
     /// identity's `maxCallsPerIdentity` is counted by one owner replica,
     /// chosen from the identity and this list, which every replica must be
     /// given alike; the others ask it over the relay.
-    #[arg(long = "peer", env = "MCP_WARDEN_PEERS", value_delimiter = ',', requires = "peer_key_file")]
+    #[arg(
+        long = "peer",
+        env = "MCP_WARDEN_PEERS",
+        value_delimiter = ',',
+        requires = "peer_key_file"
+    )]
     peers: Vec<String>,
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]

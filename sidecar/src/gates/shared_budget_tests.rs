@@ -43,8 +43,17 @@ impl PeerLink for Link {
             if net.down.lock().unwrap().contains(&peer) {
                 return Err("connection refused".into());
             }
-            *net.delivered.lock().unwrap().entry(peer.clone()).or_default() += 1;
-            let owner = net.replicas.lock().unwrap().get(&peer).and_then(Weak::upgrade);
+            *net.delivered
+                .lock()
+                .unwrap()
+                .entry(peer.clone())
+                .or_default() += 1;
+            let owner = net
+                .replicas
+                .lock()
+                .unwrap()
+                .get(&peer)
+                .and_then(Weak::upgrade);
             let owner = owner.ok_or("no such peer")?;
             owner.answer(&body, T0).map_err(|e| e.to_string())
         })
@@ -111,7 +120,10 @@ async fn every_replica_takes_from_the_owners_window() {
     let (net, replicas) = cluster(&["10.0.0.1:8080", "10.0.0.2:8080"]);
     for identity in ["static\0alice", "static\0bob"] {
         let owner = replicas[0].owner(identity).unwrap_or("10.0.0.1:8080");
-        assert_eq!(replicas[1].owner(identity).unwrap_or("10.0.0.2:8080"), owner);
+        assert_eq!(
+            replicas[1].owner(identity).unwrap_or("10.0.0.2:8080"),
+            owner
+        );
         let mut granted = 0;
         let mut outcomes = Vec::new();
         // Calls alternate between the replicas, as a balancer spreads them.
@@ -149,13 +161,29 @@ async fn an_unreachable_owner_fails_closed_and_others_are_not_affected() {
     assert_eq!(taken, Err(NotGranted::Unavailable(AskOutcome::Unreachable)));
     assert_eq!(asked, Some(AskOutcome::Unreachable));
     // Nothing was counted anywhere, and no local share was handed out.
-    assert!(replicas[1].local.take(&identity, &[("", IdentityBudget { calls: 1, per: BudgetWindow::Minute })], T0).is_ok());
+    assert!(replicas[1]
+        .local
+        .take(
+            &identity,
+            &[(
+                "",
+                IdentityBudget {
+                    calls: 1,
+                    per: BudgetWindow::Minute
+                }
+            )],
+            T0
+        )
+        .is_ok());
     // An identity the live replica owns is served as before.
     let mine = (0..)
         .map(|n| format!("static\0other-{n}"))
         .find(|id| replicas[1].owner(id).is_none())
         .unwrap();
-    assert_eq!(replicas[1].take(&mine, &[("", four())], T0).await, (Ok(()), None));
+    assert_eq!(
+        replicas[1].take(&mine, &[("", four())], T0).await,
+        (Ok(()), None)
+    );
 }
 
 /// A link whose answers never come.
@@ -211,7 +239,10 @@ async fn an_ask_has_a_deadline_and_an_identity_a_cap_on_asks_in_flight() {
         assert_eq!(taken, Err(NotGranted::Unavailable(AskOutcome::Unreachable)));
     }
     let elapsed = started.elapsed();
-    assert!(elapsed >= ASK_DEADLINE && elapsed < ASK_DEADLINE * 2, "{elapsed:?}");
+    assert!(
+        elapsed >= ASK_DEADLINE && elapsed < ASK_DEADLINE * 2,
+        "{elapsed:?}"
+    );
     assert_eq!(other_ask.await.unwrap().1, Some(AskOutcome::Unreachable));
     // The slots are free again.
     assert!(b.asking.lock().unwrap().is_empty());
@@ -242,7 +273,13 @@ async fn a_grant_counts_only_when_signed_for_this_ask() {
     }
     let forgeries: [fn(&[u8]) -> Bytes; 4] = [
         // Signed with another key.
-        |body| sign(&derived(b"not the peers' key, 32 bytes long"), b"answer", &granted(ask_of(body).nonce)),
+        |body| {
+            sign(
+                &derived(b"not the peers' key, 32 bytes long"),
+                b"answer",
+                &granted(ask_of(body).nonce),
+            )
+        },
         // Signed for another ask.
         |_| sign(&derived(KEY), b"answer", &granted("0".repeat(32))),
         // The ask itself sent back (an ask's signature is not an answer's).
@@ -292,12 +329,38 @@ fn the_owner_answers_only_signed_fresh_asks_of_a_peer_for_itself() {
     // The same ask again is a replay.
     assert_eq!(owner.answer(&good, T0), Err(AskError::Replayed));
     let cases = [
-        (sign(&derived(b"another key, at least 32 bytes.."), b"ask", &ask("10.0.0.2:8080", "10.0.0.1:8080", T0)), AskError::BadSignature),
-        (sign(&key, b"answer", &ask("10.0.0.2:8080", "10.0.0.1:8080", T0)), AskError::BadSignature),
-        (sign(&key, b"ask", &ask("10.0.0.9:8080", "10.0.0.1:8080", T0)), AskError::NotForMe),
-        (sign(&key, b"ask", &ask("10.0.0.2:8080", "10.0.0.2:8080", T0)), AskError::NotForMe),
-        (sign(&key, b"ask", &ask("10.0.0.1:8080", "10.0.0.1:8080", T0)), AskError::NotForMe),
-        (sign(&key, b"ask", &ask("10.0.0.2:8080", "10.0.0.1:8080", T0 - 120)), AskError::Replayed),
+        (
+            sign(
+                &derived(b"another key, at least 32 bytes.."),
+                b"ask",
+                &ask("10.0.0.2:8080", "10.0.0.1:8080", T0),
+            ),
+            AskError::BadSignature,
+        ),
+        (
+            sign(&key, b"answer", &ask("10.0.0.2:8080", "10.0.0.1:8080", T0)),
+            AskError::BadSignature,
+        ),
+        (
+            sign(&key, b"ask", &ask("10.0.0.9:8080", "10.0.0.1:8080", T0)),
+            AskError::NotForMe,
+        ),
+        (
+            sign(&key, b"ask", &ask("10.0.0.2:8080", "10.0.0.2:8080", T0)),
+            AskError::NotForMe,
+        ),
+        (
+            sign(&key, b"ask", &ask("10.0.0.1:8080", "10.0.0.1:8080", T0)),
+            AskError::NotForMe,
+        ),
+        (
+            sign(
+                &key,
+                b"ask",
+                &ask("10.0.0.2:8080", "10.0.0.1:8080", T0 - 120),
+            ),
+            AskError::Replayed,
+        ),
         (Bytes::from_static(b"{}"), AskError::Unreadable),
     ];
     for (body, want) in cases {
@@ -305,11 +368,20 @@ fn the_owner_answers_only_signed_fresh_asks_of_a_peer_for_itself() {
     }
     // None of the refused asks took anything: three of four calls are left.
     for _ in 0..3 {
-        assert!(owner.local.take("static\0alice", &[("", four())], T0).is_ok());
+        assert!(owner
+            .local
+            .take("static\0alice", &[("", four())], T0)
+            .is_ok());
     }
-    assert_eq!(owner.local.take("static\0alice", &[("", four())], T0), Err((4, 5)));
+    assert_eq!(
+        owner.local.take("static\0alice", &[("", four())], T0),
+        Err((4, 5))
+    );
     // A replica without peers answers nothing.
-    assert_eq!(SharedBudgets::default().answer(&good, T0), Err(AskError::NoPeers));
+    assert_eq!(
+        SharedBudgets::default().answer(&good, T0),
+        Err(AskError::NoPeers)
+    );
 }
 
 #[test]
