@@ -250,6 +250,16 @@ struct RunArgs {
         requires = "peer_key_file"
     )]
     peers: Vec<String>,
+    /// A name (`host:port`) that resolves to every replica's peer address,
+    /// looked up every few seconds, instead of `--peer` (the operator names
+    /// the server's headless `<name>-peers` Service).
+    #[arg(
+        long,
+        env = "MCP_WARDEN_PEERS_DNS",
+        conflicts_with = "peers",
+        requires = "peer_key_file"
+    )]
+    peers_dns: Option<String>,
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]
     drain_timeout_secs: u64,
@@ -493,6 +503,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 key,
                 Arc::new(crate::downstream::forward::Relay),
             );
+        }
+        if let Some(name) = args.peers_dns.clone() {
+            tokio::spawn(crate::downstream::forward::watch_peers(
+                ctx.clone(),
+                name,
+                me.clone(),
+                key.clone(),
+                Duration::from_secs(5),
+            ));
         }
     }
     let app = App::new(ctx, hosts, admin);

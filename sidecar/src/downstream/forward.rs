@@ -192,6 +192,47 @@ impl PeerLink for Relay {
     }
 }
 
+/// Keep the identity budget's replica set to what `name` (`host:port`: the
+/// replicas' headless Service, which lists every replica's address, ready or
+/// not) resolves to, looking again every `every`. A failed or empty lookup
+/// keeps the last set: a replica never goes back to counting alone because
+/// a lookup failed. Until the first lookup succeeds, each replica counts
+/// alone (one replica: its Service does not exist).
+pub async fn watch_peers(
+    ctx: Arc<crate::session::context::Context>,
+    name: String,
+    me: String,
+    key: Vec<u8>,
+    every: Duration,
+) {
+    let mut last = Vec::new();
+    loop {
+        match resolve_peers(&name).await {
+            Ok(peers) if !peers.is_empty() && peers != last => {
+                tracing::info!(?peers, "the identity budget's replica set changed");
+                ctx.identity_budgets
+                    .set_peers(me.clone(), &peers, &key, Arc::new(Relay));
+                last = peers;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(%name, error = %e, "cannot resolve the replicas"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Every address `name` (`host:port`) resolves to, as peer addresses,
+/// sorted and without duplicates.
+async fn resolve_peers(name: &str) -> std::io::Result<Vec<String>> {
+    let mut peers: Vec<String> = tokio::net::lookup_host(name)
+        .await?
+        .map(|a| a.to_string())
+        .collect();
+    peers.sort();
+    peers.dedup();
+    Ok(peers)
+}
+
 /// A peer's ask for one call of an identity this replica counts: the
 /// gate verifies it (signed by a peer, for this replica, fresh, not
 /// replayed) and takes the call; anything else is 403, and nothing is
@@ -243,5 +284,17 @@ impl Body for EndOnError {
             Poll::Ready(Some(Err(_))) | Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn a_peers_name_resolves_to_peer_addresses() {
+        let peers = super::resolve_peers("127.0.0.1:8080").await.unwrap();
+        assert_eq!(peers, vec!["127.0.0.1:8080".to_string()]);
+        let local = super::resolve_peers("localhost:9").await.unwrap();
+        assert!(local.contains(&"127.0.0.1:9".to_string()), "{local:?}");
+        assert!(super::resolve_peers("no-port-given").await.is_err());
     }
 }

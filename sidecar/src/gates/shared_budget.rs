@@ -38,9 +38,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use mcp_warden_crds::IdentityBudget;
@@ -199,7 +200,9 @@ pub struct SharedBudgets {
     /// The windows of the identities this replica owns (all of them
     /// without peers).
     pub local: IdentityBudgets,
-    ring: OnceLock<Ring>,
+    /// The replica set as last configured (`--peer`, or the peers' DNS
+    /// name as last resolved).
+    ring: ArcSwapOption<Ring>,
     /// Asks in flight, per identity.
     asking: Arc<Mutex<HashMap<String, usize>>>,
     /// Nonces of asks answered within the last [`SKEW_SECS`] (and when).
@@ -226,8 +229,9 @@ impl Drop for AskSlot {
 
 impl SharedBudgets {
     /// Share the budgets with `peers` (this replica is `me`; `key` is the
-    /// replicas' shared peer key). Set once, at start; later calls are
-    /// ignored.
+    /// replicas' shared peer key): at start, and again whenever the set
+    /// changes (a replica added or gone). The windows stay: an identity
+    /// that moves to this replica starts from what it counted here.
     pub fn set_peers(&self, me: String, peers: &[String], key: &[u8], link: Arc<dyn PeerLink>) {
         let mut all: Vec<String> = peers.iter().cloned().chain([me.clone()]).collect();
         all.sort();
@@ -236,23 +240,34 @@ impl SharedBudgets {
         // A key of its own, derived: one secret never serves two purposes.
         h.update(b"mcp-warden identity budget v1\0");
         h.update(key);
-        let _ = self.ring.set(Ring {
+        self.ring.store(Some(Arc::new(Ring {
             me,
             peers: all,
             key: h.finalize().to_vec(),
             link,
-        });
+        })));
     }
 
     /// Whether peers are configured (the ask path is served).
     pub fn shared(&self) -> bool {
-        self.ring.get().is_some()
+        self.ring.load().is_some()
+    }
+
+    /// The replica set as configured now (sorted, this replica included).
+    pub fn peers(&self) -> Vec<String> {
+        self.ring
+            .load()
+            .as_ref()
+            .map(|r| r.peers.clone())
+            .unwrap_or_default()
     }
 
     /// The replica that counts `identity`'s calls (`None`: this one).
-    pub fn owner(&self, identity: &str) -> Option<&str> {
-        let ring = self.ring.get()?;
-        owner_of(&ring.peers, identity).filter(|o| *o != ring.me)
+    pub fn owner(&self, identity: &str) -> Option<String> {
+        let ring = self.ring.load_full()?;
+        owner_of(&ring.peers, identity)
+            .filter(|o| *o != ring.me)
+            .map(str::to_string)
     }
 
     /// Take one call for `identity` from each budget, on its owner: here,
@@ -264,7 +279,13 @@ impl SharedBudgets {
         budgets: &[(&str, IdentityBudget)],
         now: u64,
     ) -> (Result<(), NotGranted>, Option<AskOutcome>) {
-        let (Some(ring), Some(owner)) = (self.ring.get(), self.owner(identity)) else {
+        let ring = self.ring.load_full();
+        let owner = ring.as_ref().and_then(|r| {
+            owner_of(&r.peers, identity)
+                .filter(|o| *o != r.me)
+                .map(str::to_string)
+        });
+        let (Some(ring), Some(owner)) = (ring, owner) else {
             let taken = self
                 .local
                 .take(identity, budgets, now)
@@ -279,14 +300,14 @@ impl SharedBudgets {
         };
         let ask = Ask {
             from: ring.me.clone(),
-            to: owner.to_string(),
+            to: owner.clone(),
             identity: identity.to_string(),
             budgets: budgets.iter().map(|(s, b)| (s.to_string(), *b)).collect(),
             at: now,
             nonce: nonce(),
         };
         let body = sign(&ring.key, b"ask", &ask);
-        let sent = tokio::time::timeout(ASK_DEADLINE, ring.link.ask(owner, body)).await;
+        let sent = tokio::time::timeout(ASK_DEADLINE, ring.link.ask(&owner, body)).await;
         let answer = match sent {
             Ok(Ok(bytes)) => open::<Answer>(&ring.key, b"answer", &bytes)
                 .ok()
@@ -319,7 +340,7 @@ impl SharedBudgets {
     /// The owner's side: verify a peer's ask, take from this replica's
     /// windows at `now`, and return the signed answer.
     pub fn answer(&self, body: &[u8], now: u64) -> Result<Bytes, AskError> {
-        let ring = self.ring.get().ok_or(AskError::NoPeers)?;
+        let ring = self.ring.load_full().ok_or(AskError::NoPeers)?;
         let ask: Ask = open(&ring.key, b"ask", body)?;
         if ask.to != ring.me || ask.from == ring.me || ring.peers.binary_search(&ask.from).is_err()
         {

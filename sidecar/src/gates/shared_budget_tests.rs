@@ -119,9 +119,13 @@ fn identities_spread_over_the_peers_and_a_removed_peer_moves_only_its_own() {
 async fn every_replica_takes_from_the_owners_window() {
     let (net, replicas) = cluster(&["10.0.0.1:8080", "10.0.0.2:8080"]);
     for identity in ["static\0alice", "static\0bob"] {
-        let owner = replicas[0].owner(identity).unwrap_or("10.0.0.1:8080");
+        let owner = replicas[0]
+            .owner(identity)
+            .unwrap_or("10.0.0.1:8080".into());
         assert_eq!(
-            replicas[1].owner(identity).unwrap_or("10.0.0.2:8080"),
+            replicas[1]
+                .owner(identity)
+                .unwrap_or("10.0.0.2:8080".into()),
             owner
         );
         let mut granted = 0;
@@ -143,7 +147,7 @@ async fn every_replica_takes_from_the_owners_window() {
         let asks = outcomes.iter().filter(|o| o.is_some()).count();
         assert_eq!(asks, 5, "{identity}: {outcomes:?}");
         assert!(outcomes.contains(&Some(AskOutcome::Refused)));
-        assert_eq!(net.delivered.lock().unwrap()[owner], asks);
+        assert_eq!(net.delivered.lock().unwrap()[&owner], asks);
         net.delivered.lock().unwrap().clear();
     }
 }
@@ -154,7 +158,7 @@ async fn an_unreachable_owner_fails_closed_and_others_are_not_affected() {
     // An identity replica 0 owns, asked for on replica 1, with replica 0 down.
     let identity = (0..)
         .map(|n| format!("static\0user-{n}"))
-        .find(|id| replicas[1].owner(id) == Some("10.0.0.1:8080"))
+        .find(|id| replicas[1].owner(id).as_deref() == Some("10.0.0.1:8080"))
         .unwrap();
     net.down.lock().unwrap().push("10.0.0.1:8080".into());
     let (taken, asked) = replicas[1].take(&identity, &[("", four())], T0).await;
@@ -306,7 +310,7 @@ async fn a_grant_counts_only_when_signed_for_this_ask() {
 fn derived(key: &[u8]) -> Vec<u8> {
     let b = SharedBudgets::default();
     b.set_peers("x".into(), &[], key, Arc::new(Silent));
-    b.ring.get().unwrap().key.clone()
+    b.ring.load_full().unwrap().key.clone()
 }
 
 #[test]
@@ -388,4 +392,28 @@ fn the_owner_answers_only_signed_fresh_asks_of_a_peer_for_itself() {
 fn ask_outcomes_are_the_metrics_bounded_labels() {
     let labels: Vec<&str> = AskOutcome::ALL.iter().map(|o| o.label()).collect();
     assert_eq!(labels, crate::metrics::ASK_OUTCOMES);
+}
+
+#[tokio::test]
+async fn a_changed_replica_set_moves_only_what_it_must_at_once() {
+    let (_net, replicas) = cluster(&["10.0.0.1:8080", "10.0.0.2:8080"]);
+    let b = &replicas[1];
+    let identity = (0..)
+        .map(|n| format!("static\0user-{n}"))
+        .find(|id| b.owner(id).as_deref() == Some("10.0.0.1:8080"))
+        .unwrap();
+    assert_eq!(
+        b.take(&identity, &[("", four())], T0).await,
+        (Ok(()), Some(AskOutcome::Granted))
+    );
+    // Replica 1 is gone from the set: replica 2 counts the identity itself.
+    b.set_peers(
+        "10.0.0.2:8080".into(),
+        &peers(&["10.0.0.2:8080"]),
+        KEY,
+        Arc::new(Silent),
+    );
+    assert_eq!(b.peers(), peers(&["10.0.0.2:8080"]));
+    assert_eq!(b.owner(&identity), None);
+    assert_eq!(b.take(&identity, &[("", four())], T0).await, (Ok(()), None));
 }
