@@ -389,10 +389,18 @@ impl SharedBudgets {
     /// Whether `nonce` is new (remembering it).
     fn first_sight(&self, nonce: &str, now: u64) -> bool {
         let mut seen = self.seen.lock().unwrap();
-        if seen.len() >= SWEEP_AT {
+        // Swept at each multiple of SWEEP_AT, so a busy minute whose nonces
+        // are all fresh does not sweep on every ask.
+        if seen.len() >= SWEEP_AT && seen.len() % SWEEP_AT == 0 {
             seen.retain(|_, at| at.abs_diff(now) <= 2 * SKEW_SECS);
         }
-        seen.insert(nonce.to_string(), now).is_none()
+        match seen.entry(nonce.to_string()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(now);
+                true
+            }
+        }
     }
 }
 

@@ -417,3 +417,17 @@ async fn a_changed_replica_set_moves_only_what_it_must_at_once() {
     assert_eq!(b.owner(&identity), None);
     assert_eq!(b.take(&identity, &[("", four())], T0).await, (Ok(()), None));
 }
+
+#[test]
+fn nonces_are_remembered_until_their_asks_are_stale_and_then_swept() {
+    let b = SharedBudgets::default();
+    for n in 0..SWEEP_AT {
+        assert!(b.first_sight(&format!("n{n}"), T0));
+    }
+    assert!(!b.first_sight("n0", T0 + 2 * SKEW_SECS), "still remembered");
+    // Past twice the skew, the next sweep forgets them (an ask that old is
+    // refused as stale before its nonce is looked at).
+    assert!(b.first_sight("fresh", T0 + 2 * SKEW_SECS + 1));
+    let seen = b.seen.lock().unwrap();
+    assert_eq!(seen.keys().collect::<Vec<_>>(), vec!["fresh"]);
+}
