@@ -17,6 +17,11 @@
 //! A POST without a session from a modern client (2026-07-28) stands alone
 //! ([`modern`]): its headers are checked against its body, and it is
 //! answered on its own stream; GET and DELETE are the legacy revisions'.
+//!
+//! One other path shares the listener, with peers configured only: another
+//! replica's signed ask for a call of an identity budget this replica
+//! counts (`gates::shared_budget::ASK_PATH`, answered by
+//! [`forward::answer_ask`]).
 
 // Checks return the early response as their error: it is the handler's
 // answer, built once per rejected request, so boxing it would buy nothing.
