@@ -238,6 +238,28 @@ struct RunArgs {
     /// How other replicas reach this one (`POD_IP:8080` in a pod).
     #[arg(long, env = "MCP_WARDEN_ADVERTISE_ADDR")]
     advertise_addr: Option<String>,
+    /// Every replica's peer address (repeat, or comma-separate in the
+    /// variable; this replica's own may be listed too). With peers, each
+    /// identity's `maxCallsPerIdentity` is counted by one owner replica,
+    /// chosen from the identity and this list, which every replica must be
+    /// given alike; the others ask it over the relay.
+    #[arg(
+        long = "peer",
+        env = "MCP_WARDEN_PEERS",
+        value_delimiter = ',',
+        requires = "peer_key_file"
+    )]
+    peers: Vec<String>,
+    /// A name (`host:port`) that resolves to every replica's peer address,
+    /// looked up every few seconds, instead of `--peer` (the operator names
+    /// the server's headless `<name>-peers` Service).
+    #[arg(
+        long,
+        env = "MCP_WARDEN_PEERS_DNS",
+        conflicts_with = "peers",
+        requires = "peer_key_file"
+    )]
+    peers_dns: Option<String>,
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]
     drain_timeout_secs: u64,
@@ -449,6 +471,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         origins: args.allowed_origin.clone(),
     };
+    let mut peer_key = None;
     let session_ids = match (&args.peer_key_file, &args.advertise_addr) {
         (Some(path), Some(me)) => {
             let key = std::fs::read(path)
@@ -458,6 +481,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 "the peer key {} must hold at least 32 bytes",
                 path.display()
             );
+            peer_key = Some(key.clone());
             SessionIds::routed(key, me.clone())
         }
         _ => SessionIds::local(),
@@ -487,6 +511,31 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         (audit, telemetry, metrics),
         session_ids,
     );
+    if let (Some(key), Some(me)) = (&peer_key, &args.advertise_addr) {
+        let peers: Vec<String> = args
+            .peers
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        if !peers.is_empty() {
+            ctx.identity_budgets.set_peers(
+                me.clone(),
+                &peers,
+                key,
+                Arc::new(crate::downstream::forward::Relay),
+            );
+        }
+        if let Some(name) = args.peers_dns.clone() {
+            tokio::spawn(crate::downstream::forward::watch_peers(
+                ctx.clone(),
+                name,
+                me.clone(),
+                key.clone(),
+                Duration::from_secs(5),
+            ));
+        }
+    }
     let app = App::new(ctx, hosts, admin);
     if let UpstreamTarget::Http(t) = &app.target {
         // Egress refusals are audited and counted.

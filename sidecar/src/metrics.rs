@@ -32,6 +32,11 @@ const KNOWN_METHODS: &[&str] = &[
     "tasks/cancel",
 ];
 
+/// How an ask to the replica that counts an identity's calls ends: the
+/// owner granted or refused the call, could not be asked in time, or the
+/// identity had too many asks waiting already.
+pub const ASK_OUTCOMES: [&str; 4] = ["granted", "refused", "unreachable", "busy"];
+
 pub fn method_label(method: &str) -> &'static str {
     KNOWN_METHODS
         .iter()
@@ -79,6 +84,9 @@ pub struct Metrics {
     pub calls_in_flight: IntGauge,
     /// Requests relayed to the replica that owns their session.
     pub forwarded: IntCounter,
+    /// `identity_budget_asks_total{outcome}`: asks to the replica that
+    /// counts an identity's calls ([`ASK_OUTCOMES`]).
+    identity_budget_asks: IntCounterVec,
     /// Server notifications shed because the client was not reading.
     pub notifications_dropped: IntCounter,
     /// Messages no gate lets through, by where they came from.
@@ -270,6 +278,17 @@ impl Metrics {
             "Requests relayed to the replica that owns their session",
         )
         .expect("valid metric");
+        let identity_budget_asks = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_identity_budget_asks_total",
+                "Asks to the replica that counts an identity's calls per window, by outcome",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
+        for outcome in ASK_OUTCOMES {
+            identity_budget_asks.with_label_values(&[outcome]);
+        }
         let messages_dropped = IntCounterVec::new(
             Opts::new(
                 "mcpwarden_messages_dropped_total",
@@ -302,6 +321,7 @@ impl Metrics {
             Box::new(messages_dropped.clone()),
             Box::new(upstream_recycled.clone()),
             Box::new(forwarded.clone()),
+            Box::new(identity_budget_asks.clone()),
             Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
             Box::new(tool_output_bytes.clone()),
@@ -363,10 +383,21 @@ impl Metrics {
             audit_failures,
             calls_in_flight,
             forwarded,
+            identity_budget_asks,
             notifications_dropped,
             messages_dropped,
             upstream_recycled,
             egress_refusals,
+        }
+    }
+
+    /// Count an ask to an identity's owner replica that ended with
+    /// `outcome` (one of [`ASK_OUTCOMES`]; anything else is not counted).
+    pub fn identity_budget_ask(&self, outcome: &'static str) {
+        if ASK_OUTCOMES.contains(&outcome) {
+            self.identity_budget_asks
+                .with_label_values(&[outcome])
+                .inc();
         }
     }
 

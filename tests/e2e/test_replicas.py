@@ -169,3 +169,162 @@ def test_a_modern_retry_landing_on_another_replica_completes(cluster):
     text = " ".join(c.get("text", "") for c in done["result"]["content"])
     assert status == 200 and "octocat" in text, done
     assert metric(second["admin"], "mcpwarden_forwarded_requests_total") == before + 1
+
+
+# ---------------------------------------------------------------------------
+# One identity budget across the replicas
+# ---------------------------------------------------------------------------
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import secrets  # noqa: E402
+from contextlib import AsyncExitStack  # noqa: E402
+
+from warden_helpers import Audit, policy_doc, sdk_client, text_of_result, token_entry  # noqa: E402
+
+# Callers by subject; each identity is `static\0<subject>` (static tokens' issuer).
+SUBJECTS = [f"user{n}" for n in range(12)]
+TOKENS = {s: f"{s}-{secrets.token_hex(8)}" for s in SUBJECTS}
+BUDGET_POLICY = policy_doc(
+    auth={"staticTokens": {"tokens": [token_entry(t, s) for s, t in TOKENS.items()]}},
+    roles=[{"role": "user", "subjects": SUBJECTS}], defaultAction="allow",
+    limits={"maxCallsPerIdentity": {"calls": 4, "per": "minute"}})
+ASKS = "mcpwarden_identity_budget_asks_total"
+
+
+def budget_cluster(start_process, tmp_path, n: int) -> list[dict]:
+    """`n` replicas sharing a key and told each other's addresses (`--peer`)."""
+    key = tmp_path / "peer.key"
+    key.write_bytes(os.urandom(32))
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(BUDGET_POLICY))
+    ports = [free_port() for _ in range(n)]
+    peers = [arg for p in ports for arg in ("--peer", f"127.0.0.1:{p}")]
+    replicas = []
+    for i, port in enumerate(ports):
+        admin = free_port()
+        audit = Audit(tmp_path / f"audit-{i}.jsonl")
+        proc = start_process([
+            str(sidecar_path()), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+            "--peer-key-file", str(key), "--advertise-addr", f"127.0.0.1:{port}", *peers,
+            "--policy", str(policy), "--audit", audit.arg, "--spares", "1", "--", *everything_stdio(),
+        ])
+        replicas.append({"addr": f"127.0.0.1:{port}", "url": f"http://127.0.0.1:{port}/mcp",
+                         "admin": f"http://127.0.0.1:{admin}", "proc": proc, "audit": audit})
+    for r in replicas:
+        wait_http_ok(r["admin"] + "/readyz", proc=r["proc"])
+    return replicas
+
+
+def owner_of(replicas: list[dict], subject: str) -> int:
+    """Which replica counts `subject`'s calls: rendezvous hashing over the
+    peer addresses, as every replica computes it."""
+    identity = f"static\0{subject}".encode()
+    scores = [hashlib.sha256(r["addr"].encode() + b"\0" + identity).digest() for r in replicas]
+    return scores.index(max(scores))
+
+
+def fresh_window() -> None:
+    """Start the calls early in a UTC minute, so one window holds them all."""
+    left = 60 - time.time() % 60
+    if left < 20:
+        time.sleep(left + 0.5)
+
+
+async def call_each(clients: list, n: int):
+    """Call echo `n` times, call i on clients[i % len]: texts, or (code, reason, limit)."""
+    from mcp.shared.exceptions import MCPError
+    out = []
+    for i in range(n):
+        try:
+            out.append(text_of_result(await clients[i % len(clients)].call_tool("echo", {"message": f"m{i}"})))
+        except MCPError as e:
+            out.append((e.code, e.data["reason"], e.data.get("limit")))
+    return out
+
+
+async def spread_calls(replicas: list[dict], subject: str, n: int):
+    """One session per replica for `subject`, its calls spread over them in turn."""
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(sdk_client(r["url"], TOKENS[subject])) for r in replicas]
+        return await call_each(clients, n)
+
+
+def test_an_identity_budget_holds_across_replicas(start_process, tmp_path):
+    """maxCallsPerIdentity 4/min over three replicas, calls spread by the
+    test: exactly four succeed whatever replica takes them; each identity
+    has its own four."""
+    replicas = budget_cluster(start_process, tmp_path, 3)
+    # Two identities with different owners, so both paths (counted here,
+    # asked of another replica) serve each of them.
+    first = SUBJECTS[0]
+    second = next(s for s in SUBJECTS if owner_of(replicas, s) != owner_of(replicas, first))
+    fresh_window()
+    for subject in (first, second):
+        outcomes = run_async(spread_calls, replicas, subject, 9, timeout=90)
+        assert outcomes[:4] == [f"Echo: m{i}" for i in range(4)], (subject, outcomes)
+        assert outcomes[4:] == [(-32005, "calls_per_identity_exceeded", 4)] * 5, (subject, outcomes)
+    # Each call on a replica that does not own its identity asked the owner
+    # (granted for the first four calls, refused after), and only those.
+    for i, r in enumerate(replicas):
+        asked = [n for s in (first, second) if owner_of(replicas, s) != i for n in range(i, 9, 3)]
+        assert metric(r["admin"], ASKS, outcome="granted") == len([n for n in asked if n < 4]), i
+        assert metric(r["admin"], ASKS, outcome="refused") == len([n for n in asked if n >= 4]), i
+        assert metric(r["admin"], ASKS, outcome="unreachable") == 0
+    # Every refusal is audited, on the replica that refused the call.
+    refusals = [line for r in replicas for line in r["audit"].lines()
+                if line.get("reason") == "calls_per_identity_exceeded"]
+    assert len(refusals) == 10, refusals
+    assert {line.get("code") for line in refusals} == {-32005}
+
+
+def test_an_unreachable_owner_fails_closed_and_only_its_identities(start_process, tmp_path):
+    """The owner of an identity stops: a call of that identity on another
+    replica is refused at once with a retryable -32005 (no local share);
+    identities the live replica owns are served as before."""
+    replicas = budget_cluster(start_process, tmp_path, 2)
+    victim, live = replicas[0], replicas[1]
+    orphan = next(s for s in SUBJECTS if owner_of(replicas, s) == 0)
+    kept = next(s for s in SUBJECTS if owner_of(replicas, s) == 1)
+    fresh_window()
+    # While the owner runs, the other replica asks it and is granted.
+    assert run_async(spread_calls, [live], orphan, 1) == ["Echo: m0"]
+    assert metric(live["admin"], ASKS, outcome="granted") == 1
+    victim["proc"].proc.send_signal(signal.SIGKILL)
+    victim["proc"].proc.wait(timeout=10)
+    started = time.monotonic()
+    outcomes = run_async(spread_calls, [live], orphan, 3)
+    elapsed = time.monotonic() - started
+    assert outcomes == [(-32005, "identity_budget_unavailable", 4)] * 3, outcomes
+    assert elapsed < 3 * 2 + 5, elapsed  # each ask bounded by its deadline
+    assert metric(live["admin"], ASKS, outcome="unreachable") == 3
+    refusal = live["audit"].wait(lambda line: line.get("reason") == "identity_budget_unavailable")
+    assert refusal["code"] == -32005
+    # An identity the live replica counts itself has its four calls.
+    outcomes = run_async(spread_calls, [live], kept, 5)
+    assert outcomes[:4] == [f"Echo: m{i}" for i in range(4)], outcomes
+    assert outcomes[4] == (-32005, "calls_per_identity_exceeded", 4), outcomes
+
+
+def test_only_a_peer_can_ask_for_an_identity_budget(start_process, tmp_path):
+    """The ask path answers only asks signed with the peers' key: anything
+    else is 403 and takes nothing; a replica without peers does not serve it."""
+    replicas = budget_cluster(start_process, tmp_path, 2)
+    path = "/peer/identity-budget"
+    fresh_window()
+    owner = replicas[owner_of(replicas, SUBJECTS[0])]
+    ask = {"from": replicas[1 - replicas.index(owner)]["addr"], "to": owner["addr"],
+           "identity": f"static\0{SUBJECTS[0]}", "budgets": [["", {"calls": 4, "per": "minute"}]],
+           "at": int(time.time()), "nonce": secrets.token_hex(16)}
+    with httpx.Client(timeout=10) as http:
+        for body in (json.dumps({"msg": json.dumps(ask), "mac": "00" * 32}),
+                     json.dumps({"msg": json.dumps(ask), "mac": "zz"}),
+                     json.dumps(ask), "not json"):
+            r = http.post(owner["url"].replace("/mcp", path), content=body,
+                          headers={"Content-Type": "application/json"})
+            assert r.status_code == 403, (body, r.status_code, r.text)
+    assert metric(owner["admin"], "mcpwarden_http_rejections_total", reason="peer_ask") == 4
+    # The refused asks took nothing: the identity still has its four calls.
+    outcomes = run_async(spread_calls, replicas, SUBJECTS[0], 5)
+    assert outcomes[:4] == [f"Echo: m{i}" for i in range(4)], outcomes
+    assert outcomes[4][1] == "calls_per_identity_exceeded", outcomes
+

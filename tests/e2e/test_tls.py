@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import os
 import socket
 import ssl
@@ -83,10 +84,11 @@ def served_certificate(port: int, ca: Path) -> bytes:
             return tls.getpeercert(binary_form=True)
 
 
-def start_replica(start_process, tls_dir: Path, key: Path | None = None):
-    port, admin = free_port(), free_port()
+def start_replica(start_process, tls_dir: Path, key: Path | None = None, port: int | None = None,
+                  extra: tuple = ()):
+    port, admin = port or free_port(), free_port()
     cmd = [str(sidecar_path()), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-           "--tls-cert-file", str(tls_dir / "tls.crt"), "--tls-key-file", str(tls_dir / "tls.key")]
+           "--tls-cert-file", str(tls_dir / "tls.crt"), "--tls-key-file", str(tls_dir / "tls.key"), *extra]
     if key is not None:
         cmd += ["--peer-key-file", str(key), "--advertise-addr", f"127.0.0.1:{port}"]
     proc = start_process([*cmd, "--", *everything_stdio()])
@@ -157,3 +159,59 @@ def test_replicas_relay_over_tls_to_peers_with_the_same_certificate(start_proces
         refused = client.post(f"https://localhost:{c['port']}/mcp", headers=headers,
                               json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
         assert refused.status_code == 404, refused.text
+
+
+def call_result(resp: httpx.Response) -> dict:
+    """The JSON-RPC answer in a plain JSON or SSE response."""
+    if resp.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in resp.text.splitlines():
+            if line.startswith("data:") and '"id"' in line:
+                return json.loads(line[5:])
+    return resp.json()
+
+
+def test_an_identity_budget_is_asked_of_its_owner_over_tls(start_process, tmp_path, authority):
+    """With TLS on the listener, replicas ask an identity's owner over TLS
+    (trusting only their own certificate): four calls of 4/min succeed
+    across two replicas, the rest are refused."""
+    from warden_helpers import policy_doc, token_entry
+    tls_dir = tmp_path / "tls"
+    authority.issue(tls_dir)
+    key = tmp_path / "peer.key"
+    key.write_bytes(os.urandom(32))
+    token = "carol-" + os.urandom(8).hex()
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(policy_doc(
+        auth={"staticTokens": {"tokens": [token_entry(token, "carol")]}},
+        roles=[{"role": "user", "subjects": ["carol"]}], defaultAction="allow",
+        limits={"maxCallsPerIdentity": {"calls": 4, "per": "minute"}})))
+    ports = [free_port(), free_port()]
+    peers = [arg for p in ports for arg in ("--peer", f"127.0.0.1:{p}")]
+    replicas = [start_replica(start_process, tls_dir, key, port=p, extra=("--policy", str(policy), *peers))
+                for p in ports]
+    left = 60 - time.time() % 60
+    if left < 15:
+        time.sleep(left + 0.5)  # one window holds every call
+    base = {"Accept": ACCEPT, "Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    outcomes = []
+    with httpx.Client(verify=ssl.create_default_context(cafile=str(tmp_path / "ca.crt")), timeout=20) as client:
+        sessions = []
+        for r in replicas:
+            url = f"https://localhost:{r['port']}/mcp"
+            init = client.post(url, json=INIT, headers=base)
+            assert init.status_code == 200, init.text
+            headers = {**base, "Mcp-Session-Id": init.headers["mcp-session-id"],
+                       "Mcp-Protocol-Version": "2025-11-25"}
+            client.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            sessions.append((url, headers))
+        for n in range(6):
+            url, headers = sessions[n % 2]
+            answer = call_result(client.post(url, headers=headers, json={
+                "jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"message": f"m{n}"}}}))
+            outcomes.append(answer["result"]["content"][0]["text"] if "result" in answer
+                            else (answer["error"]["code"], answer["error"]["data"]["reason"]))
+    assert outcomes[:4] == [f"Echo: m{n}" for n in range(4)], outcomes
+    assert outcomes[4:] == [(-32005, "calls_per_identity_exceeded")] * 2, outcomes
+    asks = sum(metric(r["admin"], "mcpwarden_identity_budget_asks_total") for r in replicas)
+    assert asks == 3, asks  # the calls on the replica that does not own carol

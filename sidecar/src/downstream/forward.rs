@@ -8,6 +8,12 @@
 //! retry whose signed `requestState` names a call parked on another replica
 //! is relayed the same way ([`relay`]). When the listener serves TLS, so do
 //! relays, trusting only the facade's own certificate (`crate::tls`).
+//!
+//! The same relay carries a replica's asks to the replica that counts an
+//! identity's calls ([`Relay`], the [`PeerLink`] the identity budget gate is
+//! handed) and brings the owner's answer back ([`answer_ask`]); what an ask
+//! says and who may make one is the gate's business
+//! (`gates::shared_budget`).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -24,6 +30,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::http::{json_error, ResponseBody};
 use crate::app::App;
+use crate::gates::shared_budget::{PeerLink, Pending, ASK_PATH, MAX_BODY};
 
 /// Marks a relayed request.
 pub const FORWARDED_HEADER: &str = "x-mcp-warden-forwarded";
@@ -155,6 +162,111 @@ async fn over_tls(
     sender.send_request(req).await.map_err(|e| e.to_string())
 }
 
+/// The relay as the identity budget gate sees it: one POST of an ask to
+/// a peer's [`ASK_PATH`], its answer's body back. The gate bounds the wait.
+pub struct Relay;
+
+impl PeerLink for Relay {
+    fn ask(&self, peer: &str, body: Bytes) -> Pending {
+        let peer = peer.to_string();
+        Box::pin(async move {
+            let req = Request::post(format!("http://{peer}{ASK_PATH}"))
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(body))
+                .map_err(|e| e.to_string())?;
+            let resp = match PEER_TLS.get() {
+                None => client().request(req).await.map_err(|e| e.to_string())?,
+                Some(tls) => over_tls(tls.clone(), &peer, req).await?,
+            };
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            if status != StatusCode::OK {
+                return Err(format!("the peer answered {status}"));
+            }
+            Ok(body)
+        })
+    }
+}
+
+/// Keep the identity budget's replica set to what `name` (`host:port`: the
+/// replicas' headless Service, which lists every replica's address, ready or
+/// not) resolves to, looking again every `every`. A failed or empty lookup
+/// keeps the last set: a replica never goes back to counting alone because
+/// a lookup failed. Until the first lookup succeeds, each replica counts
+/// alone (one replica: its Service does not exist).
+pub async fn watch_peers(
+    ctx: Arc<crate::session::context::Context>,
+    name: String,
+    me: String,
+    key: Vec<u8>,
+    every: Duration,
+) {
+    let mut last = Vec::new();
+    loop {
+        match resolve_peers(&name).await {
+            Ok(peers) if !peers.is_empty() && peers != last => {
+                tracing::info!(?peers, "the identity budget's replica set changed");
+                ctx.identity_budgets
+                    .set_peers(me.clone(), &peers, &key, Arc::new(Relay));
+                last = peers;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(%name, error = %e, "cannot resolve the replicas"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Every address `name` (`host:port`) resolves to, as peer addresses,
+/// sorted and without duplicates.
+async fn resolve_peers(name: &str) -> std::io::Result<Vec<String>> {
+    let mut peers: Vec<String> = tokio::net::lookup_host(name)
+        .await?
+        .map(|a| a.to_string())
+        .collect();
+    peers.sort();
+    peers.dedup();
+    Ok(peers)
+}
+
+/// A peer's ask for one call of an identity this replica counts: the
+/// gate verifies it (signed by a peer, for this replica, fresh, not
+/// replayed) and takes the call; anything else is 403, and nothing is
+/// taken.
+pub async fn answer_ask(app: &App, req: Request<Incoming>) -> Response<ResponseBody> {
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                "the ask is larger than the limit",
+            )
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match app.identity_budgets.answer(&body, now) {
+        Ok(answer) => Response::builder()
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(answer).boxed_unsync())
+            .expect("a valid response"),
+        Err(e) => {
+            tracing::warn!(error = %e, "refused an identity budget ask");
+            app.metrics
+                .http_rejections
+                .with_label_values(&["peer_ask"])
+                .inc();
+            json_error(StatusCode::FORBIDDEN, -32600, "Forbidden: not a peer's ask")
+        }
+    }
+}
+
 /// A peer's body, ended cleanly if the peer connection breaks (the client
 /// sees the stream end and can resume or re-initialize).
 struct EndOnError(Incoming);
@@ -172,5 +284,17 @@ impl Body for EndOnError {
             Poll::Ready(Some(Err(_))) | Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn a_peers_name_resolves_to_peer_addresses() {
+        let peers = super::resolve_peers("127.0.0.1:8080").await.unwrap();
+        assert_eq!(peers, vec!["127.0.0.1:8080".to_string()]);
+        let local = super::resolve_peers("localhost:9").await.unwrap();
+        assert!(local.contains(&"127.0.0.1:9".to_string()), "{local:?}");
+        assert!(super::resolve_peers("no-port-given").await.is_err());
     }
 }

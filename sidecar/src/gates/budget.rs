@@ -11,10 +11,9 @@
 //! sessions gets five of them; `maxCallsPerIdentity` is the one a new
 //! session does not reset, keyed by the issuer-qualified identity (one
 //! source address for anonymous callers); `maxConcurrentCallsTotal` is the
-//! facade's. The identity budget is kept by the replica that serves the
-//! call: with several replicas each keeps its own count, so a caller spread
-//! over N replicas can reach N times it (owner-per-identity across the
-//! replicas is not built yet).
+//! facade's. [`IdentityBudgets`] counts on this replica; with peers
+//! configured, `super::shared_budget` makes one budget across the replicas
+//! (each identity's owner replica keeps these windows, the others ask it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

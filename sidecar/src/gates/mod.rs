@@ -10,6 +10,8 @@
 //!   one passes;
 //! - [`policy`]: the live policy, swapped atomically on reload;
 //! - [`budget`]: per-session and facade-wide call budgets;
+//! - [`shared_budget`]: calls per identity across replicas (each
+//!   identity's owner replica counts; the others ask it);
 //! - [`input`]: a call's arguments against the tool's input schema;
 //! - [`registry`]: the upstream tools as observed (hashes, drift,
 //!   poisoning);
@@ -26,6 +28,7 @@ pub mod output;
 pub mod policy;
 pub mod refusal;
 pub mod registry;
+pub mod shared_budget;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -27,6 +27,10 @@ pub enum Budget {
     ConcurrentCallsTotal,
     SessionWallTime,
     CallsPerIdentity,
+    /// The replica that counts the identity's calls could not be asked (or
+    /// too many of the identity's asks wait): the call is refused, not
+    /// guessed at, and may be retried.
+    IdentityBudgetUnavailable,
 }
 
 impl Budget {
@@ -40,6 +44,7 @@ impl Budget {
             Budget::ConcurrentCallsTotal => "total_concurrency_exceeded",
             Budget::SessionWallTime => "session_wall_time_exceeded",
             Budget::CallsPerIdentity => "calls_per_identity_exceeded",
+            Budget::IdentityBudgetUnavailable => "identity_budget_unavailable",
         }
     }
 
@@ -52,6 +57,7 @@ impl Budget {
             Budget::ConcurrentCalls | Budget::ConcurrentCallsTotal => "Wait for a running call to finish, then retry.",
             Budget::SessionWallTime => "This session has reached its time limit; start a new session.",
             Budget::CallsPerIdentity => "You have used your calls for this window across all your sessions (a new session does not reset it); wait for the next window.",
+            Budget::IdentityBudgetUnavailable => "Your calls per window could not be counted just now (the replica that counts them did not answer); retry in a few seconds.",
         }
     }
 }

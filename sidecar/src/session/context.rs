@@ -150,8 +150,9 @@ pub struct Context {
     /// OpenTelemetry spans (none when tracing is off).
     pub telemetry: crate::spans::Telemetry,
     pub global_calls: Arc<GlobalCalls>,
-    /// Calls per identity per window, across the identity's sessions.
-    pub identity_budgets: crate::gates::budget::IdentityBudgets,
+    /// Calls per identity per window, across the identity's sessions (and,
+    /// with peers, across the replicas: each identity's owner counts).
+    pub identity_budgets: crate::gates::shared_budget::SharedBudgets,
     /// Mints session ids and tells which replica owns one.
     pub session_ids: SessionIds,
     pub metrics: Metrics,

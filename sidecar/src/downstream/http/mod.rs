@@ -17,6 +17,11 @@
 //! A POST without a session from a modern client (2026-07-28) stands alone
 //! ([`modern`]): its headers are checked against its body, and it is
 //! answered on its own stream; GET and DELETE are the legacy revisions'.
+//!
+//! One other path shares the listener, with peers configured only: another
+//! replica's signed ask for a call of an identity budget this replica
+//! counts (`gates::shared_budget::ASK_PATH`, answered by
+//! [`forward::answer_ask`]).
 
 // Checks return the early response as their error: it is the handler's
 // answer, built once per rejected request, so boxing it would buy nothing.
@@ -80,6 +85,17 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
 }
 
 async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> {
+    // Another replica asking for a unit of an identity budget this one
+    // counts. Only with peers configured (else it is an unknown path), and
+    // only a POST signed with the peers' key is answered: no Host check (a
+    // browser cannot sign) and no bearer token (the caller's was checked
+    // on the replica that asks).
+    if req.uri().path() == crate::gates::shared_budget::ASK_PATH
+        && req.method() == Method::POST
+        && app.identity_budgets.shared()
+    {
+        return forward::answer_ask(&app, req).await;
+    }
     if req.uri().path() != "/mcp" {
         return json_error(
             StatusCode::NOT_FOUND,

@@ -25,7 +25,8 @@ use super::forward;
 use crate::gates::audit::{self, Record};
 use crate::gates::input;
 use crate::gates::output::{Filtered, OutputCheck};
-use crate::gates::refusal::Refusal;
+use crate::gates::refusal::{Budget, Refusal};
+use crate::gates::shared_budget::NotGranted;
 use crate::gates::Request;
 use crate::jsonrpc::{self, Members, ParamsEdit, RequestId};
 use crate::session::{Forwarded, Session};
@@ -201,16 +202,33 @@ impl Session {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
-                if let Err((limit, observed)) =
-                    app.identity_budgets
-                        .take(&self.quota_key, &per_identity, now)
-                {
+                // Counted by the identity's owner replica: here, or asked
+                // over the relay (an owner that cannot be asked fails the
+                // call closed, see `gates::shared_budget`).
+                let (taken, asked) = app
+                    .identity_budgets
+                    .take(&self.quota_key, &per_identity, now)
+                    .await;
+                if let Some(asked) = asked {
+                    app.metrics.identity_budget_ask(asked.label());
+                }
+                if let Err(not_granted) = taken {
                     self.budget.give_back();
+                    let (budget, limit, observed) = match not_granted {
+                        NotGranted::Spent { limit, observed } => {
+                            (Budget::CallsPerIdentity, limit, Some(observed))
+                        }
+                        NotGranted::Unavailable(_) => (
+                            Budget::IdentityBudgetUnavailable,
+                            per_identity[0].1.calls,
+                            None,
+                        ),
+                    };
                     return Err(Refusal::Budget {
                         tool: grant.exposed_name.to_string(),
-                        budget: crate::gates::refusal::Budget::CallsPerIdentity,
+                        budget,
                         limit,
-                        observed: Some(observed),
+                        observed,
                     });
                 }
             }
