@@ -6,7 +6,7 @@
 //! ├─ server               the MCP server; for stdio wrapped by the bridge on /run/mcp/server.sock,
 //! │                        for streamable-http listening on 127.0.0.1:<port>
 //! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
-//! volumes: tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
+//! volumes (volumes.rs): tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
 //!          the package runners' caches), policy + jwks (ConfigMaps, facade), peer-key
 //!          (Secret, facade), tokens-<n> + issuer-<i> (the profile's auth, facade),
 //!          tls (expose.tls: the listener's certificate, facade), run-mcp + bridge-bin
@@ -42,13 +42,10 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment},
         core::v1::{
-            Capabilities, ConfigMapProjection, ConfigMapVolumeSource, Container, ContainerPort,
-            DownwardAPIProjection, DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar,
-            EnvVarSource, HTTPGetAction, KeyToPath, Lifecycle, LifecycleHandler,
-            ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
-            PodTemplateSpec, Probe, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
-            SecretKeySelector, SecretVolumeSource, SecurityContext, ServiceAccountTokenProjection,
-            SleepAction, Volume, VolumeMount, VolumeProjection,
+            Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Lifecycle,
+            LifecycleHandler, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
+            Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext,
+            SleepAction, VolumeMount,
         },
     },
     apimachinery::pkg::{
@@ -60,6 +57,7 @@ use k8s_openapi::{
 use mcp_warden_crds::mcpserver::{ImagePullPolicy, Transport};
 use mcp_warden_crds::remote::{address_block, host_port};
 
+use super::volumes::{volumes, workspace_writable, SA_TOKEN_DIR};
 use super::{facade_auth, pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
@@ -532,211 +530,6 @@ fn remote_upstream(input: BuildInput<'_>, args: &mut Vec<String>, mounts: &mut V
             true,
         ));
     }
-}
-
-/// Where Kubernetes client libraries look for the in-cluster token.
-const SA_TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-/// `workspace.write` approved (which implies the sandbox asks for readWrite).
-fn workspace_writable(input: BuildInput<'_>) -> bool {
-    input.approved.workspace_write
-}
-
-/// The projected token volume `serviceaccount.token` grants: what automount
-/// would give, mounted into the server container only.
-fn service_account_token_volume() -> Volume {
-    Volume {
-        name: "sa-token".into(),
-        projected: Some(ProjectedVolumeSource {
-            default_mode: Some(0o440),
-            sources: Some(vec![
-                VolumeProjection {
-                    service_account_token: Some(ServiceAccountTokenProjection {
-                        path: "token".into(),
-                        expiration_seconds: Some(3600),
-                        audience: None,
-                    }),
-                    ..VolumeProjection::default()
-                },
-                VolumeProjection {
-                    config_map: Some(ConfigMapProjection {
-                        name: "kube-root-ca.crt".into(),
-                        items: Some(vec![KeyToPath {
-                            key: "ca.crt".into(),
-                            path: "ca.crt".into(),
-                            mode: None,
-                        }]),
-                        optional: None,
-                    }),
-                    ..VolumeProjection::default()
-                },
-                VolumeProjection {
-                    downward_api: Some(DownwardAPIProjection {
-                        items: Some(vec![DownwardAPIVolumeFile {
-                            path: "namespace".into(),
-                            field_ref: Some(ObjectFieldSelector {
-                                field_path: "metadata.namespace".into(),
-                                api_version: None,
-                            }),
-                            ..DownwardAPIVolumeFile::default()
-                        }]),
-                    }),
-                    ..VolumeProjection::default()
-                },
-            ]),
-        }),
-        ..Volume::default()
-    }
-}
-
-fn empty_dir(name: &str, size: &str) -> Volume {
-    Volume {
-        name: name.into(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            size_limit: Some(Quantity(size.into())),
-            medium: None,
-        }),
-        ..Volume::default()
-    }
-}
-
-fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
-    let spec = &input.server.spec;
-    let mut volumes = Vec::new();
-    if spec.remote.is_none() {
-        // The server container's writable places.
-        volumes.push(empty_dir("tmp", &input.sandbox.tmp_size_limit.0));
-        volumes.push(empty_dir("home", &input.sandbox.home_size_limit.0));
-    }
-    volumes.extend([
-        Volume {
-            name: "policy".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: names::policy_config_map(input.server),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-        Volume {
-            name: "jwks".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: names::jwks_config_map(input.server),
-                // Until the operator could read the issuer's keys, tokens
-                // are refused; the pod still starts.
-                optional: Some(true),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-        Volume {
-            name: "peer-key".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(names::peer_key_secret(input.server)),
-                default_mode: Some(0o440),
-                optional: Some(false),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-        Volume {
-            name: "admin-token".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(names::admin_token_secret(input.server)),
-                default_mode: Some(0o440),
-                optional: Some(false),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
-    ]);
-    volumes.extend(facade_auth::volumes(input));
-    if let Some(secret) = names::tls_secret(input.server) {
-        // Not optional: a facade asked to serve TLS must not start without
-        // it; the pod waits until the Secret (e.g. cert-manager's) exists.
-        volumes.push(Volume {
-            name: "tls".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.into()),
-                items: Some(
-                    ["tls.crt", "tls.key"]
-                        .map(|k| KeyToPath {
-                            key: k.into(),
-                            path: k.into(),
-                            mode: None,
-                        })
-                        .to_vec(),
-                ),
-                default_mode: Some(0o440),
-                optional: Some(false),
-            }),
-            ..Volume::default()
-        });
-    }
-    if let Some(remote) = &spec.remote {
-        if let Some(ca) = remote.tls.as_ref().and_then(|t| t.ca_config_map.as_ref()) {
-            volumes.push(Volume {
-                name: "upstream-ca".into(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: ca.name.clone(),
-                    items: Some(vec![KeyToPath {
-                        key: ca.key.clone(),
-                        path: ca.key.clone(),
-                        mode: None,
-                    }]),
-                    optional: Some(false),
-                    ..ConfigMapVolumeSource::default()
-                }),
-                ..Volume::default()
-            });
-        }
-        for (i, (secret, keys)) in names::remote_secrets(input.server).into_iter().enumerate() {
-            volumes.push(Volume {
-                name: format!("upstream-{i}"),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(secret),
-                    items: Some(
-                        keys.into_iter()
-                            .map(|k| KeyToPath {
-                                key: k.clone(),
-                                path: k,
-                                mode: None,
-                            })
-                            .collect(),
-                    ),
-                    default_mode: Some(0o440),
-                    optional: Some(false),
-                }),
-                ..Volume::default()
-            });
-        }
-        return volumes;
-    }
-    if spec.transport == Transport::Stdio {
-        volumes.push(empty_dir("bridge-bin", "64Mi"));
-        volumes.push(empty_dir("run-mcp", "1Mi"));
-    }
-    if let Some(ws) = &spec.workspace {
-        let mut volume = Volume {
-            name: "workspace".into(),
-            ..Volume::default()
-        };
-        if let Some(claim) = &ws.persistent_volume_claim {
-            volume.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
-                claim_name: claim.claim_name.clone(),
-                read_only: Some(!workspace_writable(input)),
-            });
-        } else if let Some(dir) = &ws.empty_dir {
-            volume.empty_dir = Some(EmptyDirVolumeSource {
-                size_limit: Some(dir.size_limit.clone()),
-                medium: None,
-            });
-        }
-        volumes.push(volume);
-    }
-    if input.approved.service_account_token {
-        volumes.push(service_account_token_volume());
-    }
-    volumes
 }
 
 #[cfg(test)]

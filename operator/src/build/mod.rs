@@ -28,6 +28,7 @@ pub mod pod_template;
 pub mod secret;
 pub mod service;
 pub mod service_account;
+mod volumes;
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
