@@ -167,6 +167,13 @@ def test_a_profile_change_waits_unless_it_only_takes_away(team):
     cond = wait_for("Tightened", lambda: (lambda c: c if c.get("reason") == "Tightened" else None)(
         capability_condition(cluster)), timeout=30)
     assert cond["status"] == "True" and "(toolProfile)" in cond["message"], cond
+    # Later reconciles find the tightening they wrote, with nothing changed since: it stays
+    # in force (a label is not covered by the approval, but its write makes a reconcile).
+    tightened_policy = policy(cluster)
+    cluster.kubectl("label", "mcpserver", "everything", "-n", NS, "touched=1", "--overwrite")
+    time.sleep(3)
+    assert capability_condition(cluster).get("reason") == "Tightened", capability_condition(cluster)
+    assert policy(cluster) == tightened_policy
 
 
 def test_whoever_changed_it_may_not_approve_it(team, webhook):

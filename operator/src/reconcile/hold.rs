@@ -5,7 +5,8 @@
 //! plan.hold ─▶ live Deployment + policy ConfigMap, both ours?
 //!   ├─ no  → NothingToKeep: re-plan with nothing approved (the new workload at the baseline)
 //!   └─ yes → only the ToolProfile changed, the live policy is the one recorded in
-//!            status.approvedPolicy, the new compiled policy differs from it and only
+//!            status.approvedPolicy, the new compiled policy differs from it (or is the
+//!            tightening the last reconcile applied, nothing changed since) and only
 //!            takes away from it (crate::tightening)?  yes → Tightening (apply at once) ;
 //!            no → Hold
 //! ```
@@ -17,7 +18,7 @@
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{Api, Client};
-use mcp_warden_crds::{FacadePolicy, MCPServer};
+use mcp_warden_crds::{mcpserver::MCPServerStatus, FacadePolicy, MCPServer};
 
 use super::{apply::controlled_by, resolve::ResolveError};
 use crate::{names, plan::Plan, workload};
@@ -69,20 +70,29 @@ pub async fn check(
         .await
         .map_err(err(format!("MCPServer {ns}/{name}")))?
         .and_then(|s| s.status)
-        .and_then(|s| s.approved_policy);
-    let recorded = fresh.or_else(|| server.status.as_ref()?.approved_policy.clone());
-    Ok(decide(plan, recorded.as_deref(), live.map(String::as_str)))
+        .or_else(|| server.status.clone());
+    Ok(decide(plan, fresh.as_ref(), live.map(String::as_str)))
 }
 
-/// The pure part of [`check`], given the recorded approved policy's hash
-/// and the live policy YAML.
-pub fn decide(plan: &Plan, recorded: Option<&str>, live_policy: Option<&str>) -> Check {
+/// The pure part of [`check`], given the server's latest status (its
+/// `approvedPolicy`, and what the previous reconcile concluded) and the live
+/// policy YAML.
+pub fn decide(plan: &Plan, previous: Option<&MCPServerStatus>, live_policy: Option<&str>) -> Check {
+    let recorded = previous.and_then(|s| s.approved_policy.as_deref());
     let only_profile = plan.capabilities.changed == ["toolProfile"];
     // A profile change the compiled policy does not show (the content of a
-    // JWKS ConfigMap it names) cannot be shown to take away: it waits.
+    // JWKS ConfigMap it names) cannot be shown to take away: it waits. The
+    // exception is a tightening already applied: the next reconcile finds the
+    // policy it wrote, with nothing changed since, and it stays applied.
     let policy_changed = recorded != Some(plan.policy_hash.as_str());
+    let tightened_and_unchanged = previous.is_some_and(|s| {
+        s.workload == plan.capabilities.workload
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == "CapabilitiesApproved" && c.reason == "Tightened")
+    });
     let tightening = only_profile
-        && policy_changed
+        && (policy_changed || tightened_and_unchanged)
         && live_policy.is_some_and(|yaml| {
             Some(workload::hash_bytes(yaml.as_bytes()).as_str()) == recorded
                 && serde_yaml_ng::from_str::<FacadePolicy>(yaml)
