@@ -23,6 +23,8 @@ use crate::sinks::file::Rotation;
 use crate::upstream::{HttpTarget, UpstreamTarget};
 use crate::{admin, bridge, downstream, policy_file, server};
 
+mod gateway;
+
 #[derive(Parser)]
 #[command(
     name = "mcp-warden-sidecar",
@@ -274,6 +276,8 @@ struct RunArgs {
     /// Seconds between policy file checks.
     #[arg(long, default_value_t = 2)]
     policy_poll_secs: u64,
+    #[command(flatten)]
+    gateway: gateway::GatewayArgs,
     /// The server command (after `--`).
     #[arg(last = true)]
     command: Vec<String>,
@@ -329,6 +333,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.upstream_socket,
         args.command.split_first(),
     ) {
+        (None, None, None) if args.gateway.enabled() => {
+            gateway::target(&args.gateway, |url| http_target(url, &args))?
+        }
+        _ if args.gateway.enabled() => anyhow::bail!(
+            "--backend makes a gateway: give no other upstream (a command, --upstream-url or --upstream-socket)"
+        ),
         (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => UpstreamTarget::Command {
@@ -387,7 +397,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_batch_size: args.max_batch_size.max(1),
         max_header_bytes: args.max_header_bytes,
         max_sessions: args.max_sessions.unwrap_or(match target {
-            UpstreamTarget::Http(_) => 1024,
+            UpstreamTarget::Http(_) | UpstreamTarget::Gateway(_) => 1024,
             _ => 64,
         }),
         body_read_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
@@ -406,7 +416,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_restarts: args.max_restarts,
         spares: if args.stdio { 0 } else { args.spares },
         max_upstream_message_bytes: args.max_upstream_message_bytes,
-        upstream_era: args.upstream_era,
+        // A gateway is a modern server: its backends are facades, which
+        // serve modern callers whatever their own server speaks.
+        upstream_era: if args.gateway.enabled() {
+            crate::session::context::EraChoice::Modern
+        } else {
+            args.upstream_era
+        },
         request_state_ttl: Duration::from_secs(args.request_state_ttl_secs.max(1)),
         approval_timeout: Duration::from_secs(args.approval_timeout_secs),
         // Without an admin listener (stdio) nobody can decide.
@@ -466,6 +482,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         session_ids,
     );
     let app = App::new(ctx, hosts, admin);
+    if let UpstreamTarget::Gateway(g) = &app.target {
+        gateway::observe(&app, g);
+    }
     if let UpstreamTarget::Http(t) = &app.target {
         // Egress refusals are audited and counted.
         let weak = Arc::downgrade(&app);

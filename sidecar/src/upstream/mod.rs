@@ -9,9 +9,12 @@
 //! - [`http`]: a Streamable HTTP server, one upstream session per link (a
 //!   modern server has no sessions: the link is stateless); it knows which
 //!   request each SSE message relates to, and a plain JSON answer comes
-//!   back from `send` itself (no trip through the events).
+//!   back from `send` itself (no trip through the events);
+//! - [`gateway`]: several backend facades over modern HTTP, seen as one
+//!   modern server (lists merged and renamed, requests routed by name).
 
 pub mod framed;
+pub mod gateway;
 pub mod http;
 pub mod socket;
 pub mod spares;
@@ -34,6 +37,8 @@ pub enum UpstreamTarget {
     Socket(PathBuf),
     /// A Streamable HTTP endpoint (`http://` on loopback, or `https://`).
     Http(HttpTarget),
+    /// Several backend facades behind one endpoint (gateway mode).
+    Gateway(Arc<gateway::GatewayTarget>),
 }
 
 /// A Streamable HTTP upstream: its URL and how connections to it are made.
@@ -49,6 +54,10 @@ impl std::fmt::Debug for UpstreamTarget {
             UpstreamTarget::Command { program, .. } => write!(f, "Command({program})"),
             UpstreamTarget::Socket(path) => write!(f, "Socket({})", path.display()),
             UpstreamTarget::Http(t) => write!(f, "Http({})", t.uri),
+            UpstreamTarget::Gateway(g) => {
+                let names: Vec<&str> = g.backends.iter().map(|b| b.name.as_str()).collect();
+                write!(f, "Gateway({})", names.join(","))
+            }
         }
     }
 }
@@ -111,6 +120,7 @@ impl UpstreamTarget {
             UpstreamTarget::Command { .. } => "stdio",
             UpstreamTarget::Socket(_) => "socket",
             UpstreamTarget::Http(_) => "http",
+            UpstreamTarget::Gateway(_) => "gateway",
         }
     }
 }
@@ -179,6 +189,8 @@ enum ToServer {
     Framed(mpsc::Sender<Message>),
     /// POSTs sent by the caller itself.
     Http(std::sync::Arc<http::State>),
+    /// Requests routed among backends by the caller itself.
+    Gateway(std::sync::Arc<gateway::State>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -240,6 +252,7 @@ impl Link {
                 .map(|()| None)
                 .map_err(|_| UpstreamError::Closed),
             ToServer::Http(state) => http::post(state, msg, credential).await,
+            ToServer::Gateway(state) => gateway::send(state, msg, credential).await,
         }
     }
 
@@ -249,6 +262,7 @@ impl Link {
     pub fn abort(&self, id: &RequestId) -> bool {
         match &self.to_server {
             ToServer::Http(state) => http::abort(state, id),
+            ToServer::Gateway(state) => gateway::abort(state, id),
             ToServer::Framed(_) => false,
         }
     }
@@ -268,6 +282,14 @@ pub async fn connect(
             let link = Link {
                 to_server: ToServer::Http(state),
                 _guard: Some(Box::new(guard)),
+            };
+            Ok((link, events))
+        }
+        UpstreamTarget::Gateway(gateway) => {
+            let (state, guard, events) = gateway::connect(gateway, limits)?;
+            let link = Link {
+                to_server: ToServer::Gateway(state),
+                _guard: Some(guard),
             };
             Ok((link, events))
         }

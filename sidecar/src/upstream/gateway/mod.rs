@@ -1,0 +1,579 @@
+//! The gateway link: several backend facades, seen by the facade above as
+//! one modern (2026-07-28) MCP server.
+//!
+//! Where it sits: an upstream link kind ([`crate::upstream`]). The whole
+//! facade — client transports of both eras, sessions, the gateway's own
+//! policy, the output filter, audit — runs above it unchanged, in front of
+//! a "server" that is this link. Each backend is another facade's
+//! Streamable HTTP endpoint, spoken to statelessly ([`super::http`] in
+//! modern mode), so every backend keeps its own policy and the gateway's
+//! only adds to it.
+//!
+//! ```text
+//!   request ─┬─ server/discover ............ answered here (the union's capabilities)
+//!            ├─ tools|prompts|resources/…list  every backend, each page followed,
+//!            │                                 names renamed ([`names`]), conflicts withheld
+//!            ├─ tools/call, prompts/get ..... the one backend the name routes to, as its own name
+//!            ├─ resources/read|subscribe …... the backend the URI names (`{backend}+{uri}`)
+//!            └─ anything else ............... refused (-32601)
+//! ```
+//!
+//! A backend's answer — a result, or an error with the backend's own code — comes back
+//! as it is, under the facade's id.
+
+pub mod names;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::http;
+use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
+use crate::jsonrpc::{self, Kind, Message, RequestId};
+use names::{Catalog, Conflict, Names, Unroutable};
+
+/// Pages of one backend's list followed at most.
+const MAX_PAGES: usize = 100;
+
+/// One backend: a facade's Streamable HTTP endpoint.
+pub struct Backend {
+    pub name: String,
+    pub target: HttpTarget,
+}
+
+/// Called with the whole conflict list and the conflicts new in it
+/// whenever it changes (metrics and audit are the application's: it sets
+/// this).
+pub type ConflictObserver = Arc<dyn Fn(&[Conflict], &[Conflict]) + Send + Sync>;
+
+/// Where the gateway's backends are and what it knows of their names.
+pub struct GatewayTarget {
+    pub backends: Vec<Backend>,
+    names: Mutex<Names>,
+    reported: Mutex<Vec<Conflict>>,
+    observer: OnceLock<ConflictObserver>,
+}
+
+impl GatewayTarget {
+    /// `backends` as `(name, prefix, target)`, prefix `""` for none.
+    pub fn new(backends: Vec<(String, String, HttpTarget)>) -> Result<GatewayTarget, String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, _, _) in &backends {
+            if !names::valid_backend_name(name) {
+                return Err(format!(
+                    "backend name {name:?}: use lower-case letters, digits and `-`, starting with a letter"
+                ));
+            }
+            if !seen.insert(name.clone()) {
+                return Err(format!("backend {name:?} is given twice"));
+            }
+        }
+        let table = Names::new(
+            backends
+                .iter()
+                .map(|(n, p, _)| (n.clone(), p.clone()))
+                .collect(),
+        );
+        Ok(GatewayTarget {
+            backends: backends
+                .into_iter()
+                .map(|(name, _, target)| Backend { name, target })
+                .collect(),
+            names: Mutex::new(table),
+            reported: Mutex::new(Vec::new()),
+            observer: OnceLock::new(),
+        })
+    }
+
+    pub fn set_observer(&self, observer: ConflictObserver) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// The names withheld now.
+    pub fn conflicts(&self) -> Vec<Conflict> {
+        self.reported.lock().unwrap().clone()
+    }
+
+    /// Each backend's name and how many of its tools route.
+    pub fn tool_counts(&self) -> Vec<(String, usize)> {
+        let names = self.names.lock().unwrap();
+        let counts = names.routable_counts(Catalog::Tools);
+        self.backends
+            .iter()
+            .zip(counts)
+            .map(|(b, n)| (b.name.clone(), n))
+            .collect()
+    }
+
+    /// Tell the observer when the conflicts changed.
+    fn report(&self) {
+        let now = self.names.lock().unwrap().conflicts();
+        let (changed, new) = {
+            let mut reported = self.reported.lock().unwrap();
+            let changed = *reported != now;
+            let new: Vec<Conflict> = now
+                .iter()
+                .filter(|c| !reported.contains(c))
+                .cloned()
+                .collect();
+            *reported = now.clone();
+            (changed, new)
+        };
+        if changed {
+            for c in &new {
+                tracing::warn!(
+                    kind = c.kind.as_str(),
+                    catalog = c.catalog.as_str(),
+                    names = ?c.names,
+                    backends = ?c.backends,
+                    detail = %c.detail,
+                    "gateway: names withheld (not resolved by picking a backend)"
+                );
+            }
+            if let Some(observer) = self.observer.get() {
+                observer(&now, &new);
+            }
+        }
+    }
+}
+
+/// Answers the link is waiting for, by backend and the facade's id.
+type Waiters = Mutex<HashMap<(usize, RequestId), oneshot::Sender<Result<Message, String>>>>;
+
+/// One live gateway link: a modern HTTP link per backend.
+pub struct State {
+    gateway: Arc<GatewayTarget>,
+    links: Vec<Arc<http::State>>,
+    waiters: Arc<Waiters>,
+}
+
+impl State {
+    fn gateway(&self) -> &GatewayTarget {
+        &self.gateway
+    }
+}
+
+/// A live gateway link: its state, what keeps its backend links open, its events.
+type Connected = (Arc<State>, Box<dyn Send + Sync>, mpsc::Receiver<LinkEvent>);
+
+/// Open a link to every backend (nothing connects until the first request).
+pub fn connect(
+    gateway: &Arc<GatewayTarget>,
+    limits: &LinkLimits,
+) -> Result<Connected, UpstreamError> {
+    let (up, events) = mpsc::channel(limits.queue_depth);
+    let waiters: Arc<Waiters> = Arc::default();
+    let mut links = Vec::new();
+    let mut guards = Vec::new();
+    for (b, backend) in gateway.backends.iter().enumerate() {
+        let mode = LinkMode {
+            modern: true,
+            ..LinkMode::default()
+        };
+        let (state, guard, rx) = http::connect(&backend.target, limits, mode)?;
+        tokio::spawn(pump(b, rx, up.clone(), waiters.clone()));
+        links.push(state);
+        guards.push(guard);
+    }
+    let state = Arc::new(State {
+        gateway: gateway.clone(),
+        links,
+        waiters,
+    });
+    Ok((state, Box::new(guards), events))
+}
+
+/// A backend's messages: answers the link waits for go to their waiter;
+/// anything else (progress of a call) goes up as it came.
+async fn pump(
+    b: usize,
+    mut rx: mpsc::Receiver<LinkEvent>,
+    up: mpsc::Sender<LinkEvent>,
+    waiters: Arc<Waiters>,
+) {
+    while let Some(event) = rx.recv().await {
+        match event {
+            LinkEvent::Message { bytes, related } => {
+                if let Ok(m) = Message::parse(bytes.clone()) {
+                    if let (Kind::Response, Some(id)) = (m.kind, &m.id) {
+                        let waiter = waiters.lock().unwrap().remove(&(b, id.clone()));
+                        if let Some(waiter) = waiter {
+                            let _ = waiter.send(Ok(m));
+                            continue;
+                        }
+                    }
+                }
+                if up
+                    .send(LinkEvent::Message { bytes, related })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            LinkEvent::Failed { id, reason } => {
+                let waiter = waiters.lock().unwrap().remove(&(b, id.clone()));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(Err(reason));
+                    }
+                    None => {
+                        let _ = up.send(LinkEvent::Failed { id, reason }).await;
+                    }
+                }
+            }
+            LinkEvent::Closed { reason } => {
+                tracing::warn!(backend = b, %reason, "gateway backend link closed");
+            }
+        }
+    }
+}
+
+/// Cancel request `id` at whichever backend has it.
+pub fn abort(state: &State, id: &RequestId) -> bool {
+    let mut any = false;
+    for (b, link) in state.links.iter().enumerate() {
+        any |= http::abort(link, id);
+        state.waiters.lock().unwrap().remove(&(b, id.clone()));
+    }
+    any
+}
+
+/// One request to the gateway; its answer comes back from here.
+pub async fn send(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
+    // Stateless backends take no client notifications (a cancellation is
+    // the stream closing: [`abort`]).
+    let (Kind::Request, Some(id)) = (msg.kind, msg.id.clone()) else {
+        return Ok(None);
+    };
+    let value = msg.to_value();
+    let params = value.get("params").cloned().unwrap_or_else(|| json!({}));
+    let answer = match msg.method() {
+        "server/discover" => discover(&id),
+        "tools/list" => list(state, &id, &params, Catalog::Tools, credential).await?,
+        "prompts/list" => list(state, &id, &params, Catalog::Prompts, credential).await?,
+        "resources/templates/list" => {
+            list(state, &id, &params, Catalog::Templates, credential).await?
+        }
+        "resources/list" => list_resources(state, &id, &params, credential).await?,
+        "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
+        "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            by_uri(state, &id, &msg, credential).await?
+        }
+        other => jsonrpc::error_response(
+            Some(&id),
+            jsonrpc::codes::METHOD_NOT_FOUND,
+            &format!("the gateway does not route {other}"),
+            None,
+        ),
+    };
+    Message::parse(answer)
+        .map(Some)
+        .map_err(|_| UpstreamError::Refused("the gateway built an invalid answer".into()))
+}
+
+/// The gateway as a modern server: the union's capabilities.
+fn discover(id: &RequestId) -> Bytes {
+    let result = json!({
+        "supportedVersions": crate::era::MODERN_VERSIONS,
+        "capabilities": { "tools": {}, "prompts": {}, "resources": {} },
+        "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
+    });
+    jsonrpc::result_response(id, &result.to_string())
+}
+
+/// Ask backend `b`, as `credential`'s caller, and wait for its answer.
+async fn ask(
+    state: &State,
+    b: usize,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Message, String> {
+    let minted = credential.cloned();
+    let id = msg.id.clone().expect("requests have ids");
+    let (tx, rx) = oneshot::channel();
+    state.waiters.lock().unwrap().insert((b, id.clone()), tx);
+    let sent = http::post(&state.links[b], msg, minted.as_ref()).await;
+    match sent {
+        Ok(Some(answer)) => {
+            state.waiters.lock().unwrap().remove(&(b, id));
+            Ok(answer)
+        }
+        Ok(None) => rx
+            .await
+            .unwrap_or_else(|_| Err("the request was cancelled".into())),
+        Err(e) => {
+            state.waiters.lock().unwrap().remove(&(b, id));
+            Err(e.to_string())
+        }
+    }
+}
+
+/// `msg` with its params replaced.
+fn with_params(msg: &Message, params: &Value) -> Result<Message, String> {
+    let id = msg.id.clone().expect("requests have ids");
+    Message::parse(jsonrpc::request(&id, msg.method(), params)).map_err(|_| "bad request".into())
+}
+
+/// Every page of one list at backend `b`.
+async fn all_pages(
+    state: &State,
+    b: usize,
+    id: &RequestId,
+    method: &str,
+    params: &Value,
+    key: &str,
+    credential: Option<&Credential>,
+) -> Result<(Vec<Value>, Value), String> {
+    let mut items = Vec::new();
+    let mut params = params.clone();
+    if let Some(p) = params.as_object_mut() {
+        p.remove("cursor");
+    }
+    for _ in 0..MAX_PAGES {
+        let msg = Message::parse(jsonrpc::request(id, method, &params))
+            .map_err(|_| "bad request".to_string())?;
+        let mut answer = ask(state, b, msg, credential).await?.to_value();
+        let absent = answer.pointer("/error/code").and_then(Value::as_i64)
+            == Some(jsonrpc::codes::METHOD_NOT_FOUND);
+        if absent && items.is_empty() {
+            // A backend without prompts or resources has none to add.
+            return Ok((items, json!({})));
+        }
+        if let Some(error) = answer.get("error") {
+            return Err(format!("{method} was refused: {error}"));
+        }
+        if let Some(Value::Array(page)) = answer
+            .pointer_mut(&format!("/result/{key}"))
+            .map(Value::take)
+        {
+            items.extend(page);
+        }
+        match answer.pointer("/result/nextCursor") {
+            Some(c) if !c.is_null() => params["cursor"] = c.clone(),
+            _ => {
+                let result = answer.get("result").cloned().unwrap_or_default();
+                return Ok((items, result));
+            }
+        }
+    }
+    Err(format!("{method} ran past {MAX_PAGES} pages"))
+}
+
+/// Every backend's list, renamed, conflicts withheld.
+async fn list(
+    state: &Arc<State>,
+    id: &RequestId,
+    params: &Value,
+    catalog: Catalog,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let (method, key) = match catalog {
+        Catalog::Tools => ("tools/list", "tools"),
+        Catalog::Prompts => ("prompts/list", "prompts"),
+        Catalog::Templates => ("resources/templates/list", "resourceTemplates"),
+    };
+    let lists = fan_out(state, id, method, params, key, credential).await?;
+    let gateway = state.gateway();
+    {
+        let mut names = gateway.names.lock().unwrap();
+        for (b, items, _) in &lists {
+            let listed: Vec<&str> = items
+                .iter()
+                .filter_map(|i| i.get("name").and_then(Value::as_str))
+                .collect();
+            names.observe(catalog, *b, &listed);
+        }
+        if catalog == Catalog::Tools {
+            for (b, items, _) in &lists {
+                names.scan_shadowing(*b, items);
+            }
+        }
+    }
+    gateway.report();
+    let names = gateway.names.lock().unwrap();
+    let mut merged = Vec::new();
+    for (b, items, _) in lists {
+        for mut item in items {
+            let Some(name) = item.get("name").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            let exposed = names.exposed(b, &name);
+            if names.route(catalog, &exposed) != Ok((b, name)) {
+                continue;
+            }
+            item["name"] = Value::String(exposed);
+            if let Some(Value::String(t)) = item.get("uriTemplate") {
+                item["uriTemplate"] = Value::String(names.exposed_uri(b, t));
+            }
+            merged.push(item);
+        }
+    }
+    Ok(list_answer(id, key, merged))
+}
+
+/// Every backend's resources, their URIs naming the backend.
+async fn list_resources(
+    state: &Arc<State>,
+    id: &RequestId,
+    params: &Value,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let lists = fan_out(state, id, "resources/list", params, "resources", credential).await?;
+    let names = state.gateway().names.lock().unwrap();
+    let mut merged = Vec::new();
+    for (b, items, _) in lists {
+        for mut item in items {
+            if let Some(Value::String(uri)) = item.get("uri") {
+                item["uri"] = Value::String(names.exposed_uri(b, uri));
+                merged.push(item);
+            }
+        }
+    }
+    Ok(list_answer(id, "resources", merged))
+}
+
+fn list_answer(id: &RequestId, key: &str, items: Vec<Value>) -> Bytes {
+    let mut result = Map::new();
+    result.insert(key.into(), Value::Array(items));
+    jsonrpc::result_response(id, &Value::Object(result).to_string())
+}
+
+type Listed = Vec<(usize, Vec<Value>, Value)>;
+
+/// One list at every backend at once. A backend that cannot answer adds
+/// nothing (its names are not offered); all failing is an error.
+async fn fan_out(
+    state: &Arc<State>,
+    id: &RequestId,
+    method: &str,
+    params: &Value,
+    key: &str,
+    credential: Option<&Credential>,
+) -> Result<Listed, UpstreamError> {
+    let asks = (0..state.links.len()).map(|b| async move {
+        (
+            b,
+            all_pages(state, b, id, method, params, key, credential).await,
+        )
+    });
+    let mut lists = Vec::new();
+    let mut failures = Vec::new();
+    for (b, answer) in futures::future::join_all(asks).await {
+        match answer {
+            Ok((items, result)) => lists.push((b, items, result)),
+            Err(e) => {
+                let name = &state.gateway().backends[b].name;
+                tracing::warn!(backend = %name, error = %e, "gateway: a backend's {method} failed; its names are left out");
+                failures.push(format!("{name}: {e}"));
+            }
+        }
+    }
+    if lists.is_empty() && !failures.is_empty() {
+        return Err(UpstreamError::Refused(failures.join("; ")));
+    }
+    Ok(lists)
+}
+
+/// A call or prompt: to the backend its name routes to, as its own name.
+async fn routed(
+    state: &Arc<State>,
+    id: &RequestId,
+    msg: &Message,
+    catalog: Catalog,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let mut params = msg
+        .to_value()
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let exposed = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let gateway = state.gateway();
+    let route = gateway.names.lock().unwrap().route(catalog, &exposed);
+    let (b, name) = match route {
+        Ok(route) => route,
+        Err(why) => return Ok(unroutable(id, &exposed, why)),
+    };
+    params["name"] = Value::String(name);
+    let out = with_params(msg, &params).map_err(UpstreamError::Refused)?;
+    let answer = ask(state, b, out, credential).await.map_err(|e| {
+        UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
+    })?;
+    Ok(answer.bytes)
+}
+
+/// A resource request: to the backend its URI names, with the backend's URI.
+async fn by_uri(
+    state: &Arc<State>,
+    id: &RequestId,
+    msg: &Message,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let mut params = msg
+        .to_value()
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let uri = params
+        .get("uri")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let gateway = state.gateway();
+    let route = gateway.names.lock().unwrap().route_uri(&uri);
+    let Some((b, own)) = route else {
+        return Ok(unroutable(id, &uri, Unroutable::Unknown));
+    };
+    params["uri"] = Value::String(own);
+    let out = with_params(msg, &params).map_err(UpstreamError::Refused)?;
+    let answer = ask(state, b, out, credential).await.map_err(|e| {
+        UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
+    })?;
+    let mut value = answer.to_value();
+    if let Some(Value::Array(contents)) = value.pointer_mut("/result/contents") {
+        let names = gateway.names.lock().unwrap();
+        for c in contents {
+            if let Some(Value::String(u)) = c.get("uri") {
+                c["uri"] = Value::String(names.exposed_uri(b, u));
+            }
+        }
+    }
+    Ok(Bytes::from(value.to_string()))
+}
+
+/// A name no backend may answer for. The facade's own policy normally
+/// refuses it first (a name it never listed is unknown to its registry).
+fn unroutable(id: &RequestId, name: &str, why: Unroutable) -> Bytes {
+    let (text, reason) = match why {
+        Unroutable::Unknown => (
+            format!("no backend of the gateway serves {name:?}; list again"),
+            "gateway_unknown_name",
+        ),
+        Unroutable::Withheld(kind) => (
+            format!(
+                "{name:?} is withheld by the gateway ({}): it could be confused with another backend's",
+                kind.as_str()
+            ),
+            "gateway_name_withheld",
+        ),
+    };
+    jsonrpc::error_response(
+        Some(id),
+        jsonrpc::codes::INVALID_PARAMS,
+        &text,
+        Some(json!({ "reason": reason })),
+    )
+}
