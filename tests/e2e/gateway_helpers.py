@@ -3,6 +3,7 @@
     git_repo(path)                          a git repository with one commit and a change
     gateway_args(backends, prefixes={})     `run` flags for a gateway in front of `backends`
     gateway_view(fa) -> dict                the gateway's admin `/gateway` document
+    gateway_keys(dir)                       an Ed25519 pair: gateway.key.pem, gateway.pub.pem
 """
 from __future__ import annotations
 
@@ -36,3 +37,17 @@ def gateway_view(fa) -> dict:
     r = httpx.get(f"{fa.admin_url}/gateway", headers=fa.admin_headers(), timeout=10)
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def gateway_keys(directory: Path) -> tuple[Path, Path]:
+    """The gateway's signing key and the public half its backends trust."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    key = ed25519.Ed25519PrivateKey.generate()
+    private = directory / "gateway.key.pem"
+    public = directory / "gateway.pub.pem"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public

@@ -16,10 +16,14 @@ from __future__ import annotations
 import pytest
 
 from era_helpers import MODERN, ModernMcp
-from gateway_helpers import gateway_args, gateway_view, git_repo
+from gateway_helpers import gateway_args, gateway_keys, gateway_view, git_repo
 from helpers import everything_stdio, run_async
-from warden_helpers import (Audit, filesystem_stdio, git_stdio, policy_doc, rpc_error, sdk_client,
-                            sdk_error, text_of_result)
+from warden_helpers import (Audit, AuthedMcp, filesystem_stdio, git_stdio, policy_doc, rpc_error,
+                            sdk_client, sdk_error, text_of_result, token_entry)
+
+
+ALICE, BOB = "gw-alice-token-0123456789", "gw-bob-token-0123456789"
+GW_ISSUER = "gw-e2e"
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +34,36 @@ def tree(tmp_path_factory):
     (root / "ws" / "secret").mkdir()
     (root / "ws" / "secret" / "key.txt").write_text("not for you\n")
     git_repo(root / "repo")
+    gateway_keys(root)
     return root
 
 
-def everything_policy() -> dict:
+def trusts_gateway(tree, name: str, roles: list[dict]) -> dict:
+    """A backend's auth: only the gateway's assertions (for this backend),
+    naming callers of the gateway's static tokens; its own role bindings."""
+    return {
+        "auth": {"gateways": [{"issuer": GW_ISSUER, "publicKeyFile": str(tree / "gateway.pub.pem"),
+                               "audience": name, "callerIssuers": ["static"]}]},
+        "roles": roles,
+    }
+
+
+def everything_policy(tree) -> dict:
     return policy_doc(
-        auth={"anonymous": {"role": "user"}},
+        **trusts_gateway(tree, "everything", [{"role": "user", "issuer": "static", "subjects": ["alice"]},
+                                              {"role": "viewer", "issuer": "static", "subjects": ["bob"]}]),
         defaultAction="deny",
-        tools=[{"name": "echo", "limits": {"maxArgBytes": 64}}, {"name": "get-sum"}],
+        tools=[{"name": "echo", "requiredRole": "viewer", "limits": {"maxArgBytes": 64}},
+               {"name": "get-sum", "requiredRole": "user"}],
         resources={"defaultAction": "allow"},
         prompts={"defaultAction": "allow"},
     )
 
 
-def filesystem_policy(ws) -> dict:
+def filesystem_policy(tree) -> dict:
+    ws = tree / "ws"
     return policy_doc(
-        auth={"anonymous": {"role": "user"}},
+        **trusts_gateway(tree, "filesystem", [{"role": "user", "issuer": "static", "groups": ["devs"]}]),
         defaultAction="deny",
         tools=[
             {"name": "read_text_file",
@@ -55,23 +73,21 @@ def filesystem_policy(ws) -> dict:
     )
 
 
-def git_policy(repo) -> dict:
+def git_policy(tree) -> dict:
+    repo = tree / "repo"
+    paths = [{"name": "repo_path", "kind": "path", "allow": [str(repo), f"{repo}/**"]}]
     return policy_doc(
-        auth={"anonymous": {"role": "user"}},
+        **trusts_gateway(tree, "git", [{"role": "user", "issuer": "static", "subjects": ["alice"]}]),
         defaultAction="deny",
-        tools=[
-            {"name": "git_status",
-             "arguments": [{"name": "repo_path", "kind": "path", "allow": [str(repo), f"{repo}/**"]}]},
-            {"name": "git_log",
-             "arguments": [{"name": "repo_path", "kind": "path", "allow": [str(repo), f"{repo}/**"]}]},
-        ],
+        tools=[{"name": "git_status", "arguments": paths}, {"name": "git_log", "arguments": paths}],
     )
 
 
 # The gateway's own policy lets everything through that the backends let
 # through (and grants writes), so a refusal seen below is a backend's.
 GATEWAY_POLICY = policy_doc(
-    auth={"anonymous": {"role": "user"}},
+    auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice", ["devs"]), token_entry(BOB, "bob", ["devs"])]}},
+    roles=[{"role": "user", "subjects": ["alice", "bob"]}],
     defaultAction="allow",
     sandbox={"writeAllowed": True},
     resources={"defaultAction": "allow"},
@@ -81,30 +97,34 @@ GATEWAY_POLICY = policy_doc(
 
 @pytest.fixture(scope="module")
 def backends(module_facade, tree):
-    ws, repo = tree / "ws", tree / "repo"
     return {
-        "everything": module_facade(upstream=everything_stdio(), policy=everything_policy(),
+        "everything": module_facade(upstream=everything_stdio(), policy=everything_policy(tree),
                                     extra_args=["--audit", f"file:{tree / 'everything-audit.jsonl'}"]),
-        "filesystem": module_facade(upstream=filesystem_stdio(ws), policy=filesystem_policy(ws)),
-        "git": module_facade(upstream=git_stdio(repo), policy=git_policy(repo),
-                             extra_args=["--audit", f"file:{tree / 'git-audit.jsonl'}"]),
+        "filesystem": module_facade(upstream=filesystem_stdio(tree / "ws"), policy=filesystem_policy(tree)),
+        "git": module_facade(upstream=git_stdio(tree / "repo"), policy=git_policy(tree)),
     }
+
+
+def gateway_flags(tree) -> list[str]:
+    return ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", GW_ISSUER]
 
 
 @pytest.fixture(scope="module")
 def gateway(module_facade, backends, tree):
     urls = {name: fa.url for name, fa in backends.items()}
     return module_facade(policy=GATEWAY_POLICY,
-                         extra_args=gateway_args(urls) + ["--audit", f"file:{tree / 'gateway-audit.jsonl'}"])
+                         extra_args=gateway_args(urls) + gateway_flags(tree)
+                         + ["--audit", f"file:{tree / 'gateway-audit.jsonl'}"])
 
 
+# What alice may use at each backend, each under its prefix.
 EXPECTED = {"everything__echo", "everything__get-sum", "filesystem__read_text_file",
             "filesystem__list_directory", "git__git_status", "git__git_log"}
 
 
 def test_legacy_sdk_session_sees_the_prefixed_union_and_calls_through(gateway, tree):
     async def go():
-        async with sdk_client(gateway.url) as client:
+        async with sdk_client(gateway.url, ALICE) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             echoed = await client.call_tool("everything__echo", {"message": "through the gateway"})
             read = await client.call_tool("filesystem__read_text_file", {"path": str(tree / "ws" / "hello.txt")})
@@ -121,7 +141,7 @@ def test_legacy_sdk_session_sees_the_prefixed_union_and_calls_through(gateway, t
 
 def test_modern_sdk_client_sees_the_same_union(gateway):
     async def go():
-        async with sdk_client(gateway.url, mode="auto") as client:
+        async with sdk_client(gateway.url, ALICE, mode="auto") as client:
             names = {t.name for t in (await client.list_tools()).tools}
             result = await client.call_tool("everything__get-sum", {"a": 2, "b": 40})
             return client.protocol_version, names, result
@@ -133,7 +153,7 @@ def test_modern_sdk_client_sees_the_same_union(gateway):
 
 
 def test_a_backends_refusal_keeps_the_backends_code(gateway, tree):
-    mcp = ModernMcp(gateway.url)
+    mcp = ModernMcp(gateway.url, ALICE)
     try:
         mcp.request("tools/list")
         # The filesystem backend's argument rule (the gateway has none).
@@ -156,7 +176,7 @@ def test_a_backends_refusal_keeps_the_backends_code(gateway, tree):
 
 def test_legacy_sdk_gets_the_backend_code_too(gateway, tree):
     async def go():
-        async with sdk_client(gateway.url) as client:
+        async with sdk_client(gateway.url, ALICE) as client:
             await client.list_tools()
             return await sdk_error(client.call_tool("everything__echo", {"message": "y" * 200}))
 
@@ -166,7 +186,7 @@ def test_legacy_sdk_gets_the_backend_code_too(gateway, tree):
 
 def test_prompts_and_resources_are_routed(gateway):
     async def go():
-        async with sdk_client(gateway.url) as client:
+        async with sdk_client(gateway.url, ALICE) as client:
             prompts = {p.name for p in (await client.list_prompts()).prompts}
             prompt = await client.get_prompt("everything__simple-prompt")
             resources = (await client.list_resources()).resources
@@ -188,3 +208,64 @@ def test_admin_view_counts_each_backends_tools(gateway):
     view = gateway_view(gateway)
     assert {b["name"]: b["tools"] for b in view["backends"]} == {"everything": 2, "filesystem": 2, "git": 2}
     assert view["conflicts"] == []
+
+
+def test_each_caller_sees_exactly_what_each_backend_allows_them(gateway):
+    mcp = ModernMcp(gateway.url, BOB)
+    try:
+        # Alice lists first, so the gateway has seen every tool she may use.
+        _, answer = mcp.request("tools/list", token=ALICE)
+        assert {t["name"] for t in answer["result"]["tools"]} == EXPECTED
+        _, answer = mcp.request("tools/list")
+        # Bob: a viewer at everything (echo, not get-sum), a user at
+        # filesystem by group, nobody at git.
+        assert {t["name"] for t in answer["result"]["tools"]} == {
+            "everything__echo", "filesystem__read_text_file", "filesystem__list_directory"}
+        _, answer = mcp.request("tools/call", {"name": "everything__echo", "arguments": {"message": "bob"}})
+        assert "bob" in str(answer["result"])
+        # What a backend hides from him it refuses him too, with its own code.
+        _, answer = mcp.request("tools/call", {"name": "everything__get-sum", "arguments": {"a": 1, "b": 2}})
+        assert rpc_error(answer)["code"] == -32003, answer
+        _, answer = mcp.request("tools/call", {"name": "git__git_status", "arguments": {"repo_path": "/"}})
+        assert rpc_error(answer)["code"] in (-32003, -32001), answer
+        _, answer = mcp.request("tools/call", {"name": "everything__get-sum", "arguments": {"a": 1, "b": 2}},
+                                token=ALICE)
+        assert "3" in str(answer["result"]), answer
+    finally:
+        mcp.close()
+
+
+def test_the_backend_hears_the_caller_never_the_token(gateway, backends, tree):
+    audit = Audit(tree / "everything-audit.jsonl")
+    mcp = ModernMcp(gateway.url, ALICE)
+    try:
+        mcp.request("tools/list")
+        _, answer = mcp.request("tools/call", {"name": "everything__echo", "arguments": {"message": "who"}})
+        assert "who" in str(answer["result"])
+    finally:
+        mcp.close()
+    record = audit.wait(lambda r: r.get("tool") == "echo" and r.get("decision") == "allow")
+    assert (record["issuer"], record["subject"], record["auth"]) == ("static", "alice", "gateway"), record
+    # The caller's own token means nothing at a backend: only the gateway's
+    # assertion for that backend is believed.
+    direct = AuthedMcp(backends["everything"].url, ALICE)
+    try:
+        r = direct.http.post(direct.url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+            headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 401, r.text
+    finally:
+        direct.http.close()
+
+
+def test_without_the_gateways_key_backends_hear_of_nobody(module_facade, backends, tree):
+    """The same gateway without --gateway-key-file: backends that accept only
+    the gateway's assertions refuse every request, so nothing is offered."""
+    urls = {name: fa.url for name, fa in backends.items()}
+    bare = module_facade(policy=GATEWAY_POLICY, extra_args=gateway_args(urls))
+    mcp = ModernMcp(bare.url, ALICE)
+    try:
+        _, answer = mcp.request("tools/list")
+        assert "error" in answer or answer["result"]["tools"] == [], answer
+    finally:
+        mcp.close()

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::app::App;
-use crate::upstream::gateway::{names, GatewayTarget};
+use crate::upstream::gateway::{assertion, names, GatewayTarget};
 use crate::upstream::{HttpTarget, UpstreamTarget};
 
 #[derive(Args, Default)]
@@ -28,6 +28,19 @@ pub struct GatewayArgs {
     /// Default `NAME__`.
     #[arg(long = "backend-prefix", value_name = "NAME=PREFIX")]
     pub prefixes: Vec<String>,
+    /// The gateway's private key (PEM: Ed25519, P-256 or RSA). Each request
+    /// to a backend then carries an assertion of the caller signed with it,
+    /// for that backend alone; backends trust the public half
+    /// (`auth.gateways` in their policy). Without it backends hear of no
+    /// caller (they see anonymous requests).
+    #[arg(long, env = "MCP_WARDEN_GATEWAY_KEY_FILE", value_name = "PEM")]
+    pub gateway_key_file: Option<std::path::PathBuf>,
+    /// The gateway's name in its assertions (`iss`).
+    #[arg(long, default_value = "mcp-warden-gateway")]
+    pub gateway_issuer: String,
+    /// How long an assertion is valid, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub gateway_assertion_secs: u64,
 }
 
 impl GatewayArgs {
@@ -72,7 +85,18 @@ pub fn target(
     if let Some(name) = prefixes.keys().next() {
         anyhow::bail!("--backend-prefix {name}: there is no --backend {name}");
     }
-    let gateway = GatewayTarget::new(backends).map_err(anyhow::Error::msg)?;
+    let signer = match &args.gateway_key_file {
+        Some(path) => Some(
+            assertion::Signer::load(
+                &args.gateway_issuer,
+                path,
+                std::time::Duration::from_secs(args.gateway_assertion_secs.clamp(10, 600)),
+            )
+            .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let gateway = GatewayTarget::new(backends, signer).map_err(anyhow::Error::msg)?;
     Ok(UpstreamTarget::Gateway(Arc::new(gateway)))
 }
 

@@ -64,11 +64,13 @@ impl std::fmt::Debug for UpstreamTarget {
 
 /// A credential the facade presents to the upstream for a request — chosen
 /// by the caller's identity after policy, never the caller's own token. One
-/// header, marked sensitive (HTTP/2 never indexes it); it never prints.
+/// header, marked sensitive (HTTP/2 never indexes it); it never prints. For
+/// a gateway it is instead the caller's identity ([`Credential::on_behalf_of`]),
+/// from which the gateway link mints each backend's own assertion.
 #[derive(Clone)]
 pub struct Credential {
-    name: hyper::header::HeaderName,
-    value: hyper::header::HeaderValue,
+    header: Option<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    principal: Option<Arc<gateway::assertion::Principal>>,
 }
 
 impl Credential {
@@ -78,7 +80,10 @@ impl Credential {
             "the upstream credential holds characters a header cannot carry".to_string()
         })?;
         value.set_sensitive(true);
-        Ok(Credential { name, value })
+        Ok(Credential {
+            header: Some((name, value)),
+            principal: None,
+        })
     }
 
     /// `Authorization: Bearer <token>`.
@@ -89,14 +94,26 @@ impl Credential {
         )
     }
 
-    pub fn header(&self) -> (&hyper::header::HeaderName, &hyper::header::HeaderValue) {
-        (&self.name, &self.value)
+    /// The caller a gateway's backends are to hear of (no header by itself).
+    pub fn on_behalf_of(who: gateway::assertion::Principal) -> Credential {
+        Credential {
+            header: None,
+            principal: Some(Arc::new(who)),
+        }
+    }
+
+    pub fn principal(&self) -> Option<&gateway::assertion::Principal> {
+        self.principal.as_deref()
+    }
+
+    pub fn header(&self) -> Option<(&hyper::header::HeaderName, &hyper::header::HeaderValue)> {
+        self.header.as_ref().map(|(n, v)| (n, v))
     }
 
     /// Remove the credential's secret from `text` (an upstream error body
     /// could echo it).
     pub fn scrub(&self, text: &str) -> String {
-        let Ok(value) = self.value.to_str() else {
+        let Some(Ok(value)) = self.header.as_ref().map(|(_, v)| v.to_str()) else {
             return text.to_string();
         };
         let secret = value.strip_prefix("Bearer ").unwrap_or(value).trim();
@@ -109,7 +126,13 @@ impl Credential {
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Credential({}: [redacted])", self.name)
+        match (&self.header, &self.principal) {
+            (Some((name, _)), _) => write!(f, "Credential({name}: [redacted])"),
+            (None, Some(who)) => {
+                write!(f, "Credential(on behalf of {}/{})", who.issuer, who.subject)
+            }
+            (None, None) => f.write_str("Credential(none)"),
+        }
     }
 }
 

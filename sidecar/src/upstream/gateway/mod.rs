@@ -18,9 +18,12 @@
 //!            └─ anything else ............... refused (-32601)
 //! ```
 //!
-//! A backend's answer — a result, or an error with the backend's own code — comes back
+//! Each request to a backend carries an assertion minted for that backend
+//! from the caller the facade authenticated ([`assertion`]), never the
+//! caller's token; a backend's answer — a result, or an error with the backend's own code — comes back
 //! as it is, under the facade's id.
 
+pub mod assertion;
 pub mod names;
 
 use std::collections::HashMap;
@@ -52,6 +55,8 @@ pub type ConflictObserver = Arc<dyn Fn(&[Conflict], &[Conflict]) + Send + Sync>;
 /// Where the gateway's backends are and what it knows of their names.
 pub struct GatewayTarget {
     pub backends: Vec<Backend>,
+    /// Signs each backend's assertions; without it requests carry none.
+    pub signer: Option<assertion::Signer>,
     names: Mutex<Names>,
     reported: Mutex<Vec<Conflict>>,
     observer: OnceLock<ConflictObserver>,
@@ -59,7 +64,10 @@ pub struct GatewayTarget {
 
 impl GatewayTarget {
     /// `backends` as `(name, prefix, target)`, prefix `""` for none.
-    pub fn new(backends: Vec<(String, String, HttpTarget)>) -> Result<GatewayTarget, String> {
+    pub fn new(
+        backends: Vec<(String, String, HttpTarget)>,
+        signer: Option<assertion::Signer>,
+    ) -> Result<GatewayTarget, String> {
         let mut seen = std::collections::BTreeSet::new();
         for (name, _, _) in &backends {
             if !names::valid_backend_name(name) {
@@ -82,6 +90,7 @@ impl GatewayTarget {
                 .into_iter()
                 .map(|(name, _, target)| Backend { name, target })
                 .collect(),
+            signer,
             names: Mutex::new(table),
             reported: Mutex::new(Vec::new()),
             observer: OnceLock::new(),
@@ -297,7 +306,13 @@ async fn ask(
     msg: Message,
     credential: Option<&Credential>,
 ) -> Result<Message, String> {
-    let minted = credential.cloned();
+    // Each backend hears of the caller through an assertion minted for it
+    // alone; a caller the facade could not name (anonymous) sends none.
+    let gateway = state.gateway();
+    let minted = match (credential.and_then(Credential::principal), &gateway.signer) {
+        (Some(who), Some(signer)) => Some(signer.mint(who, &gateway.backends[b].name)?),
+        (Some(_), None) | (None, _) => None,
+    };
     let id = msg.id.clone().expect("requests have ids");
     let (tx, rx) = oneshot::channel();
     state.waiters.lock().unwrap().insert((b, id.clone()), tx);
