@@ -14,6 +14,9 @@ calls routed to the right backend under its own name; resources by
 from __future__ import annotations
 
 import pytest
+import yaml
+
+from conftest import free_port, sidecar_path, wait_http_ok
 
 from era_helpers import MODERN, ModernMcp
 from gateway_helpers import gateway_args, gateway_keys, gateway_view, git_repo
@@ -322,3 +325,52 @@ def test_a_name_two_backends_serve_is_withheld_and_reported(confused, tree):
     audit = Audit(tree / "confused-audit.jsonl")
     audit.wait(lambda r: r["event"] == "gateway_conflict" and r["reason"] == "collision" and r["tool"] == "echo")
     audit.wait(lambda r: r["event"] == "gateway_conflict" and r["reason"] == "shadowing")
+
+
+# --- a backend that goes away and comes back ---
+def start_backend(start_process, tmp_path, port: int, admin_port: int):
+    """An open everything facade on a port of the test's choosing (so the
+    same backend can come back where the gateway expects it)."""
+    policy = tmp_path / f"ev-{port}.yaml"
+    policy.write_text(yaml.safe_dump(open_policy(tools=[{"name": "echo"}])))
+    proc = start_process([str(sidecar_path()), "run", "--listen", f"127.0.0.1:{port}",
+                          "--admin-listen", f"127.0.0.1:{admin_port}", "--policy", str(policy),
+                          "--generated-admin-token-file", str(tmp_path / f"admin-{admin_port}.token"),
+                          "--", *everything_stdio()])
+    wait_http_ok(f"http://127.0.0.1:{admin_port}/readyz", proc=proc)
+    return proc
+
+
+def test_a_killed_backend_is_withdrawn_and_returns(start_process, facade, tmp_path):
+    port, admin_port = free_port(), free_port()
+    backend = start_backend(start_process, tmp_path, port, admin_port)
+    other = facade(upstream=everything_stdio(), policy=open_policy(tools=[{"name": "echo"}]))
+    gw = facade(policy=open_policy(tools=[{"name": "ev__echo"}, {"name": "other__echo"}]),
+                extra_args=gateway_args({"ev": f"http://127.0.0.1:{port}/mcp", "other": other.url}))
+
+    def listed() -> set[str]:
+        mcp = ModernMcp(gw.url)
+        try:
+            return {t["name"] for t in mcp.request("tools/list")[1]["result"]["tools"]}
+        finally:
+            mcp.close()
+
+    def answering() -> dict[str, bool]:
+        return {b["name"]: b["answering"] for b in gateway_view(gw)["backends"]}
+
+    assert listed() == {"ev__echo", "other__echo"}
+    assert answering() == {"ev": True, "other": True}
+    backend.stop()
+    # Its tools are withdrawn from every new list; the other backend serves on.
+    assert listed() == {"other__echo"}
+    assert answering() == {"ev": False, "other": True}
+    start_backend(start_process, tmp_path, port, admin_port)
+    assert listed() == {"ev__echo", "other__echo"}
+    assert answering() == {"ev": True, "other": True}
+    mcp = ModernMcp(gw.url)
+    try:
+        mcp.request("tools/list")
+        _, answer = mcp.request("tools/call", {"name": "ev__echo", "arguments": {"message": "back"}})
+        assert "back" in str(answer["result"]), answer
+    finally:
+        mcp.close()

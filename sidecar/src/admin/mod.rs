@@ -21,7 +21,8 @@
 //!   decide it.
 //!
 //! In gateway mode, `/gateway` (the same access as `/tools`) lists each
-//! backend with how many of its tools route, and every name the gateway
+//! backend with how many of its tools route and whether it answered its
+//! last list, and every name the gateway
 //! withholds (a collision between backends, confusable names, a shadowing
 //! definition) with the backends involved.
 //!
@@ -154,7 +155,9 @@ fn gateway_view(gateway: &crate::upstream::gateway::GatewayTarget) -> serde_json
     let backends: Vec<_> = gateway
         .tool_counts()
         .into_iter()
-        .map(|(name, tools)| serde_json::json!({ "name": name, "tools": tools }))
+        .map(|(name, tools, answering)| {
+            serde_json::json!({ "name": name, "tools": tools, "answering": answering })
+        })
         .collect();
     let conflicts: Vec<_> = gateway
         .conflicts()

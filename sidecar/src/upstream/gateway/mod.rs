@@ -24,22 +24,20 @@
 //! as it is, under the facade's id.
 
 pub mod assertion;
+mod lists;
 pub mod names;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::http;
 use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
 use crate::jsonrpc::{self, Kind, Message, RequestId};
 use names::{Catalog, Conflict, Names, Unroutable};
-
-/// Pages of one backend's list followed at most.
-const MAX_PAGES: usize = 100;
 
 /// One backend: a facade's Streamable HTTP endpoint.
 pub struct Backend {
@@ -57,7 +55,9 @@ pub struct GatewayTarget {
     pub backends: Vec<Backend>,
     /// Signs each backend's assertions; without it requests carry none.
     pub signer: Option<assertion::Signer>,
-    names: Mutex<Names>,
+    pub(super) names: Mutex<Names>,
+    /// Whether each backend answered its last list (`None`: not asked yet).
+    pub(super) answering: Mutex<Vec<Option<bool>>>,
     reported: Mutex<Vec<Conflict>>,
     observer: OnceLock<ConflictObserver>,
 }
@@ -79,6 +79,7 @@ impl GatewayTarget {
                 return Err(format!("backend {name:?} is given twice"));
             }
         }
+        let answering = Mutex::new(vec![None; backends.len()]);
         let table = Names::new(
             backends
                 .iter()
@@ -92,6 +93,7 @@ impl GatewayTarget {
                 .collect(),
             signer,
             names: Mutex::new(table),
+            answering,
             reported: Mutex::new(Vec::new()),
             observer: OnceLock::new(),
         })
@@ -106,19 +108,22 @@ impl GatewayTarget {
         self.reported.lock().unwrap().clone()
     }
 
-    /// Each backend's name and how many of its tools route.
-    pub fn tool_counts(&self) -> Vec<(String, usize)> {
+    /// Each backend's name, how many of its tools route, and whether it
+    /// answered its last list (`None`: not asked yet).
+    pub fn tool_counts(&self) -> Vec<(String, usize, Option<bool>)> {
         let names = self.names.lock().unwrap();
         let counts = names.routable_counts(Catalog::Tools);
+        let answering = self.answering.lock().unwrap().clone();
         self.backends
             .iter()
             .zip(counts)
-            .map(|(b, n)| (b.name.clone(), n))
+            .zip(answering)
+            .map(|((b, n), up)| (b.name.clone(), n, up))
             .collect()
     }
 
     /// Tell the observer when the conflicts changed.
-    fn report(&self) {
+    pub(super) fn report(&self) {
         let now = self.names.lock().unwrap().conflicts();
         let (changed, new) = {
             let mut reported = self.reported.lock().unwrap();
@@ -155,12 +160,12 @@ type Waiters = Mutex<HashMap<(usize, RequestId), oneshot::Sender<Result<Message,
 /// One live gateway link: a modern HTTP link per backend.
 pub struct State {
     gateway: Arc<GatewayTarget>,
-    links: Vec<Arc<http::State>>,
+    pub(super) links: Vec<Arc<http::State>>,
     waiters: Arc<Waiters>,
 }
 
 impl State {
-    fn gateway(&self) -> &GatewayTarget {
+    pub(super) fn gateway(&self) -> &GatewayTarget {
         &self.gateway
     }
 }
@@ -266,12 +271,12 @@ pub async fn send(
     let params = value.get("params").cloned().unwrap_or_else(|| json!({}));
     let answer = match msg.method() {
         "server/discover" => discover(&id),
-        "tools/list" => list(state, &id, &params, Catalog::Tools, credential).await?,
-        "prompts/list" => list(state, &id, &params, Catalog::Prompts, credential).await?,
+        "tools/list" => lists::list(state, &id, &params, Catalog::Tools, credential).await?,
+        "prompts/list" => lists::list(state, &id, &params, Catalog::Prompts, credential).await?,
         "resources/templates/list" => {
-            list(state, &id, &params, Catalog::Templates, credential).await?
+            lists::list(state, &id, &params, Catalog::Templates, credential).await?
         }
-        "resources/list" => list_resources(state, &id, &params, credential).await?,
+        "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
         "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
         "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
@@ -300,7 +305,7 @@ fn discover(id: &RequestId) -> Bytes {
 }
 
 /// Ask backend `b`, as `credential`'s caller, and wait for its answer.
-async fn ask(
+pub(super) async fn ask(
     state: &State,
     b: usize,
     msg: Message,
@@ -336,166 +341,6 @@ async fn ask(
 fn with_params(msg: &Message, params: &Value) -> Result<Message, String> {
     let id = msg.id.clone().expect("requests have ids");
     Message::parse(jsonrpc::request(&id, msg.method(), params)).map_err(|_| "bad request".into())
-}
-
-/// Every page of one list at backend `b`.
-async fn all_pages(
-    state: &State,
-    b: usize,
-    id: &RequestId,
-    method: &str,
-    params: &Value,
-    key: &str,
-    credential: Option<&Credential>,
-) -> Result<(Vec<Value>, Value), String> {
-    let mut items = Vec::new();
-    let mut params = params.clone();
-    if let Some(p) = params.as_object_mut() {
-        p.remove("cursor");
-    }
-    for _ in 0..MAX_PAGES {
-        let msg = Message::parse(jsonrpc::request(id, method, &params))
-            .map_err(|_| "bad request".to_string())?;
-        let mut answer = ask(state, b, msg, credential).await?.to_value();
-        let absent = answer.pointer("/error/code").and_then(Value::as_i64)
-            == Some(jsonrpc::codes::METHOD_NOT_FOUND);
-        if absent && items.is_empty() {
-            // A backend without prompts or resources has none to add.
-            return Ok((items, json!({})));
-        }
-        if let Some(error) = answer.get("error") {
-            return Err(format!("{method} was refused: {error}"));
-        }
-        if let Some(Value::Array(page)) = answer
-            .pointer_mut(&format!("/result/{key}"))
-            .map(Value::take)
-        {
-            items.extend(page);
-        }
-        match answer.pointer("/result/nextCursor") {
-            Some(c) if !c.is_null() => params["cursor"] = c.clone(),
-            _ => {
-                let result = answer.get("result").cloned().unwrap_or_default();
-                return Ok((items, result));
-            }
-        }
-    }
-    Err(format!("{method} ran past {MAX_PAGES} pages"))
-}
-
-/// Every backend's list, renamed, conflicts withheld.
-async fn list(
-    state: &Arc<State>,
-    id: &RequestId,
-    params: &Value,
-    catalog: Catalog,
-    credential: Option<&Credential>,
-) -> Result<Bytes, UpstreamError> {
-    let (method, key) = match catalog {
-        Catalog::Tools => ("tools/list", "tools"),
-        Catalog::Prompts => ("prompts/list", "prompts"),
-        Catalog::Templates => ("resources/templates/list", "resourceTemplates"),
-    };
-    let lists = fan_out(state, id, method, params, key, credential).await?;
-    let gateway = state.gateway();
-    {
-        let mut names = gateway.names.lock().unwrap();
-        for (b, items, _) in &lists {
-            let listed: Vec<&str> = items
-                .iter()
-                .filter_map(|i| i.get("name").and_then(Value::as_str))
-                .collect();
-            names.observe(catalog, *b, &listed);
-        }
-        if catalog == Catalog::Tools {
-            for (b, items, _) in &lists {
-                names.scan_shadowing(*b, items);
-            }
-        }
-    }
-    gateway.report();
-    let names = gateway.names.lock().unwrap();
-    let mut merged = Vec::new();
-    for (b, items, _) in lists {
-        for mut item in items {
-            let Some(name) = item.get("name").and_then(Value::as_str).map(str::to_string) else {
-                continue;
-            };
-            let exposed = names.exposed(b, &name);
-            if names.route(catalog, &exposed) != Ok((b, name)) {
-                continue;
-            }
-            item["name"] = Value::String(exposed);
-            if let Some(Value::String(t)) = item.get("uriTemplate") {
-                item["uriTemplate"] = Value::String(names.exposed_uri(b, t));
-            }
-            merged.push(item);
-        }
-    }
-    Ok(list_answer(id, key, merged))
-}
-
-/// Every backend's resources, their URIs naming the backend.
-async fn list_resources(
-    state: &Arc<State>,
-    id: &RequestId,
-    params: &Value,
-    credential: Option<&Credential>,
-) -> Result<Bytes, UpstreamError> {
-    let lists = fan_out(state, id, "resources/list", params, "resources", credential).await?;
-    let names = state.gateway().names.lock().unwrap();
-    let mut merged = Vec::new();
-    for (b, items, _) in lists {
-        for mut item in items {
-            if let Some(Value::String(uri)) = item.get("uri") {
-                item["uri"] = Value::String(names.exposed_uri(b, uri));
-                merged.push(item);
-            }
-        }
-    }
-    Ok(list_answer(id, "resources", merged))
-}
-
-fn list_answer(id: &RequestId, key: &str, items: Vec<Value>) -> Bytes {
-    let mut result = Map::new();
-    result.insert(key.into(), Value::Array(items));
-    jsonrpc::result_response(id, &Value::Object(result).to_string())
-}
-
-type Listed = Vec<(usize, Vec<Value>, Value)>;
-
-/// One list at every backend at once. A backend that cannot answer adds
-/// nothing (its names are not offered); all failing is an error.
-async fn fan_out(
-    state: &Arc<State>,
-    id: &RequestId,
-    method: &str,
-    params: &Value,
-    key: &str,
-    credential: Option<&Credential>,
-) -> Result<Listed, UpstreamError> {
-    let asks = (0..state.links.len()).map(|b| async move {
-        (
-            b,
-            all_pages(state, b, id, method, params, key, credential).await,
-        )
-    });
-    let mut lists = Vec::new();
-    let mut failures = Vec::new();
-    for (b, answer) in futures::future::join_all(asks).await {
-        match answer {
-            Ok((items, result)) => lists.push((b, items, result)),
-            Err(e) => {
-                let name = &state.gateway().backends[b].name;
-                tracing::warn!(backend = %name, error = %e, "gateway: a backend's {method} failed; its names are left out");
-                failures.push(format!("{name}: {e}"));
-            }
-        }
-    }
-    if lists.is_empty() && !failures.is_empty() {
-        return Err(UpstreamError::Refused(failures.join("; ")));
-    }
-    Ok(lists)
 }
 
 /// A call or prompt: to the backend its name routes to, as its own name.
