@@ -13,12 +13,13 @@ calls routed to the right backend under its own name; resources by
 """
 from __future__ import annotations
 
+import anyio
 import pytest
 import yaml
 
 from conftest import free_port, sidecar_path, wait_http_ok
 
-from era_helpers import MODERN, ModernMcp
+from era_helpers import MODERN, ModernMcp, modern_fixture_http
 from gateway_helpers import gateway_args, gateway_keys, gateway_view, git_repo
 from helpers import everything_stdio, metric, run_async
 from warden_helpers import (Audit, AuthedMcp, filesystem_stdio, git_stdio, policy_doc, rpc_error,
@@ -374,3 +375,54 @@ def test_a_killed_backend_is_withdrawn_and_returns(start_process, facade, tmp_pa
         assert "back" in str(answer["result"]), answer
     finally:
         mcp.close()
+
+
+# --- a backend's list change reaches the gateway's subscribed callers ---
+@pytest.fixture
+def changing(start_process, facade):
+    """A gateway in front of a facade in front of the modern fixture server,
+    whose test_trigger_tool_change announces a tools/list change."""
+    server = modern_fixture_http(start_process)
+    tools = [{"name": "test_trigger_tool_change"}, {"name": "test_simple_text"}]
+    # The fixture's tools carry no read-only hints: they may write.
+    backend = facade(upstream_url=server, policy=open_policy(tools=tools, sandbox={"writeAllowed": True}))
+    return facade(policy=open_policy(tools=[{"name": f"fx__{t['name']}"} for t in tools],
+                                     sandbox={"writeAllowed": True}),
+                  extra_args=gateway_args({"fx": backend.url}))
+
+
+def test_a_list_change_reaches_a_modern_subscriber(changing):
+    async def go():
+        got: list[str] = []
+        async with sdk_client(changing.url, mode="auto") as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as sub:
+                await client.call_tool("fx__test_trigger_tool_change", {})
+                with anyio.move_on_after(10):
+                    async for event in sub:
+                        got.append(type(event).__name__)
+                        if "Tool" in got[-1]:
+                            break
+        return got
+
+    got = run_async(go)
+    assert any("Tool" in g for g in got), got
+
+
+def test_a_list_change_reaches_a_legacy_session(changing):
+    async def go():
+        got: list[str] = []
+
+        async def handler(message):
+            got.append(repr(message))
+
+        async with sdk_client(changing.url, message_handler=handler) as client:
+            await client.list_tools()
+            await client.call_tool("fx__test_trigger_tool_change", {})
+            with anyio.move_on_after(10):
+                while not any("tools/list_changed" in g or "ToolListChanged" in g for g in got):
+                    await anyio.sleep(0.1)
+        return got
+
+    got = run_async(go)
+    assert any("tools/list_changed" in g or "ToolListChanged" in g for g in got), got

@@ -279,6 +279,7 @@ pub async fn send(
         "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
         "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
         "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
+        "subscriptions/listen" => return listen(state, msg, credential).await,
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             by_uri(state, &id, &msg, credential).await?
         }
@@ -294,11 +295,47 @@ pub async fn send(
         .map_err(|_| UpstreamError::Refused("the gateway built an invalid answer".into()))
 }
 
+/// A subscription: held at every backend, as the caller, under the
+/// facade's id; what each sends on it (its acknowledgement, its list
+/// changes) comes up as it came, until the facade ends it ([`abort`]).
+async fn listen(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
+    let gateway = state.gateway();
+    for (b, link) in state.links.iter().enumerate() {
+        let minted = match (credential.and_then(Credential::principal), &gateway.signer) {
+            (Some(who), Some(signer)) => Some(
+                signer
+                    .mint(who, &gateway.backends[b].name)
+                    .map_err(UpstreamError::Refused)?,
+            ),
+            _ => None,
+        };
+        let (link, msg) = (link.clone(), msg.clone());
+        let name = gateway.backends[b].name.clone();
+        tokio::spawn(async move {
+            match http::post(&link, msg, minted.as_ref()).await {
+                // A backend that answers at once holds no subscription.
+                Ok(Some(answer)) if answer.is_error => {
+                    tracing::debug!(backend = %name, "gateway: a backend refused subscriptions/listen")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(backend = %name, error = %e, "gateway: subscriptions/listen at a backend ended")
+                }
+            }
+        });
+    }
+    Ok(None)
+}
+
 /// The gateway as a modern server: the union's capabilities.
 fn discover(id: &RequestId) -> Bytes {
     let result = json!({
         "supportedVersions": crate::era::MODERN_VERSIONS,
-        "capabilities": { "tools": {}, "prompts": {}, "resources": {} },
+        "capabilities": { "tools": { "listChanged": true }, "prompts": {}, "resources": {} },
         "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
     });
     jsonrpc::result_response(id, &result.to_string())
