@@ -673,6 +673,34 @@ pub struct AuthConfig {
     /// Kubernetes projected service-account tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_tokens: Option<ServiceAccountTokens>,
+    /// Gateways this facade serves as a backend of: a gateway calls with an
+    /// assertion it signed for this backend, naming the caller it
+    /// authenticated. The caller is then who the assertion names (its
+    /// issuer, subject and groups), judged by this policy's own role
+    /// bindings; nothing unsigned is ever believed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<TrustedGateway>,
+}
+
+/// A gateway whose assertions this facade accepts.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrustedGateway {
+    /// The gateway's `iss` (its `--gateway-issuer`).
+    pub issuer: String,
+    /// The gateway's public key (PEM: Ed25519, P-256 or RSA), whose private
+    /// half only the gateway holds.
+    pub public_key_file: String,
+    /// The audience this backend is to the gateway: its backend name.
+    /// An assertion minted for another backend is refused.
+    pub audience: String,
+    /// The issuers of the callers this gateway may vouch for (`static`, a
+    /// JWT issuer URL, the service-account issuer). An assertion for a
+    /// caller of another issuer is refused; role bindings name these.
+    pub caller_issuers: Vec<String>,
+    /// Allowed clock skew for `exp`/`nbf`, in seconds (default 60, at most 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_seconds: Option<u64>,
 }
 
 /// Anonymous access.

@@ -170,6 +170,8 @@ fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> Au
             audience: Some(names::token_audience(server)),
         }),
         anonymous: None,
+        // The MCPGateway resource that would fill this is later work.
+        gateways: Vec::new(),
     }
 }
 

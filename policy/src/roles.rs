@@ -50,6 +50,14 @@ pub fn issuers(auth: &AuthConfig) -> Vec<&str> {
     if let Some(sa) = &auth.service_account_tokens {
         out.push(sa.issuer.as_str());
     }
+    // Callers a trusted gateway vouches for keep their own issuer.
+    for g in &auth.gateways {
+        for issuer in &g.caller_issuers {
+            if !out.contains(&issuer.as_str()) {
+                out.push(issuer.as_str());
+            }
+        }
+    }
     out
 }
 

@@ -23,6 +23,8 @@ use crate::sinks::file::Rotation;
 use crate::upstream::{child_env, HttpTarget, UpstreamTarget};
 use crate::{admin, bridge, downstream, policy_file, server};
 
+mod gateway;
+
 #[derive(Parser)]
 #[command(
     name = "mcp-warden-sidecar",
@@ -303,6 +305,8 @@ struct RunArgs {
     /// `MCP_WARDEN_SERVER_ENV` lists more names, comma-separated.
     #[arg(long = "server-env", value_name = "NAME[=VALUE]")]
     server_env: Vec<String>,
+    #[command(flatten)]
+    gateway: gateway::GatewayArgs,
     /// The server command (after `--`).
     #[arg(last = true)]
     command: Vec<String>,
@@ -363,6 +367,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.upstream_socket,
         args.command.split_first(),
     ) {
+        (None, None, None) if args.gateway.enabled() => {
+            gateway::target(&args.gateway, |url| http_target(url, &args))?
+        }
+        _ if args.gateway.enabled() => anyhow::bail!(
+            "--backend makes a gateway: give no other upstream (a command, --upstream-url or --upstream-socket)"
+        ),
         (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => {
@@ -431,7 +441,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_batch_size: args.max_batch_size.max(1),
         max_header_bytes: args.max_header_bytes,
         max_sessions: args.max_sessions.unwrap_or(match target {
-            UpstreamTarget::Http(_) => 1024,
+            UpstreamTarget::Http(_) | UpstreamTarget::Gateway(_) => 1024,
             _ => 64,
         }),
         body_read_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
@@ -450,7 +460,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_restarts: args.max_restarts,
         spares: if args.stdio { 0 } else { args.spares },
         max_upstream_message_bytes: args.max_upstream_message_bytes,
-        upstream_era: args.upstream_era,
+        // A gateway is a modern server: its backends are facades, which
+        // serve modern callers whatever their own server speaks.
+        upstream_era: if args.gateway.enabled() {
+            crate::session::context::EraChoice::Modern
+        } else {
+            args.upstream_era
+        },
         request_state_ttl: Duration::from_secs(args.request_state_ttl_secs.max(1)),
         approval_timeout: Duration::from_secs(args.approval_timeout_secs),
         // Without an admin listener (stdio) nobody can decide.
@@ -537,6 +553,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     let app = App::new(ctx, hosts, admin);
+    if let UpstreamTarget::Gateway(g) = &app.target {
+        gateway::observe(&app, g);
+    }
     if let UpstreamTarget::Http(t) = &app.target {
         // Egress refusals are audited and counted.
         let weak = Arc::downgrade(&app);

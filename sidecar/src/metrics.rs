@@ -97,6 +97,9 @@ pub struct Metrics {
     /// `egress_refusals_total{reason}`: connections the SSRF guard refused
     /// (`address_not_allowed`, `redirect`).
     pub egress_refusals: IntCounterVec,
+    /// `gateway_conflicts{kind}`: names a gateway withholds now, by why
+    /// (`collision`, `confusable`, `shadowing`).
+    pub gateway_conflicts: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -315,8 +318,17 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let gateway_conflicts = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "mcpwarden_gateway_conflicts",
+                "Names a gateway withholds because two backends serve them or they could be confused, by kind",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(egress_refusals.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(gateway_conflicts.clone()),
             Box::new(notifications_dropped.clone()),
             Box::new(messages_dropped.clone()),
             Box::new(upstream_recycled.clone()),
@@ -388,6 +400,7 @@ impl Metrics {
             messages_dropped,
             upstream_recycled,
             egress_refusals,
+            gateway_conflicts,
         }
     }
 

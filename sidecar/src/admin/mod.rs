@@ -20,6 +20,12 @@
 //!   never a name in the body, and the caller whose call waits can never
 //!   decide it.
 //!
+//! In gateway mode, `/gateway` (the same access as `/tools`) lists each
+//! backend with how many of its tools route and whether it answered its
+//! last list, and every name the gateway
+//! withholds (a collision between backends, confusable names, a shadowing
+//! definition) with the backends involved.
+//!
 //! A decision is `application/json` (a browser's `text/plain` form post
 //! is refused). `/healthz`, `/readyz` and `/metrics` stay open: the kubelet
 //! and the scraper have no token, and they reveal no tool or call.
@@ -67,6 +73,18 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             json(
                 StatusCode::OK,
                 serde_json::to_vec(&doc).expect("values serialize"),
+            )
+        }
+        "/gateway" => {
+            if let Err(denied) = caller(&app, &req) {
+                return denied;
+            }
+            let crate::upstream::UpstreamTarget::Gateway(gateway) = &app.target else {
+                return text(StatusCode::NOT_FOUND, "not a gateway: no --backend given\n");
+            };
+            json(
+                StatusCode::OK,
+                serde_json::to_vec(&gateway_view(gateway)).expect("values serialize"),
             )
         }
         "/approvals" => {
@@ -130,6 +148,31 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseB
             "not found: try /healthz, /readyz, /metrics, /tools or /approvals\n",
         ),
     }
+}
+
+/// The gateway's backends and withheld names, as `/gateway` shows them.
+fn gateway_view(gateway: &crate::upstream::gateway::GatewayTarget) -> serde_json::Value {
+    let backends: Vec<_> = gateway
+        .tool_counts()
+        .into_iter()
+        .map(|(name, tools, answering)| {
+            serde_json::json!({ "name": name, "tools": tools, "answering": answering })
+        })
+        .collect();
+    let conflicts: Vec<_> = gateway
+        .conflicts()
+        .into_iter()
+        .map(|c| {
+            serde_json::json!({
+                "kind": c.kind.as_str(),
+                "catalog": c.catalog.as_str(),
+                "names": c.names,
+                "backends": c.backends,
+                "detail": c.detail,
+            })
+        })
+        .collect();
+    serde_json::json!({ "backends": backends, "conflicts": conflicts })
 }
 
 /// Who asks for an admin-only endpoint.

@@ -11,6 +11,8 @@ pub enum AuthMethod {
     StaticToken,
     Jwt,
     ServiceAccount,
+    /// A trusted gateway's assertion, naming the caller it authenticated.
+    Gateway,
 }
 
 impl AuthMethod {
@@ -20,6 +22,7 @@ impl AuthMethod {
             AuthMethod::StaticToken => "static_token",
             AuthMethod::Jwt => "jwt",
             AuthMethod::ServiceAccount => "service_account",
+            AuthMethod::Gateway => "gateway",
         }
     }
 }

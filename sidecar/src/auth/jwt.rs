@@ -1,6 +1,9 @@
 //! JWT bearer tokens verified offline against a JWKS file: OIDC issuers, and
 //! Kubernetes projected service-account tokens (the same check plus the
-//! `kubernetes.io` claims and an audience bound to this MCPServer).
+//! `kubernetes.io` claims and an audience bound to this MCPServer); and a
+//! trusted gateway's assertions, verified against its public key (the same
+//! check, the audience this backend's name, and the caller it names only
+//! of an issuer the policy lets that gateway vouch for).
 //!
 //! Accepted algorithms: RS256, ES256, EdDSA (`none` does not exist in the
 //! library, HMAC is refused: a shared secret is not an identity). `iss`,
@@ -11,7 +14,7 @@ use std::path::Path;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
-use mcp_warden_crds::{JwtIssuer, ServiceAccountTokens};
+use mcp_warden_crds::{JwtIssuer, ServiceAccountTokens, TrustedGateway};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -34,6 +37,9 @@ enum Kind {
         username_claim: String,
     },
     ServiceAccount,
+    Gateway {
+        caller_issuers: Vec<String>,
+    },
 }
 
 pub struct JwtVerifier {
@@ -111,20 +117,53 @@ impl JwtVerifier {
             }
             Err(e) => return Err(format!("cannot read JWKS {}: {e}", path.display())),
         };
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.algorithms = ALGORITHMS.to_vec();
-        validation.leeway = skew.unwrap_or(DEFAULT_SKEW).min(MAX_SKEW);
-        validation.validate_nbf = true;
-        validation.set_issuer(&[issuer]);
-        validation.set_audience(audiences);
-        // `sub` is checked where it is read: the username claim (OIDC, which
-        // may name another claim) or the service account's subject.
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         Ok(JwtVerifier {
             issuer: issuer.to_string(),
             keys,
-            validation,
+            validation: validation(issuer, audiences, skew),
             kind,
+        })
+    }
+
+    /// A trusted gateway: its assertions, checked against its public key.
+    pub fn gateway(cfg: &TrustedGateway, base: &Path) -> Result<JwtVerifier, String> {
+        let at = format!("auth.gateways[{}]", cfg.issuer);
+        if cfg.issuer.trim().is_empty() || cfg.audience.trim().is_empty() {
+            return Err(format!("{at}: issuer and audience must not be empty"));
+        }
+        if cfg.caller_issuers.is_empty() {
+            return Err(format!(
+                "{at}.callerIssuers: name the issuers of the callers this gateway may vouch for"
+            ));
+        }
+        let path = base.join(&cfg.public_key_file);
+        let pem = std::fs::read(&path)
+            .map_err(|e| format!("{at}: cannot read the public key {}: {e}", path.display()))?;
+        let key = if let Ok(k) = DecodingKey::from_ed_pem(&pem) {
+            (None, Algorithm::EdDSA, k)
+        } else if let Ok(k) = DecodingKey::from_ec_pem(&pem) {
+            (None, Algorithm::ES256, k)
+        } else if let Ok(k) = DecodingKey::from_rsa_pem(&pem) {
+            (None, Algorithm::RS256, k)
+        } else {
+            return Err(format!(
+                "{at}: {} is not a PEM Ed25519, P-256 or RSA public key",
+                path.display()
+            ));
+        };
+        let mut validation = validation(
+            &cfg.issuer,
+            std::slice::from_ref(&cfg.audience),
+            cfg.clock_skew_seconds,
+        );
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub", "nbf"]);
+        Ok(JwtVerifier {
+            issuer: cfg.issuer.clone(),
+            keys: vec![key],
+            validation,
+            kind: Kind::Gateway {
+                caller_issuers: cfg.caller_issuers.clone(),
+            },
         })
     }
 
@@ -258,8 +297,53 @@ impl JwtVerifier {
                     token: None,
                 })
             }
+            Kind::Gateway { caller_issuers } => {
+                // The caller the gateway authenticated, of an issuer it may
+                // vouch for: judged by this policy's bindings for that issuer.
+                let issuer = claims
+                    .get("caller_iss")
+                    .and_then(Value::as_str)
+                    .ok_or(Rejection::Invalid("missing_claim"))?;
+                if !caller_issuers.iter().any(|i| i == issuer) {
+                    return Err(Rejection::Invalid("caller_issuer_not_vouched"));
+                }
+                if sub.is_empty() {
+                    return Err(Rejection::Invalid("missing_claim"));
+                }
+                let groups = match claims.get("groups") {
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                Ok(Identity {
+                    issuer: Some(issuer.to_string()),
+                    subject: Some(sub),
+                    groups,
+                    service_account: None,
+                    method: AuthMethod::Gateway,
+                    token: None,
+                })
+            }
         }
     }
+}
+
+/// What every token must be: signed by one of the accepted algorithms, of
+/// `issuer`, for one of `audiences`, current (with bounded skew).
+fn validation(issuer: &str, audiences: &[String], skew: Option<u64>) -> Validation {
+    let mut validation = Validation::new(Algorithm::RS256);
+    validation.algorithms = ALGORITHMS.to_vec();
+    validation.leeway = skew.unwrap_or(DEFAULT_SKEW).min(MAX_SKEW);
+    validation.validate_nbf = true;
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(audiences);
+    // `sub` is checked where it is read: the username claim (OIDC, which
+    // may name another claim) or the service account's subject.
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    validation
 }
 
 /// A claim by name, or by JSON pointer when `name` starts with `/`.

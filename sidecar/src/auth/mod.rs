@@ -1,6 +1,7 @@
 //! Who is calling: the authenticators a policy chooses, tried in order —
-//! static bearer tokens, JWT issuers, Kubernetes service-account tokens —
-//! first match wins; anonymous only when the policy says so.
+//! static bearer tokens, JWT issuers, Kubernetes service-account tokens,
+//! trusted gateways' assertions — first match wins; anonymous only when the
+//! policy says so.
 //!
 //! Sits right after the transport parsed a request: HTTP passes the
 //! `Authorization: Bearer` token, stdio passes `params.auth.token` (the stdio transport has no headers),
@@ -70,6 +71,9 @@ impl Authenticator {
                 }
             };
             jwt.push(JwtVerifier::service_accounts(sa, audience, base)?);
+        }
+        for gateway in &cfg.gateways {
+            jwt.push(JwtVerifier::gateway(gateway, base)?);
         }
         Ok(Authenticator {
             anonymous: cfg.anonymous.is_some(),
@@ -188,3 +192,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod gateway_tests;

@@ -337,7 +337,7 @@ mod tests {
 
     fn header_of(c: Option<Credential>) -> Option<String> {
         c.map(|c| {
-            let (name, value) = c.header();
+            let (name, value) = c.header().expect("a header credential");
             format!("{name}: {}", value.to_str().unwrap())
         })
     }

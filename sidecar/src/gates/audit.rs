@@ -160,6 +160,39 @@ impl Audit {
     }
 }
 
+impl Audit {
+    /// A gateway withholds names: which, why, from which backends.
+    pub fn gateway_conflict(
+        &self,
+        conflict: &crate::upstream::gateway::names::Conflict,
+        metrics: &Metrics,
+    ) {
+        let detail = format!(
+            "{} {} withheld: {:?} from backends {:?}{}",
+            conflict.catalog.as_str(),
+            conflict.kind.as_str(),
+            conflict.names,
+            conflict.backends,
+            if conflict.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", conflict.detail)
+            }
+        );
+        let record = Record {
+            time: now_rfc3339(),
+            event: "gateway_conflict",
+            auth: "none",
+            decision: "deny",
+            reason: Some(conflict.kind.as_str()),
+            tool: conflict.names.first().map(String::as_str),
+            detail: Some(&detail),
+            ..Default::default()
+        };
+        self.write(&record, metrics);
+    }
+}
+
 /// Where a session's audit lines go, and what they name the session by:
 /// all the audit needs of a session (a session hands it down with
 /// `Session::trail`).

@@ -5,8 +5,9 @@
 //! client's session gets a channel of its own (a process, an upstream
 //! session) or, in front of a modern server, the one shared hub; a modern
 //! caller's requests go through the hub, or (a legacy server) a bridge the
-//! facade holds for that caller. Today there is one upstream; a gateway
-//! with several would choose among them here.
+//! facade holds for that caller. In gateway mode the one upstream is the
+//! gateway link ([`crate::upstream::gateway`]), a modern server made of
+//! several backends: the hub, and the link chooses the backend per request.
 //! - [`sessions`]: the table of live sessions, lookup by `Mcp-Session-Id`,
 //!   the idle reaper;
 //! - [`probe`]: what the server is (its era), which decides the routes.

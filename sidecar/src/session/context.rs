@@ -264,6 +264,20 @@ impl Context {
     /// upstream with `upstreamAuth`; else none). Asked after policy, per
     /// request.
     pub async fn credential_for(&self, caller: &Identity) -> Result<Option<Credential>, String> {
+        if let UpstreamTarget::Gateway(_) = &self.target {
+            // A gateway's backends hear who the caller is, each through an
+            // assertion of its own (minted by the link); never the token.
+            return Ok(match (&caller.issuer, &caller.subject) {
+                (Some(issuer), Some(subject)) => Some(Credential::on_behalf_of(
+                    crate::upstream::gateway::assertion::Principal {
+                        issuer: issuer.clone(),
+                        subject: subject.clone(),
+                        groups: caller.groups.clone(),
+                    },
+                )),
+                _ => None,
+            });
+        }
         let UpstreamTarget::Http(target) = &self.target else {
             return Ok(None);
         };
@@ -296,8 +310,11 @@ impl Context {
     /// Whether requests upstream carry credentials at all (cheap: the hot
     /// path asks this first).
     pub fn has_upstream_credentials(&self) -> bool {
-        matches!(self.target, UpstreamTarget::Http(_))
-            && self.policy.load().upstream_credentials.is_some()
+        match &self.target {
+            UpstreamTarget::Gateway(g) => g.signer.is_some(),
+            UpstreamTarget::Http(_) => self.policy.load().upstream_credentials.is_some(),
+            _ => false,
+        }
     }
 
     /// The budget of a caller without a session (a modern client): one per

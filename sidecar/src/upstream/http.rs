@@ -209,13 +209,9 @@ impl State {
         } else {
             req = req.header(ACCEPT, "text/event-stream");
         }
-        match credential {
-            Some(c) => req = req.header(c.header().0, c.header().1.clone()),
-            None => {
-                if let Some(c) = self.credential.lock().unwrap().as_ref() {
-                    req = req.header(c.header().0, c.header().1.clone());
-                }
-            }
+        let own = self.credential.lock().unwrap().clone();
+        if let Some((name, value)) = credential.or(own.as_ref()).and_then(Credential::header) {
+            req = req.header(name, value.clone());
         }
         if self.mode.modern {
             return req.header(VERSION_HEADER, crate::era::LATEST_MODERN);

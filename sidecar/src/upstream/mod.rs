@@ -9,10 +9,13 @@
 //! - [`http`]: a Streamable HTTP server, one upstream session per link (a
 //!   modern server has no sessions: the link is stateless); it knows which
 //!   request each SSE message relates to, and a plain JSON answer comes
-//!   back from `send` itself (no trip through the events).
+//!   back from `send` itself (no trip through the events);
+//! - [`gateway`]: several backend facades over modern HTTP, seen as one
+//!   modern server (lists merged and renamed, requests routed by name).
 
 pub mod child_env;
 pub mod framed;
+pub mod gateway;
 pub mod http;
 pub mod socket;
 pub mod spares;
@@ -40,6 +43,8 @@ pub enum UpstreamTarget {
     Socket(PathBuf),
     /// A Streamable HTTP endpoint (`http://` on loopback, or `https://`).
     Http(HttpTarget),
+    /// Several backend facades behind one endpoint (gateway mode).
+    Gateway(Arc<gateway::GatewayTarget>),
 }
 
 /// A Streamable HTTP upstream: its URL and how connections to it are made.
@@ -55,17 +60,23 @@ impl std::fmt::Debug for UpstreamTarget {
             UpstreamTarget::Command { program, .. } => write!(f, "Command({program})"),
             UpstreamTarget::Socket(path) => write!(f, "Socket({})", path.display()),
             UpstreamTarget::Http(t) => write!(f, "Http({})", t.uri),
+            UpstreamTarget::Gateway(g) => {
+                let names: Vec<&str> = g.backends.iter().map(|b| b.name.as_str()).collect();
+                write!(f, "Gateway({})", names.join(","))
+            }
         }
     }
 }
 
 /// A credential the facade presents to the upstream for a request — chosen
 /// by the caller's identity after policy, never the caller's own token. One
-/// header, marked sensitive (HTTP/2 never indexes it); it never prints.
+/// header, marked sensitive (HTTP/2 never indexes it); it never prints. For
+/// a gateway it is instead the caller's identity ([`Credential::on_behalf_of`]),
+/// from which the gateway link mints each backend's own assertion.
 #[derive(Clone)]
 pub struct Credential {
-    name: hyper::header::HeaderName,
-    value: hyper::header::HeaderValue,
+    header: Option<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    principal: Option<Arc<gateway::assertion::Principal>>,
 }
 
 impl Credential {
@@ -75,7 +86,10 @@ impl Credential {
             "the upstream credential holds characters a header cannot carry".to_string()
         })?;
         value.set_sensitive(true);
-        Ok(Credential { name, value })
+        Ok(Credential {
+            header: Some((name, value)),
+            principal: None,
+        })
     }
 
     /// `Authorization: Bearer <token>`.
@@ -86,14 +100,26 @@ impl Credential {
         )
     }
 
-    pub fn header(&self) -> (&hyper::header::HeaderName, &hyper::header::HeaderValue) {
-        (&self.name, &self.value)
+    /// The caller a gateway's backends are to hear of (no header by itself).
+    pub fn on_behalf_of(who: gateway::assertion::Principal) -> Credential {
+        Credential {
+            header: None,
+            principal: Some(Arc::new(who)),
+        }
+    }
+
+    pub fn principal(&self) -> Option<&gateway::assertion::Principal> {
+        self.principal.as_deref()
+    }
+
+    pub fn header(&self) -> Option<(&hyper::header::HeaderName, &hyper::header::HeaderValue)> {
+        self.header.as_ref().map(|(n, v)| (n, v))
     }
 
     /// Remove the credential's secret from `text` (an upstream error body
     /// could echo it).
     pub fn scrub(&self, text: &str) -> String {
-        let Ok(value) = self.value.to_str() else {
+        let Some(Ok(value)) = self.header.as_ref().map(|(_, v)| v.to_str()) else {
             return text.to_string();
         };
         let secret = value.strip_prefix("Bearer ").unwrap_or(value).trim();
@@ -106,7 +132,13 @@ impl Credential {
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Credential({}: [redacted])", self.name)
+        match (&self.header, &self.principal) {
+            (Some((name, _)), _) => write!(f, "Credential({name}: [redacted])"),
+            (None, Some(who)) => {
+                write!(f, "Credential(on behalf of {}/{})", who.issuer, who.subject)
+            }
+            (None, None) => f.write_str("Credential(none)"),
+        }
     }
 }
 
@@ -117,6 +149,7 @@ impl UpstreamTarget {
             UpstreamTarget::Command { .. } => "stdio",
             UpstreamTarget::Socket(_) => "socket",
             UpstreamTarget::Http(_) => "http",
+            UpstreamTarget::Gateway(_) => "gateway",
         }
     }
 }
@@ -185,6 +218,8 @@ enum ToServer {
     Framed(mpsc::Sender<Message>),
     /// POSTs sent by the caller itself.
     Http(std::sync::Arc<http::State>),
+    /// Requests routed among backends by the caller itself.
+    Gateway(std::sync::Arc<gateway::State>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +281,7 @@ impl Link {
                 .map(|()| None)
                 .map_err(|_| UpstreamError::Closed),
             ToServer::Http(state) => http::post(state, msg, credential).await,
+            ToServer::Gateway(state) => gateway::send(state, msg, credential).await,
         }
     }
 
@@ -255,6 +291,7 @@ impl Link {
     pub fn abort(&self, id: &RequestId) -> bool {
         match &self.to_server {
             ToServer::Http(state) => http::abort(state, id),
+            ToServer::Gateway(state) => gateway::abort(state, id),
             ToServer::Framed(_) => false,
         }
     }
@@ -274,6 +311,14 @@ pub async fn connect(
             let link = Link {
                 to_server: ToServer::Http(state),
                 _guard: Some(Box::new(guard)),
+            };
+            Ok((link, events))
+        }
+        UpstreamTarget::Gateway(gateway) => {
+            let (state, guard, events) = gateway::connect(gateway, limits)?;
+            let link = Link {
+                to_server: ToServer::Gateway(state),
+                _guard: Some(guard),
             };
             Ok((link, events))
         }

@@ -25,7 +25,7 @@ pub struct Spares {
 
 impl Spares {
     pub fn new(target: UpstreamTarget, limits: LinkLimits, size: usize) -> Arc<Spares> {
-        let size = if matches!(target, UpstreamTarget::Http(_)) {
+        let size = if matches!(target, UpstreamTarget::Http(_) | UpstreamTarget::Gateway(_)) {
             0
         } else {
             size

@@ -1,0 +1,173 @@
+//! A gateway's assertions, minted by the gateway link's signer and checked
+//! by a backend's authenticator (`auth.gateways`): who they name, and every
+//! way one is refused.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_warden_crds::{AuthConfig, TrustedGateway};
+
+use crate::auth::identity::AuthMethod;
+use crate::auth::{AuthFailure, Authenticator};
+use crate::upstream::gateway::assertion::{Principal, Signer};
+
+struct Keys {
+    private: String,
+    public: String,
+}
+
+fn keys(alg: &'static rcgen::SignatureAlgorithm) -> Keys {
+    let pair = rcgen::KeyPair::generate_for(alg).unwrap();
+    Keys {
+        private: pair.serialize_pem(),
+        public: pair.public_key_pem(),
+    }
+}
+
+/// A backend named `audience` trusting gateway `gw` (its public key) to
+/// vouch for static-token callers.
+fn backend(dir: &Path, public: &str, audience: &str) -> Authenticator {
+    std::fs::write(dir.join("gw.pub"), public).unwrap();
+    let cfg = AuthConfig {
+        gateways: vec![TrustedGateway {
+            issuer: "gw".into(),
+            public_key_file: "gw.pub".into(),
+            audience: audience.into(),
+            caller_issuers: vec!["static".into()],
+            clock_skew_seconds: Some(0),
+        }],
+        ..Default::default()
+    };
+    Authenticator::from_config(&cfg, None, dir).unwrap()
+}
+
+fn alice(issuer: &str) -> Principal {
+    Principal {
+        issuer: issuer.into(),
+        subject: "alice".into(),
+        groups: vec!["devs".into()],
+    }
+}
+
+fn token(signer: &Signer, who: &Principal, audience: &str) -> String {
+    let credential = signer.mint(who, audience).unwrap();
+    let (_, value) = credential.header().unwrap();
+    value
+        .to_str()
+        .unwrap()
+        .strip_prefix("Bearer ")
+        .unwrap()
+        .to_string()
+}
+
+fn dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gw-assert-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_backend_hears_the_caller_the_gateway_names() {
+    for (name, alg) in [
+        ("ed", &rcgen::PKCS_ED25519),
+        ("ec", &rcgen::PKCS_ECDSA_P256_SHA256),
+    ] {
+        let k = keys(alg);
+        let dir = dir(name);
+        let signer =
+            Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+        let everything = backend(&dir, &k.public, "everything");
+        let who = everything
+            .authenticate(Some(&token(&signer, &alice("static"), "everything")))
+            .unwrap();
+        assert_eq!(who.issuer.as_deref(), Some("static"), "{name}");
+        assert_eq!(who.subject.as_deref(), Some("alice"));
+        assert_eq!(who.groups, vec!["devs".to_string()]);
+        assert_eq!(who.method, AuthMethod::Gateway);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn one_backends_assertion_is_refused_by_another() {
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("aud");
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    let git = backend(&dir, &k.public, "git");
+    let for_everything = token(&signer, &alice("static"), "everything");
+    assert_eq!(
+        git.authenticate(Some(&for_everything)),
+        Err(AuthFailure::Invalid("wrong_audience"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn expired_other_key_unsigned_and_unvouched_assertions_are_refused() {
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("bad");
+    let everything = backend(&dir, &k.public, "everything");
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(1)).unwrap();
+    let short = token(&signer, &alice("static"), "everything");
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        everything.authenticate(Some(&short)),
+        Err(AuthFailure::Invalid("token_expired"))
+    );
+
+    // Signed by a key the backend was not given.
+    let other = keys(&rcgen::PKCS_ED25519);
+    let impostor =
+        Signer::from_pem("gw", other.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    assert_eq!(
+        everything.authenticate(Some(&token(&impostor, &alice("static"), "everything"))),
+        Err(AuthFailure::Invalid("bad_signature"))
+    );
+
+    // The same claims, unsigned.
+    let real = token(
+        &Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap(),
+        &alice("static"),
+        "everything",
+    );
+    let mut parts = real.split('.');
+    let (_, payload) = (parts.next(), parts.next().unwrap());
+    use base64::Engine;
+    let none =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+    assert!(everything
+        .authenticate(Some(&format!("{none}.{payload}.")))
+        .is_err());
+
+    // A caller of an issuer this backend does not let the gateway vouch for.
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    assert_eq!(
+        everything.authenticate(Some(&token(
+            &signer,
+            &alice("https://elsewhere"),
+            "everything"
+        ))),
+        Err(AuthFailure::Invalid("caller_issuer_not_vouched"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_gateway_needs_the_issuers_it_vouches_for() {
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("cfg");
+    std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
+    let cfg = AuthConfig {
+        gateways: vec![TrustedGateway {
+            issuer: "gw".into(),
+            public_key_file: "gw.pub".into(),
+            audience: "everything".into(),
+            caller_issuers: vec![],
+            clock_skew_seconds: None,
+        }],
+        ..Default::default()
+    };
+    let err = Authenticator::from_config(&cfg, None, &dir).err().unwrap();
+    assert!(err.contains("callerIssuers"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

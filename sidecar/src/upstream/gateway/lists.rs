@@ -1,0 +1,177 @@
+//! The gateway's lists: one list asked of every backend at once (as the
+//! caller), every page followed, names renamed and conflicts withheld
+//! ([`super::names`]), answered as one complete page.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use super::names::Catalog;
+use super::{ask, State};
+use crate::jsonrpc::{self, Message, RequestId};
+use crate::upstream::{Credential, UpstreamError};
+
+/// Pages of one backend's list followed at most.
+const MAX_PAGES: usize = 100;
+
+/// Every page of one list at backend `b`.
+async fn all_pages(
+    state: &State,
+    b: usize,
+    id: &RequestId,
+    method: &str,
+    params: &Value,
+    key: &str,
+    credential: Option<&Credential>,
+) -> Result<(Vec<Value>, Value), String> {
+    let mut items = Vec::new();
+    let mut params = params.clone();
+    if let Some(p) = params.as_object_mut() {
+        p.remove("cursor");
+    }
+    for _ in 0..MAX_PAGES {
+        let msg = Message::parse(jsonrpc::request(id, method, &params))
+            .map_err(|_| "bad request".to_string())?;
+        let mut answer = ask(state, b, msg, credential).await?.to_value();
+        let absent = answer.pointer("/error/code").and_then(Value::as_i64)
+            == Some(jsonrpc::codes::METHOD_NOT_FOUND);
+        if absent && items.is_empty() {
+            // A backend without prompts or resources has none to add.
+            return Ok((items, json!({})));
+        }
+        if let Some(error) = answer.get("error") {
+            return Err(format!("{method} was refused: {error}"));
+        }
+        if let Some(Value::Array(page)) = answer
+            .pointer_mut(&format!("/result/{key}"))
+            .map(Value::take)
+        {
+            items.extend(page);
+        }
+        match answer.pointer("/result/nextCursor") {
+            Some(c) if !c.is_null() => params["cursor"] = c.clone(),
+            _ => {
+                let result = answer.get("result").cloned().unwrap_or_default();
+                return Ok((items, result));
+            }
+        }
+    }
+    Err(format!("{method} ran past {MAX_PAGES} pages"))
+}
+
+/// Every backend's list, renamed, conflicts withheld.
+pub(super) async fn list(
+    state: &Arc<State>,
+    id: &RequestId,
+    params: &Value,
+    catalog: Catalog,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let (method, key) = match catalog {
+        Catalog::Tools => ("tools/list", "tools"),
+        Catalog::Prompts => ("prompts/list", "prompts"),
+        Catalog::Templates => ("resources/templates/list", "resourceTemplates"),
+    };
+    let lists = fan_out(state, id, method, params, key, credential).await?;
+    let gateway = state.gateway();
+    {
+        let mut names = gateway.names.lock().unwrap();
+        for (b, items, _) in &lists {
+            let listed: Vec<&str> = items
+                .iter()
+                .filter_map(|i| i.get("name").and_then(Value::as_str))
+                .collect();
+            names.observe(catalog, *b, &listed);
+        }
+        if catalog == Catalog::Tools {
+            for (b, items, _) in &lists {
+                names.scan_shadowing(*b, items);
+            }
+        }
+    }
+    gateway.report();
+    let names = gateway.names.lock().unwrap();
+    let mut merged = Vec::new();
+    for (b, items, _) in lists {
+        for mut item in items {
+            let Some(name) = item.get("name").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            let exposed = names.exposed(b, &name);
+            if names.route(catalog, &exposed) != Ok((b, name)) {
+                continue;
+            }
+            item["name"] = Value::String(exposed);
+            if let Some(Value::String(t)) = item.get("uriTemplate") {
+                item["uriTemplate"] = Value::String(names.exposed_uri(b, t));
+            }
+            merged.push(item);
+        }
+    }
+    Ok(list_answer(id, key, merged))
+}
+
+/// Every backend's resources, their URIs naming the backend.
+pub(super) async fn list_resources(
+    state: &Arc<State>,
+    id: &RequestId,
+    params: &Value,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let lists = fan_out(state, id, "resources/list", params, "resources", credential).await?;
+    let names = state.gateway().names.lock().unwrap();
+    let mut merged = Vec::new();
+    for (b, items, _) in lists {
+        for mut item in items {
+            if let Some(Value::String(uri)) = item.get("uri") {
+                item["uri"] = Value::String(names.exposed_uri(b, uri));
+                merged.push(item);
+            }
+        }
+    }
+    Ok(list_answer(id, "resources", merged))
+}
+
+fn list_answer(id: &RequestId, key: &str, items: Vec<Value>) -> Bytes {
+    let mut result = Map::new();
+    result.insert(key.into(), Value::Array(items));
+    jsonrpc::result_response(id, &Value::Object(result).to_string())
+}
+
+type Listed = Vec<(usize, Vec<Value>, Value)>;
+
+/// One list at every backend at once. A backend that cannot answer adds
+/// nothing (its names are not offered); all failing is an error.
+async fn fan_out(
+    state: &Arc<State>,
+    id: &RequestId,
+    method: &str,
+    params: &Value,
+    key: &str,
+    credential: Option<&Credential>,
+) -> Result<Listed, UpstreamError> {
+    let asks = (0..state.links.len()).map(|b| async move {
+        (
+            b,
+            all_pages(state, b, id, method, params, key, credential).await,
+        )
+    });
+    let mut lists = Vec::new();
+    let mut failures = Vec::new();
+    for (b, answer) in futures::future::join_all(asks).await {
+        state.gateway().answering.lock().unwrap()[b] = Some(answer.is_ok());
+        match answer {
+            Ok((items, result)) => lists.push((b, items, result)),
+            Err(e) => {
+                let name = &state.gateway().backends[b].name;
+                tracing::warn!(backend = %name, error = %e, "gateway: a backend's {method} failed; its names are left out");
+                failures.push(format!("{name}: {e}"));
+            }
+        }
+    }
+    if lists.is_empty() && !failures.is_empty() {
+        return Err(UpstreamError::Refused(failures.join("; ")));
+    }
+    Ok(lists)
+}

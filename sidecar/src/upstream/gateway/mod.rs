@@ -1,0 +1,476 @@
+//! The gateway link: several backend facades, seen by the facade above as
+//! one modern (2026-07-28) MCP server.
+//!
+//! Where it sits: an upstream link kind ([`crate::upstream`]). The whole
+//! facade — client transports of both eras, sessions, the gateway's own
+//! policy, the output filter, audit — runs above it unchanged, in front of
+//! a "server" that is this link. Each backend is another facade's
+//! Streamable HTTP endpoint, spoken to statelessly ([`super::http`] in
+//! modern mode), so every backend keeps its own policy and the gateway's
+//! only adds to it.
+//!
+//! ```text
+//!   request ─┬─ server/discover ............ answered here (the union's capabilities)
+//!            ├─ tools|prompts|resources/…list  every backend, each page followed,
+//!            │                                 names renamed ([`names`]), conflicts withheld
+//!            ├─ tools/call, prompts/get ..... the one backend the name routes to, as its own name
+//!            ├─ resources/read|subscribe …... the backend the URI names (`{backend}+{uri}`)
+//!            └─ anything else ............... refused (-32601)
+//! ```
+//!
+//! Each request to a backend carries an assertion minted for that backend
+//! from the caller the facade authenticated ([`assertion`]), never the
+//! caller's token; a backend's answer — a result, or an error with the backend's own code — comes back
+//! as it is, under the facade's id.
+
+pub mod assertion;
+mod lists;
+pub mod names;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::http;
+use super::{Credential, HttpTarget, LinkEvent, LinkLimits, LinkMode, UpstreamError};
+use crate::jsonrpc::{self, Kind, Message, RequestId};
+use names::{Catalog, Conflict, Names, Unroutable};
+
+/// One backend: a facade's Streamable HTTP endpoint.
+pub struct Backend {
+    pub name: String,
+    pub target: HttpTarget,
+}
+
+/// Called with the whole conflict list and the conflicts new in it
+/// whenever it changes (metrics and audit are the application's: it sets
+/// this).
+pub type ConflictObserver = Arc<dyn Fn(&[Conflict], &[Conflict]) + Send + Sync>;
+
+/// Where the gateway's backends are and what it knows of their names.
+pub struct GatewayTarget {
+    pub backends: Vec<Backend>,
+    /// Signs each backend's assertions; without it requests carry none.
+    pub signer: Option<assertion::Signer>,
+    pub(super) names: Mutex<Names>,
+    /// Whether each backend answered its last list (`None`: not asked yet).
+    pub(super) answering: Mutex<Vec<Option<bool>>>,
+    reported: Mutex<Vec<Conflict>>,
+    observer: OnceLock<ConflictObserver>,
+}
+
+impl GatewayTarget {
+    /// `backends` as `(name, prefix, target)`, prefix `""` for none.
+    pub fn new(
+        backends: Vec<(String, String, HttpTarget)>,
+        signer: Option<assertion::Signer>,
+    ) -> Result<GatewayTarget, String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, _, _) in &backends {
+            if !names::valid_backend_name(name) {
+                return Err(format!(
+                    "backend name {name:?}: use lower-case letters, digits and `-`, starting with a letter"
+                ));
+            }
+            if !seen.insert(name.clone()) {
+                return Err(format!("backend {name:?} is given twice"));
+            }
+        }
+        let answering = Mutex::new(vec![None; backends.len()]);
+        let table = Names::new(
+            backends
+                .iter()
+                .map(|(n, p, _)| (n.clone(), p.clone()))
+                .collect(),
+        );
+        Ok(GatewayTarget {
+            backends: backends
+                .into_iter()
+                .map(|(name, _, target)| Backend { name, target })
+                .collect(),
+            signer,
+            names: Mutex::new(table),
+            answering,
+            reported: Mutex::new(Vec::new()),
+            observer: OnceLock::new(),
+        })
+    }
+
+    pub fn set_observer(&self, observer: ConflictObserver) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// The names withheld now.
+    pub fn conflicts(&self) -> Vec<Conflict> {
+        self.reported.lock().unwrap().clone()
+    }
+
+    /// Each backend's name, how many of its tools route, and whether it
+    /// answered its last list (`None`: not asked yet).
+    pub fn tool_counts(&self) -> Vec<(String, usize, Option<bool>)> {
+        let names = self.names.lock().unwrap();
+        let counts = names.routable_counts(Catalog::Tools);
+        let answering = self.answering.lock().unwrap().clone();
+        self.backends
+            .iter()
+            .zip(counts)
+            .zip(answering)
+            .map(|((b, n), up)| (b.name.clone(), n, up))
+            .collect()
+    }
+
+    /// Tell the observer when the conflicts changed.
+    pub(super) fn report(&self) {
+        let now = self.names.lock().unwrap().conflicts();
+        let (changed, new) = {
+            let mut reported = self.reported.lock().unwrap();
+            let changed = *reported != now;
+            let new: Vec<Conflict> = now
+                .iter()
+                .filter(|c| !reported.contains(c))
+                .cloned()
+                .collect();
+            *reported = now.clone();
+            (changed, new)
+        };
+        if changed {
+            for c in &new {
+                tracing::warn!(
+                    kind = c.kind.as_str(),
+                    catalog = c.catalog.as_str(),
+                    names = ?c.names,
+                    backends = ?c.backends,
+                    detail = %c.detail,
+                    "gateway: names withheld (not resolved by picking a backend)"
+                );
+            }
+            if let Some(observer) = self.observer.get() {
+                observer(&now, &new);
+            }
+        }
+    }
+}
+
+/// Answers the link is waiting for, by backend and the facade's id.
+type Waiters = Mutex<HashMap<(usize, RequestId), oneshot::Sender<Result<Message, String>>>>;
+
+/// One live gateway link: a modern HTTP link per backend.
+pub struct State {
+    gateway: Arc<GatewayTarget>,
+    pub(super) links: Vec<Arc<http::State>>,
+    waiters: Arc<Waiters>,
+}
+
+impl State {
+    pub(super) fn gateway(&self) -> &GatewayTarget {
+        &self.gateway
+    }
+}
+
+/// A live gateway link: its state, what keeps its backend links open, its events.
+type Connected = (Arc<State>, Box<dyn Send + Sync>, mpsc::Receiver<LinkEvent>);
+
+/// Open a link to every backend (nothing connects until the first request).
+pub fn connect(
+    gateway: &Arc<GatewayTarget>,
+    limits: &LinkLimits,
+) -> Result<Connected, UpstreamError> {
+    let (up, events) = mpsc::channel(limits.queue_depth);
+    let waiters: Arc<Waiters> = Arc::default();
+    let mut links = Vec::new();
+    let mut guards = Vec::new();
+    for (b, backend) in gateway.backends.iter().enumerate() {
+        let mode = LinkMode {
+            modern: true,
+            ..LinkMode::default()
+        };
+        let (state, guard, rx) = http::connect(&backend.target, limits, mode)?;
+        tokio::spawn(pump(b, rx, up.clone(), waiters.clone()));
+        links.push(state);
+        guards.push(guard);
+    }
+    let state = Arc::new(State {
+        gateway: gateway.clone(),
+        links,
+        waiters,
+    });
+    Ok((state, Box::new(guards), events))
+}
+
+/// A backend's messages: answers the link waits for go to their waiter;
+/// anything else (progress of a call) goes up as it came.
+async fn pump(
+    b: usize,
+    mut rx: mpsc::Receiver<LinkEvent>,
+    up: mpsc::Sender<LinkEvent>,
+    waiters: Arc<Waiters>,
+) {
+    while let Some(event) = rx.recv().await {
+        match event {
+            LinkEvent::Message { bytes, related } => {
+                if let Ok(m) = Message::parse(bytes.clone()) {
+                    if let (Kind::Response, Some(id)) = (m.kind, &m.id) {
+                        let waiter = waiters.lock().unwrap().remove(&(b, id.clone()));
+                        if let Some(waiter) = waiter {
+                            let _ = waiter.send(Ok(m));
+                            continue;
+                        }
+                    }
+                }
+                if up
+                    .send(LinkEvent::Message { bytes, related })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            LinkEvent::Failed { id, reason } => {
+                let waiter = waiters.lock().unwrap().remove(&(b, id.clone()));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(Err(reason));
+                    }
+                    None => {
+                        let _ = up.send(LinkEvent::Failed { id, reason }).await;
+                    }
+                }
+            }
+            LinkEvent::Closed { reason } => {
+                tracing::warn!(backend = b, %reason, "gateway backend link closed");
+            }
+        }
+    }
+}
+
+/// Cancel request `id` at whichever backend has it.
+pub fn abort(state: &State, id: &RequestId) -> bool {
+    let mut any = false;
+    for (b, link) in state.links.iter().enumerate() {
+        any |= http::abort(link, id);
+        state.waiters.lock().unwrap().remove(&(b, id.clone()));
+    }
+    any
+}
+
+/// One request to the gateway; its answer comes back from here.
+pub async fn send(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
+    // Stateless backends take no client notifications (a cancellation is
+    // the stream closing: [`abort`]).
+    let (Kind::Request, Some(id)) = (msg.kind, msg.id.clone()) else {
+        return Ok(None);
+    };
+    let value = msg.to_value();
+    let params = value.get("params").cloned().unwrap_or_else(|| json!({}));
+    let answer = match msg.method() {
+        "server/discover" => discover(&id),
+        "tools/list" => lists::list(state, &id, &params, Catalog::Tools, credential).await?,
+        "prompts/list" => lists::list(state, &id, &params, Catalog::Prompts, credential).await?,
+        "resources/templates/list" => {
+            lists::list(state, &id, &params, Catalog::Templates, credential).await?
+        }
+        "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
+        "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
+        "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
+        "subscriptions/listen" => return listen(state, msg, credential).await,
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            by_uri(state, &id, &msg, credential).await?
+        }
+        other => jsonrpc::error_response(
+            Some(&id),
+            jsonrpc::codes::METHOD_NOT_FOUND,
+            &format!("the gateway does not route {other}"),
+            None,
+        ),
+    };
+    Message::parse(answer)
+        .map(Some)
+        .map_err(|_| UpstreamError::Refused("the gateway built an invalid answer".into()))
+}
+
+/// A subscription: held at every backend, as the caller, under the
+/// facade's id; what each sends on it (its acknowledgement, its list
+/// changes) comes up as it came, until the facade ends it ([`abort`]).
+async fn listen(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
+    let gateway = state.gateway();
+    for (b, link) in state.links.iter().enumerate() {
+        let minted = match (credential.and_then(Credential::principal), &gateway.signer) {
+            (Some(who), Some(signer)) => Some(
+                signer
+                    .mint(who, &gateway.backends[b].name)
+                    .map_err(UpstreamError::Refused)?,
+            ),
+            _ => None,
+        };
+        let (link, msg) = (link.clone(), msg.clone());
+        let name = gateway.backends[b].name.clone();
+        tokio::spawn(async move {
+            match http::post(&link, msg, minted.as_ref()).await {
+                // A backend that answers at once holds no subscription.
+                Ok(Some(answer)) if answer.is_error => {
+                    tracing::debug!(backend = %name, "gateway: a backend refused subscriptions/listen")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(backend = %name, error = %e, "gateway: subscriptions/listen at a backend ended")
+                }
+            }
+        });
+    }
+    Ok(None)
+}
+
+/// The gateway as a modern server: the union's capabilities.
+fn discover(id: &RequestId) -> Bytes {
+    let result = json!({
+        "supportedVersions": crate::era::MODERN_VERSIONS,
+        "capabilities": { "tools": { "listChanged": true }, "prompts": {}, "resources": {} },
+        "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
+    });
+    jsonrpc::result_response(id, &result.to_string())
+}
+
+/// Ask backend `b`, as `credential`'s caller, and wait for its answer.
+pub(super) async fn ask(
+    state: &State,
+    b: usize,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Message, String> {
+    // Each backend hears of the caller through an assertion minted for it
+    // alone; a caller the facade could not name (anonymous) sends none.
+    let gateway = state.gateway();
+    let minted = match (credential.and_then(Credential::principal), &gateway.signer) {
+        (Some(who), Some(signer)) => Some(signer.mint(who, &gateway.backends[b].name)?),
+        (Some(_), None) | (None, _) => None,
+    };
+    let id = msg.id.clone().expect("requests have ids");
+    let (tx, rx) = oneshot::channel();
+    state.waiters.lock().unwrap().insert((b, id.clone()), tx);
+    let sent = http::post(&state.links[b], msg, minted.as_ref()).await;
+    match sent {
+        Ok(Some(answer)) => {
+            state.waiters.lock().unwrap().remove(&(b, id));
+            Ok(answer)
+        }
+        Ok(None) => rx
+            .await
+            .unwrap_or_else(|_| Err("the request was cancelled".into())),
+        Err(e) => {
+            state.waiters.lock().unwrap().remove(&(b, id));
+            Err(e.to_string())
+        }
+    }
+}
+
+/// `msg` with its params replaced.
+fn with_params(msg: &Message, params: &Value) -> Result<Message, String> {
+    let id = msg.id.clone().expect("requests have ids");
+    Message::parse(jsonrpc::request(&id, msg.method(), params)).map_err(|_| "bad request".into())
+}
+
+/// A call or prompt: to the backend its name routes to, as its own name.
+async fn routed(
+    state: &Arc<State>,
+    id: &RequestId,
+    msg: &Message,
+    catalog: Catalog,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let mut params = msg
+        .to_value()
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let exposed = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let gateway = state.gateway();
+    let route = gateway.names.lock().unwrap().route(catalog, &exposed);
+    let (b, name) = match route {
+        Ok(route) => route,
+        Err(why) => return Ok(unroutable(id, &exposed, why)),
+    };
+    params["name"] = Value::String(name);
+    let out = with_params(msg, &params).map_err(UpstreamError::Refused)?;
+    let answer = ask(state, b, out, credential).await.map_err(|e| {
+        UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
+    })?;
+    Ok(answer.bytes)
+}
+
+/// A resource request: to the backend its URI names, with the backend's URI.
+async fn by_uri(
+    state: &Arc<State>,
+    id: &RequestId,
+    msg: &Message,
+    credential: Option<&Credential>,
+) -> Result<Bytes, UpstreamError> {
+    let mut params = msg
+        .to_value()
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let uri = params
+        .get("uri")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let gateway = state.gateway();
+    let route = gateway.names.lock().unwrap().route_uri(&uri);
+    let Some((b, own)) = route else {
+        return Ok(unroutable(id, &uri, Unroutable::Unknown));
+    };
+    params["uri"] = Value::String(own);
+    let out = with_params(msg, &params).map_err(UpstreamError::Refused)?;
+    let answer = ask(state, b, out, credential).await.map_err(|e| {
+        UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
+    })?;
+    let mut value = answer.to_value();
+    if let Some(Value::Array(contents)) = value.pointer_mut("/result/contents") {
+        let names = gateway.names.lock().unwrap();
+        for c in contents {
+            if let Some(Value::String(u)) = c.get("uri") {
+                c["uri"] = Value::String(names.exposed_uri(b, u));
+            }
+        }
+    }
+    Ok(Bytes::from(value.to_string()))
+}
+
+/// A name no backend may answer for. The facade's own policy normally
+/// refuses it first (a name it never listed is unknown to its registry).
+fn unroutable(id: &RequestId, name: &str, why: Unroutable) -> Bytes {
+    let (text, reason) = match why {
+        Unroutable::Unknown => (
+            format!("no backend of the gateway serves {name:?}; list again"),
+            "gateway_unknown_name",
+        ),
+        Unroutable::Withheld(kind) => (
+            format!(
+                "{name:?} is withheld by the gateway ({}): it could be confused with another backend's",
+                kind.as_str()
+            ),
+            "gateway_name_withheld",
+        ),
+    };
+    jsonrpc::error_response(
+        Some(id),
+        jsonrpc::codes::INVALID_PARAMS,
+        &text,
+        Some(json!({ "reason": reason })),
+    )
+}

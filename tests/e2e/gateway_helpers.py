@@ -1,0 +1,53 @@
+"""Helpers for the gateway end-to-end tests (import: ``from gateway_helpers import ...``).
+
+    git_repo(path)                          a git repository with one commit and a change
+    gateway_args(backends, prefixes={})     `run` flags for a gateway in front of `backends`
+    gateway_view(fa) -> dict                the gateway's admin `/gateway` document
+    gateway_keys(dir)                       an Ed25519 pair: gateway.key.pem, gateway.pub.pem
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+
+
+def git_repo(path: Path) -> Path:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.test", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e.test", "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    path.mkdir(parents=True, exist_ok=True)
+    for cmd in (["git", "init", "-q", "-b", "main", "."], ["git", "commit", "-q", "--allow-empty", "-m", "initial"]):
+        subprocess.run(cmd, cwd=path, env=env, check=True, timeout=20)
+    (path / "change.txt").write_text("uncommitted\n")
+    return path
+
+
+def gateway_args(backends: dict[str, str], prefixes: dict[str, str] | None = None) -> list[str]:
+    """`--backend NAME=URL` per backend, `--backend-prefix NAME=PREFIX` per prefix."""
+    args: list[str] = []
+    for name, url in backends.items():
+        args += ["--backend", f"{name}={url}"]
+    for name, prefix in (prefixes or {}).items():
+        args += ["--backend-prefix", f"{name}={prefix}"]
+    return args
+
+
+def gateway_view(fa) -> dict:
+    r = httpx.get(f"{fa.admin_url}/gateway", headers=fa.admin_headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def gateway_keys(directory: Path) -> tuple[Path, Path]:
+    """The gateway's signing key and the public half its backends trust."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    key = ed25519.Ed25519PrivateKey.generate()
+    private = directory / "gateway.key.pem"
+    public = directory / "gateway.pub.pem"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public
