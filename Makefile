@@ -15,7 +15,7 @@ OPERATOR := $(TARGET_DIR)/debug/mcp-warden-operator
 # Default: $MCP_WARDEN_K8S_BIN_DIR, else a `shared/k8s` folder beside the checkout.
 K8S_BIN_DIR ?= $(or $(MCP_WARDEN_K8S_BIN_DIR),$(abspath ..)/shared/k8s)
 
-.PHONY: all build test test-rust test-e2e test-apiserver test-pods test-node node-images lint fmt generate check-generated demo setup bench clean
+.PHONY: all build test test-rust test-e2e test-apiserver test-pods test-node node-images lint fmt generate check-generated demo setup bench bench-detectors clean
 
 all: build
 
@@ -111,6 +111,15 @@ bench: setup
 	bench/.venv/bin/python bench/run_bench.py \
 		--sidecar $(BENCH_TARGET_DIR)/release/mcp-warden-sidecar --bin-dir $(BENCH_TARGET_DIR)/release \
 		--target-dir $(BENCH_TARGET_DIR) --cargo "$(CARGO)" $(BENCH_ARGS)
+
+## bench-detectors: the poisoning scan and redaction vs pyatr, cisco-ai-mcp-scanner (YARA), tool-scan on tests/corpora (bench/results/detectors-$(DETECTORS_LABEL).md)
+DETECTORS_LABEL ?= run
+bench-detectors:
+	test -x bench/.venv-detectors/bin/python || python3 -m venv bench/.venv-detectors
+	bench/.venv-detectors/bin/pip install -q -r bench/requirements-detectors.txt
+	$(CARGO) build --release -p mcp-warden-policy --example detectors
+	python3 bench/detectors.py --warden $(TARGET_DIR)/release/examples/detectors \
+		--peer-python bench/.venv-detectors/bin/python --label $(DETECTORS_LABEL)
 
 clean:
 	$(CARGO) clean

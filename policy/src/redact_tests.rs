@@ -305,3 +305,49 @@ fn bad_config_lists_every_problem() {
         ]
     );
 }
+
+#[test]
+fn secrets_without_a_key_value_form_and_newer_provider_formats() {
+    let tail = "Zq8Xw2Lr5Tn1Vb7Mc4Kp9Hd3Gs6Jf0Ya2Ue8Io5Pl1Qk7Rm3";
+    for (text, secret) in [
+        (
+            "machine api.example.com login me password s3cr3t-Pa55".to_string(),
+            "s3cr3t-Pa55".to_string(),
+        ),
+        (
+            r#"<add key="StripeApiSecret" value="Xk29&dLq!mZ8pw" />"#.to_string(),
+            "Xk29&dLq!mZ8pw".to_string(),
+        ),
+        (
+            "mysql -u root -pHq72kLmZ9x app".to_string(),
+            "Hq72kLmZ9x".to_string(),
+        ),
+        (format!("notion ntn_{tail}"), format!("ntn_{tail}")),
+        (
+            format!("DOPPLER=dp.st.dev.{tail}"),
+            format!("dp.st.dev.{tail}"),
+        ),
+        (format!("figma figd_{tail}"), format!("figd_{tail}")),
+        (
+            format!("deepseek sk-{}", &tail[..36]),
+            format!("sk-{}", &tail[..36]),
+        ),
+        (
+            format!("shippo_live_{}", "ab12".repeat(10)),
+            format!("shippo_live_{}", "ab12".repeat(10)),
+        ),
+    ] {
+        let (out, _) = red(&text);
+        assert!(
+            !out.contains(&secret[secret.len() - 8..]),
+            "{text} -> {out}"
+        );
+    }
+    for benign in [
+        "machine learning models need a password manager",
+        "notion page secret_sauce_recipes",
+        "mysql -u root -p app (asks for the password)",
+    ] {
+        assert_eq!(red(benign).0, benign);
+    }
+}

@@ -78,7 +78,7 @@ macro_rules! key {
 macro_rules! secret_key {
     () => {
         key!(
-            r"api[_-]?key|apikey|api[_-]?secret|app[_-]?secret|secret[_-]?key(?:[_-]?base)?|client[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|session[_-]?(?:key|token|secret)|private[_-]?key|signing[_-]?(?:key|secret)|encryption[_-]?key|master[_-]?key|webhook[_-]?secret|shared[_-]?secret|consumer[_-]?secret|bot[_-]?token|(?:client|private)[_-]key[_-]data|secret|token|auth|credentials?",
+            r"api[_-]?key|apikey|api[_-]?secret|app[_-]?secret|secret[_-]?key(?:[_-]?base)?|client[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|session[_-]?(?:key|token|secret)|private[_-]?key(?:[_-]?id)?|signing[_-]?(?:key|secret)|encryption[_-]?key|master[_-]?key|webhook[_-]?secret|shared[_-]?secret|consumer[_-]?secret|bot[_-]?token|(?:client|private)[_-]key[_-]data|secret|token|auth|credentials?",
             r"Secret|Token|ApiKey|AccessKey|SecretKey|PrivateKey|SigningKey|EncryptionKey|MasterKey|AuthKey|Credentials?"
         )
     };
@@ -200,11 +200,11 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     ),
     b(
         "cloud_platform_token",
-        r"(?-u:\b)(?:dapi[a-f0-9]{32,}(?:-[0-9]+)?|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}|pul-[a-f0-9]{40,}|pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,}|fo1_[A-Za-z0-9_-]{40,}|fm[12][ar]?_[A-Za-z0-9+/_=-]{40,}|HRKU-[A-Za-z0-9_-]{40,}|vcp_[A-Za-z0-9]{40,}|nfp_[A-Za-z0-9]{36,}|rnd_[A-Za-z0-9]{30,}|sbp_[a-f0-9]{40,}|dop_v1_[a-f0-9]{64,}|CFPAT-[A-Za-z0-9_-]{40,}|sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})",
+        r"(?-u:\b)(?:dapi[a-f0-9]{32,}(?:-[0-9]+)?|dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,30}\.)?[A-Za-z0-9]{40,}|pul-[a-f0-9]{40,}|pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,}|fo1_[A-Za-z0-9_-]{40,}|fm[12][ar]?_[A-Za-z0-9+/_=-]{40,}|HRKU-[A-Za-z0-9_-]{40,}|vcp_[A-Za-z0-9]{40,}|nfp_[A-Za-z0-9]{36,}|rnd_[A-Za-z0-9]{30,}|sbp_[a-f0-9]{40,}|dop_v1_[a-f0-9]{64,}|CFPAT-[A-Za-z0-9_-]{40,}|ntn_[A-Za-z0-9]{40,}|secret_[A-Za-z0-9]{43,}|PMAK-[A-Za-z0-9]{24,}-[A-Za-z0-9]{30,}|tskey-[a-z]+-[A-Za-z0-9]{6,}-[A-Za-z0-9]{20,}|figd_[A-Za-z0-9_-]{40,}|tfp_[A-Za-z0-9_=-]{40,}|sl\.(?:u\.)?[A-Za-z0-9_-]{130,}|pnu_[A-Za-z0-9]{36,}|pat-(?:na|eu)1-[a-f0-9-]{36,}|rdme_[a-z0-9]{60,}|sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})",
     ),
     b(
         "observability_token",
-        r"(?-u:\b)(?:glsa_[A-Za-z0-9]{32,}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}|NRAK-[A-Z0-9]{27,}|sntry[su]_[A-Za-z0-9+/=_]{40,}|lin_api_[A-Za-z0-9]{40,})",
+        r"(?-u:\b)(?:glsa_[A-Za-z0-9]{32,}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}|NRAK-[A-Z0-9]{27,}|sntry[su]_[A-Za-z0-9+/=_]{40,}|lin_api_[A-Za-z0-9]{40,}|dt0[a-z][0-9]{2}\.[A-Za-z0-9]{24,}\.[A-Za-z0-9]{64,})",
     ),
     // --- source forges -----------------------------------------------------
     b(
@@ -255,7 +255,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     ),
     b(
         "payment_token",
-        r"(?-u:\b)(?:sq0(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}|EAAA[A-Za-z0-9_-]{60,}|access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32,}|rzp_(?:live|test)_[A-Za-z0-9]{14,}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|sk_live_[A-Za-z0-9]{20,})",
+        r"(?-u:\b)(?:sq0(?:atp|csp|idp)-[A-Za-z0-9_-]{22,}|EAAA[A-Za-z0-9_-]{60,}|access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32,}|rzp_(?:live|test)_[A-Za-z0-9]{14,}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|shippo_(?:live|test)_[a-f0-9]{40,}|duffel_(?:live|test)_[A-Za-z0-9_-]{40,}|EZ[AT]K[a-zA-Z0-9]{54,}|sk_live_[A-Za-z0-9]{20,})",
     ),
     b("facebook_token", r"(?-u:\b)EAA[A-Za-z0-9]{90,}"),
     // --- AI providers ------------------------------------------------------
@@ -273,7 +273,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     ),
     b(
         "ai_api_key",
-        r"(?-u:\b)(?:gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{37,}|pplx-[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|sk-or-v1-[a-f0-9]{64,}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10,}|sk-[a-f0-9]{32}(?-u:\b)|fw_[A-Za-z0-9]{24,}|nvapi-[A-Za-z0-9_-]{60,}|pcsk_[A-Za-z0-9_]{50,}|tvly-[A-Za-z0-9_-]{30,}|fc-[a-f0-9]{32}(?-u:\b))",
+        r"(?-u:\b)(?:gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{37,}|pplx-[A-Za-z0-9]{48,}|xai-[A-Za-z0-9]{70,}|sk-or-v1-[a-f0-9]{64,}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10,}|sk-[A-Za-z0-9]{32,}(?-u:\b)|fw_[A-Za-z0-9]{24,}|nvapi-[A-Za-z0-9_-]{60,}|pcsk_[A-Za-z0-9_]{50,}|tvly-[A-Za-z0-9_-]{30,}|fc-[a-f0-9]{32}(?-u:\b))",
     ),
     // --- package registries ------------------------------------------------
     b("npm_token", r"(?-u:\b)npm_[A-Za-z0-9]{36,}"),
@@ -349,6 +349,32 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         "generic_secret",
         r"(?i:<(?:password|secret|token|api[_-]?key|client[_-]?secret)>)([^<\s]{8,})</",
         Check::Password,
+    ),
+    // No `key = value` form: .netrc, XML settings, mysql -p, cookies, a UUID named a token.
+    c(
+        "generic_secret",
+        r"(?-u:\b)machine\s+\S+(?:\s+(?:login|account)\s+\S+)*\s+password\s+(\S{4,})",
+        Check::None,
+    ),
+    c(
+        "generic_secret",
+        r#"(?i:key)\s*=\s*"[^"]*(?i:secret|password|token|api[_-]?key|connectionstring)[^"]*"\s+(?i:value)\s*=\s*"([^"]{8,})""#,
+        Check::Password,
+    ),
+    c(
+        "generic_secret",
+        r"(?-u:\b)(?:mysql|mysqldump|mysqladmin|mariadb)(?-u:\b)[^\n]{0,60}?\s-p([^\s-]\S{5,})",
+        Check::None,
+    ),
+    c(
+        "generic_secret",
+        r"(?i:set-cookie|cookie):[^\n]{0,200}?(?-u:\b)(?i:[a-z_-]*(?:session|sess|sid|token|auth)[a-z_-]*)=([^;\s]{16,})",
+        Check::Random,
+    ),
+    c(
+        "generic_secret",
+        r"(?i:token|api[_-]?key|secret)\s+([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?-u:\b)",
+        Check::None,
     ),
     c(
         "credit_card",

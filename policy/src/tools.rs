@@ -173,10 +173,7 @@ impl CompiledPolicy {
             return Some(Quarantine::Drift);
         }
         if self.poisoning_scan == ScanAction::Quarantine {
-            if let Some(f) = findings
-                .iter()
-                .find(|f| f.kind != FindingKind::ToolReference)
-            {
+            if let Some(f) = findings.iter().find(|f| f.quarantines()) {
                 return Some(Quarantine::Poisoned {
                     kind: f.kind,
                     detail: f.detail,

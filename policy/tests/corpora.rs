@@ -26,6 +26,12 @@ fn corpus(name: &str) -> Vec<Value> {
         .collect()
 }
 
+/// In the fixed third of a corpus set aside (`"split": "heldout"`, by a
+/// hash of the case): the detectors are never tuned on it.
+fn held_out(case: &Value) -> bool {
+    case["split"] == "heldout"
+}
+
 fn pct(n: usize, of: usize) -> f64 {
     if of == 0 {
         100.0
@@ -134,6 +140,7 @@ fn redaction_of_secret_formats_and_benign_strings() {
     let r = Redactor::new(&Redaction::default()).unwrap();
     let secrets = corpus("secrets.jsonl");
     let (mut removed, mut split_removed, mut kind_right) = (0, 0, 0);
+    let (mut held_removed, held_n) = (0, secrets.iter().filter(|c| held_out(c)).count());
     let mut misses = Vec::new();
     for case in &secrets {
         let (text, secret) = (
@@ -144,6 +151,7 @@ fn redaction_of_secret_formats_and_benign_strings() {
         let out = r.redact(text, &mut counts);
         if fully_removed(text, &out, secret) {
             removed += 1;
+            held_removed += usize::from(held_out(case));
         } else {
             misses.push(format!("  {}: {out:?} — {}", case["kind"], case["why"]));
         }
@@ -211,22 +219,29 @@ fn redaction_of_secret_formats_and_benign_strings() {
     }
     let benign = corpus("secretish_benign.jsonl");
     let mut touched = Vec::new();
+    let mut held_touched = 0;
     for (set, label) in [(&r, "default"), (&b64, "decodeBase64")] {
         for case in &benign {
             let text = case["text"].as_str().unwrap();
             let mut counts = set.counts();
             let out = set.redact(text, &mut counts);
             if out != text {
+                held_touched += usize::from(held_out(case));
                 touched.push(format!("  [{label}] {text:?} -> {out:?} — {}", case["why"]));
             }
         }
     }
+    let held_benign_checks = 2 * benign.iter().filter(|c| held_out(c)).count();
     let n = secrets.len();
     println!(
         "redaction: {n} secret formats, {} benign strings",
         benign.len()
     );
     println!("  fully removed: {removed}/{n} ({:.1}%)", pct(removed, n));
+    println!(
+        "  fully removed, held-out third: {held_removed}/{held_n} ({:.1}%)",
+        pct(held_removed, held_n)
+    );
     println!(
         "  fully removed when split over two text items: {split_removed}/{n} ({:.1}%)",
         pct(split_removed, n)
@@ -249,6 +264,10 @@ fn redaction_of_secret_formats_and_benign_strings() {
         touched.len(),
         pct(touched.len(), benign_checks)
     );
+    println!(
+        "  benign strings touched, held-out third: {held_touched}/{held_benign_checks} ({:.1}%)",
+        pct(held_touched, held_benign_checks)
+    );
     if !misses.is_empty() || !touched.is_empty() {
         println!(
             "misses:\n{}\ntouched:\n{}",
@@ -256,9 +275,18 @@ fn redaction_of_secret_formats_and_benign_strings() {
             touched.join("\n")
         );
     }
-    assert!(n >= 80 && benign.len() >= 200, "corpus too small");
+    assert!(n >= 200 && benign.len() >= 300, "corpus too small");
+    for (what, got, of) in [("whole", removed, n), ("held-out", held_removed, held_n)] {
+        assert!(
+            pct(got, of) >= 98.0,
+            "{what}: {got}/{of} formats fully removed, bar 98%"
+        );
+    }
+    assert!(
+        pct(held_touched, held_benign_checks) <= 1.0,
+        "held-out: {held_touched} benign strings touched, bar 1%"
+    );
     for (what, got) in [
-        ("plain", removed),
         ("split", split_removed),
         ("decoded JSON", wire_removed),
         ("base64", b64_removed),
@@ -275,6 +303,50 @@ fn redaction_of_secret_formats_and_benign_strings() {
     );
 }
 
+/// Siblings the poisoned and hand-written definitions are listed beside
+/// (the names their payloads mention).
+const SIBLINGS: [&str; 10] = [
+    "get_weather",
+    "add",
+    "search_docs",
+    "translate_text",
+    "create_invoice",
+    "list_events",
+    "format_code",
+    "send_message",
+    "read_file",
+    "send_email",
+];
+
+/// Caught / of, for the whole corpus and for its held-out third.
+#[derive(Default)]
+struct Tally {
+    all: (usize, usize),
+    held: (usize, usize),
+}
+
+impl Tally {
+    fn add(&mut self, case: &Value, hit: bool) {
+        self.all.1 += 1;
+        self.all.0 += usize::from(hit);
+        if held_out(case) {
+            self.held.1 += 1;
+            self.held.0 += usize::from(hit);
+        }
+    }
+    fn show(&self) -> String {
+        format!(
+            "{}/{} ({:.1}%), held out {}/{} ({:.1}%)",
+            self.all.0,
+            self.all.1,
+            pct(self.all.0, self.all.1),
+            self.held.0,
+            self.held.1,
+            pct(self.held.0, self.held.1)
+        )
+    }
+}
+
 #[test]
 fn poisoning_scan_recall_and_false_quarantines() {
     let policy = CompiledPolicy::compile(
@@ -286,7 +358,17 @@ fn poisoning_scan_recall_and_false_quarantines() {
         let observed = ObservedTool::new(tool.clone()).unwrap();
         (policy.assess(&observed, None, &findings), findings)
     };
+    let why = |findings: &[mcp_warden_policy::Finding]| {
+        findings
+            .iter()
+            .map(|f| format!("{} at {}", f.reason(), f.location))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // Benign: harvested from real servers (beside their own siblings), and
+    // hand-written wording that looks like an attack.
     let benign = corpus("poison_benign.jsonl");
+    let hard = corpus("poison_hard_benign.jsonl");
     let mut by_source: HashMap<&str, Vec<&str>> = HashMap::new();
     for row in &benign {
         by_source
@@ -294,78 +376,66 @@ fn poisoning_scan_recall_and_false_quarantines() {
             .or_default()
             .push(row["tool"]["name"].as_str().unwrap());
     }
+    let (mut real_fp, mut hard_fp) = (Tally::default(), Tally::default());
     let mut false_quarantine = Vec::new();
     let mut warned = 0;
-    for row in &benign {
-        let others = &by_source[row["source"].as_str().unwrap()];
-        let (q, findings) = quarantined(&row["tool"], others);
-        if let Some(q) = q {
-            let why: Vec<String> = findings
-                .iter()
-                .map(|f| format!("{} at {}", f.reason(), f.location))
-                .collect();
-            false_quarantine.push(format!(
-                "  {} ({}): {} — {}",
-                row["tool"]["name"],
-                row["source"],
-                q.detail().unwrap_or_default(),
-                why.join(", ")
-            ));
-        } else if !findings.is_empty() {
-            warned += 1;
+    for (rows, tally) in [(&benign, &mut real_fp), (&hard, &mut hard_fp)] {
+        for row in rows.iter() {
+            let others: &[&str] = match row["source"].as_str().and_then(|s| by_source.get(s)) {
+                Some(names) => names,
+                None => &SIBLINGS,
+            };
+            let (q, findings) = quarantined(&row["tool"], others);
+            tally.add(row, q.is_some());
+            if let Some(q) = q {
+                false_quarantine.push(format!(
+                    "  {} ({}): {} — {}",
+                    row["tool"]["name"],
+                    row["source"],
+                    q.detail().unwrap_or_default(),
+                    why(&findings)
+                ));
+            } else if !findings.is_empty() {
+                warned += 1;
+            }
         }
     }
     let poisoned = corpus("poison_poisoned.jsonl");
-    let siblings = [
-        "get_weather",
-        "add",
-        "search_docs",
-        "translate_text",
-        "create_invoice",
-        "list_events",
-        "format_code",
-        "send_message",
-        "read_file",
-        "send_email",
-    ];
-    let mut caught = 0;
-    let mut by_class: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut recall = Tally::default();
+    let mut by_class: BTreeMap<String, Tally> = BTreeMap::new();
     let mut missed = Vec::new();
     for row in &poisoned {
-        let (q, _) = quarantined(&row["tool"], &siblings);
-        let class = row["class"]
-            .as_str()
-            .unwrap()
-            .split('+')
-            .next()
-            .unwrap()
-            .to_string();
-        let e = by_class.entry(class).or_default();
-        e.1 += 1;
-        if q.is_some() {
-            caught += 1;
-            e.0 += 1;
-        } else {
+        let (q, findings) = quarantined(&row["tool"], &SIBLINGS);
+        let class = row["class"].as_str().unwrap().split('+').next().unwrap();
+        recall.add(row, q.is_some());
+        by_class
+            .entry(class.to_string())
+            .or_default()
+            .add(row, q.is_some());
+        if q.is_none() {
             missed.push(format!(
-                "  {} {} at {} — {}",
-                row["id"], row["class"], row["location"], row["why"]
+                "  {} {} at {} — {} (found: {})",
+                row["id"],
+                row["class"],
+                row["location"],
+                row["why"],
+                why(&findings)
             ));
         }
     }
-    let (nb, np) = (benign.len(), poisoned.len());
-    println!("poisoning scan: {np} poisoned, {nb} benign definitions from real servers");
     println!(
-        "  poisoned quarantined (recall): {caught}/{np} ({:.1}%)",
-        pct(caught, np)
+        "poisoning scan: {} poisoned, {} benign definitions from real servers, {} hard benign",
+        poisoned.len(),
+        benign.len(),
+        hard.len()
     );
-    for (class, (ok, of)) in &by_class {
-        println!("    {class}: {ok}/{of}");
+    println!("  poisoned quarantined (recall): {}", recall.show());
+    for (class, t) in &by_class {
+        println!("    {class}: {}", t.show());
     }
-    println!(
-        "  benign quarantined: {}/{nb} ({:.1}%); benign with warnings only: {warned}",
-        false_quarantine.len(),
-        pct(false_quarantine.len(), nb)
-    );
+    println!("  real benign quarantined: {}", real_fp.show());
+    println!("  hard benign quarantined: {}", hard_fp.show());
+    println!("  benign with warnings only: {warned}");
     if !missed.is_empty() || !false_quarantine.is_empty() {
         println!(
             "missed:\n{}\nfalsely quarantined:\n{}",
@@ -373,11 +443,29 @@ fn poisoning_scan_recall_and_false_quarantines() {
             false_quarantine.join("\n")
         );
     }
-    assert!(np >= 100 && nb >= 150, "corpus too small");
-    assert!(pct(caught, np) >= 90.0, "recall {caught}/{np}, bar 90%");
     assert!(
-        pct(false_quarantine.len(), nb) <= 2.0,
-        "{} benign quarantined, bar 2%",
-        false_quarantine.len()
+        poisoned.len() >= 200 && benign.len() >= 300 && hard.len() >= 30,
+        "corpus too small"
     );
+    for (what, (got, of)) in [("whole", recall.all), ("held-out", recall.held)] {
+        assert!(pct(got, of) >= 95.0, "{what}: recall {got}/{of}, bar 95%");
+    }
+    // The bar is on benign definitions: those of real servers alone, and
+    // with the hand-written hard ones (a set of 43, where one case is 2.3%:
+    // it is printed above, and not a bar of its own).
+    let all_fp = Tally {
+        all: (real_fp.all.0 + hard_fp.all.0, real_fp.all.1 + hard_fp.all.1),
+        held: (
+            real_fp.held.0 + hard_fp.held.0,
+            real_fp.held.1 + hard_fp.held.1,
+        ),
+    };
+    for (what, t) in [("real", &real_fp), ("all", &all_fp)] {
+        for (part, (got, of)) in [("whole", t.all), ("held-out", t.held)] {
+            assert!(
+                pct(got, of) <= 1.0,
+                "{what} benign, {part}: {got}/{of} quarantined, bar 1%"
+            );
+        }
+    }
 }

@@ -9,21 +9,27 @@ keep):
     mkdir -p /tmp/harvest/npm && cd /tmp/harvest/npm && npm init -y
     npm install --ignore-scripts @modelcontextprotocol/server-sequential-thinking ...   # NPM below
     python3 -m venv /tmp/harvest/py && /tmp/harvest/py/bin/pip install mcp-server-fetch ...  # PYPI below
+    python3 -m venv /tmp/harvest/py1 && /tmp/harvest/py1/bin/pip install 'mcp<2' mcp-server-sqlite ...
 
-    python3 tests/corpora/harvest.py --npm /tmp/harvest/npm --npm tests --py /tmp/harvest/py \
-        --py .venv > tests/corpora/poison_benign.jsonl
+(the second virtualenv for the servers written against the 1.x Python SDK,
+which the 2.x SDK the others need no longer runs)
+
+    python3 tests/corpora/harvest.py --npm /tmp/harvest/npm --py /tmp/harvest/py \
+        --py /tmp/harvest/py1 > tests/corpora/poison_benign.jsonl
 
 Each server is started over stdio with fake credentials (enough for every
 server here to list its tools without reaching the network), sent
 `initialize`, `notifications/initialized` and `tools/list` (following
 `nextCursor`), and stopped. One JSON line per tool:
-`{"source": "<package>@<version>", "expect": "clean", "why": ..., "tool": {...}}`.
+`{"source": "<package>@<version>", "expect": "clean", "why": ..., "split": ..., "tool": {...}}`
+(`split`: a fixed third, by a hash of package and tool name, is "heldout").
 A server that does not answer within the timeout is skipped with a note on
 stderr, so the corpus is what could be recorded, not what was hoped for.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -52,6 +58,37 @@ FAKE = {
     "NOTION_TOKEN": "fake-token-for-listing-tools",
     "OPENAPI_MCP_HEADERS": "{}",
     "PUPPETEER_SKIP_DOWNLOAD": "1",
+    "QDRANT_URL": "http://127.0.0.1:9",
+    "COLLECTION_NAME": "docs",
+    "NEO4J_URI": "bolt://127.0.0.1:9",
+    "NEO4J_USERNAME": "neo4j",
+    "NEO4J_PASSWORD": "fake-password-for-listing-tools",
+    "JIRA_URL": "https://example.atlassian.net",
+    "JIRA_USERNAME": "me@example.com",
+    "JIRA_API_TOKEN": "fake-token-for-listing-tools",
+    "CONFLUENCE_URL": "https://example.atlassian.net/wiki",
+    "CONFLUENCE_USERNAME": "me@example.com",
+    "CONFLUENCE_API_TOKEN": "fake-token-for-listing-tools",
+    "MYSQL_HOST": "127.0.0.1",
+    "MYSQL_PORT": "9",
+    "MYSQL_USER": "root",
+    "MYSQL_PASS": "fake-password-for-listing-tools",
+    "MYSQL_DB": "app",
+    "MDB_MCP_CONNECTION_STRING": "mongodb://127.0.0.1:9/app",
+    "ES_URL": "http://127.0.0.1:9",
+    "ES_API_KEY": "fake-key-for-listing-tools",
+    "STRIPE_SECRET_KEY": "sk_test_fake_for_listing_tools",
+    "AIRTABLE_API_KEY": "fake-key-for-listing-tools",
+    "REDIS_URL": "redis://127.0.0.1:9",
+    "HEROKU_API_KEY": "fake-key-for-listing-tools",
+    "CIRCLECI_TOKEN": "fake-token-for-listing-tools",
+    "PRIVATE_APP_ACCESS_TOKEN": "fake-token-for-listing-tools",
+    "SENTRY_ACCESS_TOKEN": "fake-token-for-listing-tools",
+    "UPSTASH_EMAIL": "me@example.com",
+    "UPSTASH_API_KEY": "fake-key-for-listing-tools",
+    "BROWSERBASE_API_KEY": "fake-key-for-listing-tools",
+    "BROWSERBASE_PROJECT_ID": "fake-project",
+    "GEMINI_API_KEY": "fake-key-for-listing-tools",
 }
 
 # (package as installed, how to start it: a bin name in node_modules/.bin or
@@ -80,12 +117,36 @@ NPM = [
     ("@antv/mcp-server-chart", "mcp-server-chart", []),
     ("mcp-server-kubernetes", "mcp-server-kubernetes", []),
     ("@supabase/mcp-server-supabase", "mcp-server-supabase", []),
+    ("mcp-server-code-runner", "mcp-server-code-runner", []),
+    ("@benborla29/mcp-server-mysql", "mcp-server-mysql", []),
+    ("mongodb-mcp-server", "mongodb-mcp-server", []),
+    ("@elastic/mcp-server-elasticsearch", "mcp-server-elasticsearch", []),
+    ("@stripe/mcp", "mcp", ["--tools=all", "--api-key=sk_test_fake_for_listing_tools"]),
+    ("airtable-mcp-server", "airtable-mcp-server", []),
+    ("@kimtaeyoon83/mcp-server-youtube-transcript", "mcp-server-youtube-transcript", []),
+    ("@executeautomation/playwright-mcp-server", "playwright-mcp-server", []),
+    ("@modelcontextprotocol/server-redis", "mcp-server-redis", ["redis://127.0.0.1:9"]),
+    ("mcp-server-commands", "mcp-server-commands", []),
+    ("@heroku/mcp-server", "heroku-mcp-server", []),
+    ("@kazuph/mcp-taskmanager", "mcp-taskmanager", []),
+    ("@circleci/mcp-server-circleci", "mcp-server-circleci", []),
+    ("@hubspot/mcp-server", "mcp-hubspot", []),
+    ("@sentry/mcp-server", "sentry-mcp", ["--access-token=fake-token-for-listing-tools"]),
+    ("@upstash/mcp-server", "mcp-server", ["run", "me@example.com", "fake-key-for-listing-tools"]),
+    ("@browserbasehq/mcp-server-browserbase", "mcp-server-browserbase", []),
 ]
 PYPI = [
     ("mcp-server-fetch", "mcp-server-fetch", []),
     ("mcp-server-sqlite", "mcp-server-sqlite", ["--db-path", "{tmp}/db.sqlite"]),
     ("mcp-server-time", "mcp-server-time", []),
     ("mcp-server-git", "mcp-server-git", ["--repository", "{tmp}"]),
+    ("mcp-server-qdrant", "mcp-server-qdrant", []),
+    ("duckduckgo-mcp-server", "duckduckgo-mcp-server", []),
+    ("arxiv-mcp-server", "arxiv-mcp-server", ["--storage-path", "{tmp}"]),
+    ("mcp-server-calculator", "mcp-server-calculator", []),
+    ("mcp-neo4j-cypher", "mcp-neo4j-cypher", []),
+    ("markitdown-mcp", "markitdown-mcp", []),
+    ("mcp-atlassian", "mcp-atlassian", []),
 ]
 
 
@@ -173,6 +234,13 @@ def list_tools(cmd: list[str], timeout: float) -> list[dict]:
             peer.stop()
 
 
+def split(source: str, name: str) -> str:
+    """A fixed third set aside (held out): no detector is tuned on it. Keyed
+    by package and tool name, not version, so a re-harvest keeps the split."""
+    key = f"{source.rsplit('@', 1)[0]}:{name}"
+    return "heldout" if int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0 else "tune"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--npm", type=Path, action="append", default=[], help="a directory with node_modules")
@@ -204,6 +272,7 @@ def main() -> int:
         for tool in sorted(tools, key=lambda t: t.get("name", "")):
             print(json.dumps({"source": source, "expect": "clean",
                               "why": f"listed by {source.rsplit('@', 1)[0]} as installed from its registry",
+                              "split": split(source, tool.get("name", "")),
                               "tool": tool}, ensure_ascii=False, sort_keys=True))
         print(f"harvest: {source}: {len(tools)} tools", file=sys.stderr)
         total += len(tools)

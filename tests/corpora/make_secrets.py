@@ -386,15 +386,119 @@ for text, why in [
     ok(text, why)
 
 
+# A fourth batch, taken from the breadth of the public secret-scanning rule
+# sets: values quoted or in JSON, .netrc, punctuation inside values, and
+# provider formats the first batches had no case for. Own generator again.
+R4 = random.Random(3004)
+
+
+def rnd4(n: int, alphabet: str = ALNUM) -> str:
+    return "".join(R4.choice(alphabet) for _ in range(n))
+
+
+s("generic_secret", '{"client_id": "app-7", "client_secret": "{S}"}', rnd4(34, URLSAFE + "~."), "OAuth client secret in JSON")
+s("generic_secret", 'db_password = "{S}"', rnd4(14) + "!" + rnd4(3), "quoted password assignment in a config file")
+s("generic_secret", '"private_key_id": "{S}",', rnd4(40, HEX), "GCP service-account private_key_id")
+s("private_key", '{"type": "service_account", "private_key": "{S}", "client_email": "svc@p.iam.gserviceaccount.com"}',
+  "-----BEGIN PRIVATE KEY-----\\n" + rnd4(64, B64) + "\\n" + rnd4(64, B64) + "\\n-----END PRIVATE KEY-----\\n", "PEM key inside service-account JSON (escaped newlines)")
+s("generic_secret", "machine api.heroku.com\n  login me@example.com\n  password {S}\n", rnd4(8, HEX) + "-" + rnd4(4, HEX) + "-" + rnd4(4, HEX) + "-" + rnd4(4, HEX) + "-" + rnd4(12, HEX), ".netrc password field")
+s("generic_secret", "machine github.com login bot password {S}", "gho_" + rnd4(36), ".netrc on one line")
+s("generic_secret", "SMTP_PASSWORD={S}", rnd4(6) + "&" + rnd4(5) + ";" + rnd4(4) + "," + rnd4(3), "env value with & ; ,")
+s("generic_secret", "<add key=\"ApiSecret\" value=\"{S}\" />", rnd4(32, URLSAFE), "secret in an XML appSettings entry")
+s("generic_secret", "spring.datasource.password={S}", rnd4(16) + "#" + rnd4(4), "Java properties password")
+s("generic_secret", "$ mysql -u root -p{S} app", rnd4(14), "password glued to mysql -p on a command line")
+s("generic_secret", "Set-Cookie: sessionid={S}; HttpOnly; Secure", rnd4(32, LOWER + DIGITS), "session cookie in a response header")
+s("generic_secret", "X-API-Key: {S}", rnd4(40, URLSAFE), "API key header")
+s("database_url", "DATABASE_URL=mongodb+srv://admin:{S}@cluster0.ab1cd.mongodb.net/app", rnd4(16), "MongoDB SRV URL with a password")
+s("database_url", "redis://default:{S}@redis-12345.c1.us-east-1.ec2.cloud.redislabs.com:12345", rnd4(32), "Redis URL with a password")
+s("database_url", "amqp://guest:{S}@rabbit.internal:5672/vhost", rnd4(10) + "%40" + rnd4(6), "AMQP URL, percent-encoded password")
+s("ai_api_key", "XAI_API_KEY={S}", "xai-" + rnd4(80), "xAI API key")
+s("ai_api_key", "groq: {S}", "gsk_" + rnd4(52), "Groq API key")
+s("ai_api_key", "REPLICATE_API_TOKEN={S}", "r8_" + rnd4(37), "Replicate token")
+s("ai_api_key", "perplexity key {S}", "pplx-" + rnd4(48), "Perplexity API key")
+s("ai_api_key", "OPENAI_API_KEY={S}", "sk-proj-" + rnd4(74, URLSAFE) + "T3BlbkFJ" + rnd4(74, URLSAFE), "OpenAI project key")
+s("ai_api_key", "deepseek: {S}", "sk-" + rnd4(32, LOWER + DIGITS), "DeepSeek API key (sk- and 32 hex-ish)")
+s("messaging_api_key", "MAILGUN_API_KEY={S}", "key-" + rnd4(32, HEX), "Mailgun API key")
+s("messaging_api_key", "sendgrid: {S}", "SG." + rnd4(22, URLSAFE) + "." + rnd4(43, URLSAFE), "SendGrid API key")
+s("messaging_api_key", "TWILIO_API_KEY={S}", "SK" + rnd4(32, HEX), "Twilio API key SID")
+s("messaging_api_key", "postmark token {S}", str(uuid.UUID(int=R4.getrandbits(128))), "Postmark server token (a UUID) after 'token'")
+s("cloud_platform_token", "notion: {S}", "ntn_" + rnd4(11, DIGITS) + rnd4(35), "Notion integration token (ntn_)")
+s("cloud_platform_token", "NOTION_TOKEN={S}", "secret_" + rnd4(43), "Notion internal integration secret (secret_)")
+s("cloud_platform_token", "DOPPLER_TOKEN={S}", "dp.st.prd." + rnd4(40), "Doppler service token")
+s("cloud_platform_token", "doppler personal {S}", "dp.pt." + rnd4(43), "Doppler personal token")
+s("cloud_platform_token", "LINEAR_API_KEY={S}", "lin_api_" + rnd4(40), "Linear API key")
+s("cloud_platform_token", "postman key {S}", "PMAK-" + rnd4(24, HEX) + "-" + rnd4(34, HEX), "Postman API key")
+s("cloud_platform_token", "shopify admin {S}", "shpat_" + rnd4(32, HEX), "Shopify admin access token")
+s("cloud_platform_token", "databricks token {S}", "dapi" + rnd4(32, HEX), "Databricks personal token")
+s("cloud_platform_token", "GRAFANA_SA_TOKEN={S}", "glsa_" + rnd4(32) + "_" + rnd4(8, HEX), "Grafana service-account token")
+s("cloud_platform_token", "grafana cloud {S}", "glc_" + rnd4(100, ALNUM), "Grafana Cloud token")
+s("observability_token", "NEW_RELIC_API_KEY={S}", "NRAK-" + rnd4(27, UPPER + DIGITS), "New Relic user key")
+s("cloud_platform_token", "PULUMI_ACCESS_TOKEN={S}", "pul-" + rnd4(40, HEX), "Pulumi access token")
+s("cloud_platform_token", "credentials \"app.terraform.io\" { token = \"{S}\" }", rnd4(14) + ".atlasv1." + rnd4(67), "Terraform Cloud token")
+s("cloud_platform_token", "fly tokens: {S}", "fo1_" + rnd4(43, URLSAFE), "Fly.io token")
+s("cloud_platform_token", "PLANETSCALE_TOKEN={S}", "pscale_tkn_" + rnd4(43, URLSAFE), "PlanetScale token")
+s("cloud_platform_token", "SUPABASE_ACCESS_TOKEN={S}", "sbp_" + rnd4(40, HEX), "Supabase access token")
+s("cloud_platform_token", "heroku: {S}", "HRKU-" + rnd4(60, URLSAFE), "Heroku API key (new format)")
+s("cloud_platform_token", "TS_AUTHKEY={S}", "tskey-auth-" + rnd4(17) + "-" + rnd4(33), "Tailscale auth key")
+s("cloud_platform_token", "figma token {S}", "figd_" + rnd4(40, URLSAFE), "Figma personal access token")
+s("cloud_platform_token", "contentful {S}", "CFPAT-" + rnd4(43, URLSAFE), "Contentful personal access token")
+s("cloud_platform_token", "typeform: {S}", "tfp_" + rnd4(44, URLSAFE) + "_" + rnd4(14), "Typeform token")
+s("cloud_platform_token", "HUBSPOT_TOKEN={S}", "pat-na1-" + str(uuid.UUID(int=R4.getrandbits(128))), "HubSpot private app token")
+s("cloud_platform_token", "PREFECT_API_KEY={S}", "pnu_" + rnd4(36), "Prefect API key")
+s("cloud_platform_token", "dynatrace {S}", "dt0c01." + rnd4(24, UPPER + DIGITS) + "." + rnd4(64, UPPER + DIGITS), "Dynatrace API token")
+s("cloud_platform_token", "sentry: {S}", "sntrys_" + rnd4(120, URLSAFE), "Sentry org auth token")
+s("cloud_platform_token", "dropbox: {S}", "sl." + rnd4(135, URLSAFE), "Dropbox short-lived token")
+s("cloud_platform_token", "vault token {S}", "hvs." + rnd4(90, URLSAFE), "HashiCorp Vault service token (hvs.)")
+s("github_token", "bitbucket app password {S}", "ATBB" + rnd4(32) + rnd4(8, HEX.upper()), "Bitbucket app password")
+s("payment_token", "square: {S}", "EAAA" + rnd4(60, URLSAFE), "Square access token")
+s("payment_token", "FLW_SECRET_KEY={S}", "FLWSECK-" + rnd4(32, HEX) + "-X", "Flutterwave secret key")
+s("payment_token", "shippo {S}", "shippo_live_" + rnd4(40, HEX), "Shippo live token")
+s("payment_token", "duffel: {S}", "duffel_live_" + rnd4(43, URLSAFE), "Duffel live token")
+s("slack_token", "SLACK_APP_TOKEN={S}", "xapp-1-A" + rnd4(10, UPPER + DIGITS) + "-" + rnd4(13, DIGITS) + "-" + rnd4(64, HEX), "Slack app-level token")
+s("discord_webhook", "webhook: {S}", "https://discordapp.com/api/webhooks/" + rnd4(18, DIGITS) + "/" + rnd4(68, URLSAFE), "Discord webhook (discordapp.com)")
+s("teams_webhook", "{S}", "https://prod-12.westeurope.logic.azure.com:443/workflows/" + rnd4(32, HEX) + "/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=" + rnd4(43, URLSAFE), "Power Automate workflow URL with its signature")
+s("azure_storage_key", "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2027-01-01T00:00:00Z&sig={S}", rnd4(43, ALNUM + "%") + "%3D", "Azure SAS signature in a URL")
+s("jwt", '{"access_token": "{S}", "token_type": "Bearer"}', jwt({"sub": "svc-" + rnd4(6), "aud": "api", "exp": 1893456000}), "JWT in an OAuth JSON response")
+s("generic_secret", "https://hooks.example.com/cb?access_token={S}&state=1", rnd4(40, URLSAFE), "access_token in a URL query")
+s("generic_secret", "GITHUB_WEBHOOK_SECRET: {S}", rnd4(20, ALNUM + "@%^"), "webhook secret with symbols in YAML")
+s("private_key", "ssh key: {S}", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + rnd4(70, B64) + "\n" + rnd4(70, B64) + "\n-----END OPENSSH PRIVATE KEY-----", "OpenSSH key (uneven lines)")
+s("private_key", "[Interface]\nPrivateKey = {S}\nAddress = 10.0.0.2/32\n", rnd4(43, B64) + "=", "WireGuard private key")
+for text, why in [
+    ("commit " + rnd4(40, HEX) + "\nAuthor: Jane <jane@example.com>", "git log header"),
+    ("image: ghcr.io/app/api@sha256:" + rnd4(64, HEX), "image digest"),
+    ("request_id=" + str(uuid.UUID(int=R4.getrandbits(128))), "a request id UUID"),
+    ('"etag": "W/\\"' + rnd4(32, HEX) + '\\""', "an HTTP ETag"),
+    ("thumbnail: img_" + rnd4(24, LOWER + DIGITS) + ".png", "an image id"),
+    ("notion page secret_sauce_recipes", "prose with secret_ as a word"),
+    ("key-value store: keys are strings, values are bytes", "prose with key-"),
+    ("use the SDK: client = Client(api_key=os.environ['API_KEY'])", "code reading a key from the environment"),
+    ('"private_key_id": "<your key id>",', "a placeholder private_key_id"),
+    ("password: ${DB_PASSWORD}", "an environment reference, not a value"),
+    ("token_type=Bearer&expires_in=3600", "OAuth metadata without a token"),
+    ("fingerprint SHA256:" + rnd4(43, B64), "an SSH key fingerprint"),
+    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + rnd4(43, B64) + " jane@laptop", "an SSH public key"),
+    ("data:image/png;base64," + base64.b64encode(bytes(R4.getrandbits(8) for _ in range(60))).decode(), "a small inline PNG"),
+    ("trace_id=" + rnd4(32, HEX) + " span_id=" + rnd4(16, HEX), "tracing ids"),
+]:
+    ok(text, why)
+
+
+def split(key: str) -> str:
+    """A fixed third set aside (held out): no detector is tuned on it."""
+    return "heldout" if int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0 else "tune"
+
+
 def main() -> None:
     here = Path(__file__).resolve().parent
     with open(here / "secrets.jsonl", "w") as f:
         for kind, text, secret, why in SECRETS:
-            f.write(json.dumps({"kind": kind, "text": text, "secret": secret, "expect": "redacted", "why": why},
+            f.write(json.dumps({"kind": kind, "text": text, "secret": secret, "expect": "redacted", "why": why,
+                                "split": split(text)},
                                ensure_ascii=False) + "\n")
     with open(here / "secretish_benign.jsonl", "w") as f:
         for text, why in BENIGN:
-            f.write(json.dumps({"text": text, "expect": "untouched", "why": why}, ensure_ascii=False) + "\n")
+            f.write(json.dumps({"text": text, "expect": "untouched", "why": why, "split": split(text)},
+                               ensure_ascii=False) + "\n")
     print(f"make_secrets: {len(SECRETS)} secret formats, {len(BENIGN)} benign strings")
 
 
