@@ -60,9 +60,14 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
-/// How long the GET stream may take to attach before the link goes on
-/// without it (the server may not offer one).
-const GET_ATTACH_WAIT: Duration = Duration::from_secs(5);
+/// How long the client's `notifications/initialized` waits for the GET
+/// stream to attach before the link goes on without it (the stream keeps
+/// attaching behind it). Servers that flush their SSE headers at once attach
+/// in milliseconds; a server that sends no headers before its first event
+/// (Node's `writeHead` without `flushHeaders`) never attaches early, and a
+/// longer wait only made every legacy session through the facade start that
+/// much later.
+const GET_ATTACH_WAIT: Duration = Duration::from_secs(1);
 /// How often a POST stream closed early may be resumed before the call fails.
 const MAX_RESUMES: u32 = 1000;
 
