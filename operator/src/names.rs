@@ -107,6 +107,10 @@ pub fn remote_secrets(server: &MCPServer) -> BTreeMap<String, std::collections::
     out
 }
 
+/// Where the peers ConfigMap is mounted in the facade.
+pub const PEERS_DIR: &str = "/etc/mcp-warden/peers";
+/// The replicas' addresses' key in the peers ConfigMap.
+pub const PEERS_KEY: &str = "peers";
 /// Where the peer-key Secret is mounted in the facade.
 pub const PEER_KEY_DIR: &str = "/etc/mcp-warden/peer";
 /// The peer key's key in its Secret.
@@ -164,6 +168,11 @@ pub fn admin_token_secret(server: &MCPServer) -> String {
 /// Name of the Cilium or Calico policy allowing egress by host name.
 pub fn egress_policy(server: &MCPServer) -> String {
     format!("{}-egress", server.name_any())
+}
+
+/// Name of the ConfigMap listing every replica's peer address (replicas > 1).
+pub fn peers_config_map(server: &MCPServer) -> String {
+    format!("{}-peers", server.name_any())
 }
 
 /// Name of the headless Service the replicas find each other by.

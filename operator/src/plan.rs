@@ -32,6 +32,9 @@ pub struct Inputs<'a> {
     /// Content hashes of the Secrets and ConfigMaps the workload references
     /// (`None`: not read, e.g. `render`, which hashes them as absent).
     pub content: Option<&'a Content>,
+    /// Every replica's peer address (`<pod IP>:8080`), as the resolve step
+    /// read them from the server's pods (empty: not read, e.g. `render`).
+    pub peers: &'a [String],
     /// Set when the last approved workload is gone (no Deployment to keep):
     /// plan as if nothing were approved, so the new workload runs at the
     /// baseline until an admin approves it.
@@ -123,6 +126,7 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         jwks: inputs.jwks,
         issuer_jwks: inputs.issuer_jwks.unwrap_or(&EMPTY),
         approved: &approved,
+        peers: inputs.peers,
         config,
     });
     Ok(Plan {

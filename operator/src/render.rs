@@ -105,6 +105,7 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             issuer_jwks: None,
             content: None,
             revoke: false,
+            peers: &[],
         };
         let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
             namespace: ns.clone(),

@@ -69,6 +69,7 @@ fn every_buildable_pod_is_restricted() {
                         issuer_jwks: None,
                         content: None,
                         revoke: false,
+                        peers: &[],
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
@@ -130,6 +131,7 @@ fn the_matrix_would_catch_a_broken_builder() {
         issuer_jwks: None,
         content: None,
         revoke: false,
+        peers: &[],
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
@@ -174,6 +176,7 @@ fn remote_server_pods_are_restricted() {
                 issuer_jwks: None,
                 content: None,
                 revoke: false,
+            peers: &[],
             };
             let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
             let mut approved_server = server.clone();
@@ -222,6 +225,7 @@ fn the_pod_template_lands_under_the_hardening() {
         issuer_jwks: None,
         content: None,
         revoke: false,
+        peers: &[],
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;

@@ -27,6 +27,8 @@ async fn create_applies_every_object_with_owner_references() {
     let sequence: Vec<String> = calls.iter().map(Call::short).collect();
     let expected = [
         format!("GET {TP_PATH}"),
+        // the replicas' addresses (for <name>-peers) and what their facades report
+        "GET /api/v1/namespaces/team-a/pods".into(),
         "GET /.well-known/openid-configuration".into(),
         // no Cilium, no Calico here: named egress has no engine (and no object is read for it)
         "GET /apis/cilium.io/v2".into(),
@@ -39,6 +41,7 @@ async fn create_applies_every_object_with_owner_references() {
         "GET /api/v1/namespaces/team-a/configmaps/git-policy".into(),
         "GET /apis/apps/v1/namespaces/team-a/deployments/git".into(),
         "GET /api/v1/namespaces/team-a/services/git".into(),
+        "GET /api/v1/namespaces/team-a/configmaps/git-peers".into(),
         "GET /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /api/v1/namespaces/team-a/secrets/git-peer-key".into(),
         "GET /api/v1/namespaces/team-a/secrets/git-admin-token".into(),
@@ -46,6 +49,7 @@ async fn create_applies_every_object_with_owner_references() {
         "GET /apis/gateway.networking.k8s.io/v1/namespaces/team-a/httproutes/git".into(),
         "PATCH /api/v1/namespaces/team-a/serviceaccounts/git".into(),
         "PATCH /api/v1/namespaces/team-a/configmaps/git-policy".into(),
+        "PATCH /api/v1/namespaces/team-a/configmaps/git-peers".into(),
         "POST /api/v1/namespaces/team-a/secrets".into(),
         "POST /api/v1/namespaces/team-a/secrets".into(),
         "PATCH /apis/apps/v1/namespaces/team-a/deployments/git".into(),
@@ -54,7 +58,6 @@ async fn create_applies_every_object_with_owner_references() {
         "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies/git".into(),
         "GET /apis/policy/v1/namespaces/team-a/poddisruptionbudgets/git".into(),
         "GET /apis/networking.k8s.io/v1/namespaces/team-a/ingresses/git".into(),
-        "GET /api/v1/namespaces/team-a/pods".into(),
         "POST /apis/events.k8s.io/v1/namespaces/team-a/events".into(),
         "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
     ];
@@ -68,7 +71,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[25].body;
+    let event = &calls[27].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -160,6 +163,7 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         sequence,
         [
             format!("GET {TP_PATH}"),
+            "GET /api/v1/namespaces/team-a/pods".into(),
             "GET /.well-known/openid-configuration".into(),
             "GET /apis/cilium.io/v2".into(),
             "GET /apis/projectcalico.org/v3".into(),
@@ -171,7 +175,7 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[7].body;
+    let event = &calls[8].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();

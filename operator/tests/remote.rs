@@ -29,6 +29,7 @@ fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
         issuer_jwks: None,
         content: None,
         revoke: false,
+        peers: &[],
     };
     let config = BuildConfig::default();
     let pending = plan::plan(&inputs, &config).expect("a valid remote server");
@@ -113,6 +114,7 @@ fn the_pod_holds_the_facade_alone_with_the_credentials_as_files() {
                 "jwks",
                 "peer-key",
                 "admin-token",
+                "peers",
                 "upstream-ca",
                 "upstream-0",
                 "upstream-1"
@@ -309,6 +311,7 @@ fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses
         issuer_jwks: None,
         content: None,
         revoke: false,
+        peers: &[],
     };
     let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
     approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());

@@ -230,6 +230,7 @@ async fn reconcile_many_servers() {
                 issuer_jwks: None,
                 content: None,
                 revoke: false,
+                peers: &[],
             },
             &config,
         )

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{AdminAccess, App, HostPolicy};
+use crate::downstream::forward::PeerSource;
 use crate::gates::audit::{Audit, AuditConfig, AuditSink};
 use crate::gates::policy::LivePolicy;
 use crate::router::probe;
@@ -258,11 +259,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 key,
                 Arc::new(crate::downstream::forward::Relay),
             );
+            ctx.metrics
+                .identity_budget_peers
+                .set(ctx.identity_budgets.peers().len() as i64);
         }
-        if let Some(name) = args.peers_dns.clone() {
+        let source = match (args.peers_dns.clone(), args.peers_file.clone()) {
+            (Some(name), _) => Some(PeerSource::Dns(name)),
+            (None, Some(path)) => Some(PeerSource::File(path)),
+            (None, None) => None,
+        };
+        if let Some(source) = source {
             tokio::spawn(crate::downstream::forward::watch_peers(
                 ctx.clone(),
-                name,
+                source,
                 me.clone(),
                 key.clone(),
                 Duration::from_secs(5),

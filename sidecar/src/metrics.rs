@@ -87,6 +87,9 @@ pub struct Metrics {
     /// `identity_budget_asks_total{outcome}`: asks to the replica that
     /// counts an identity's calls ([`ASK_OUTCOMES`]).
     identity_budget_asks: IntCounterVec,
+    /// `identity_budget_peers`: the replicas this one counts identity
+    /// budgets with, itself included (0: it counts alone).
+    pub identity_budget_peers: IntGauge,
     /// Server notifications shed because the client was not reading.
     pub notifications_dropped: IntCounter,
     /// Messages no gate lets through, by where they came from.
@@ -292,6 +295,11 @@ impl Metrics {
         for outcome in ASK_OUTCOMES {
             identity_budget_asks.with_label_values(&[outcome]);
         }
+        let identity_budget_peers = IntGauge::new(
+            "mcpwarden_identity_budget_peers",
+            "Replicas this one counts identity budgets with, itself included (0: alone)",
+        )
+        .expect("valid metric");
         let messages_dropped = IntCounterVec::new(
             Opts::new(
                 "mcpwarden_messages_dropped_total",
@@ -334,6 +342,7 @@ impl Metrics {
             Box::new(upstream_recycled.clone()),
             Box::new(forwarded.clone()),
             Box::new(identity_budget_asks.clone()),
+            Box::new(identity_budget_peers.clone()),
             Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
             Box::new(tool_output_bytes.clone()),
@@ -396,6 +405,7 @@ impl Metrics {
             calls_in_flight,
             forwarded,
             identity_budget_asks,
+            identity_budget_peers,
             notifications_dropped,
             messages_dropped,
             upstream_recycled,

@@ -306,3 +306,29 @@ def test_client_config_errors_read_as_sentences(cluster, reconciled_examples):
     assert out.returncode != 0
     assert "(HTTP 403)" in out.stderr and "is forbidden" in out.stderr, out.stderr
     assert "ApiError" not in out.stderr and "ErrorResponse" not in out.stderr and "Status {" not in out.stderr
+
+
+def peers_listed(cluster, name: str) -> list[str]:
+    cm = cluster.get("configmap", f"{name}-peers", NS) or {}
+    text = cm.get("data", {}).get("peers", "")
+    return sorted(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_the_peers_configmap_follows_the_running_replicas(cluster, reconciled_examples):
+    """The replicas learn each other's addresses from `<name>-peers`, which the
+    operator rewrites when a replica starts running or goes (a pod watch): no
+    kubelet runs here, so the test plays it, writing two pods' status."""
+    deployment = cluster.get("deployment", "memory", NS)
+    wait_for("three memory pods", lambda: len(pods_of(cluster, deployment)[1]) == 3, timeout=60)
+    assert peers_listed(cluster, "memory") == []
+    pods = sorted(p["metadata"]["name"] for p in pods_of(cluster, deployment)[1])
+    for pod, ip in zip(pods, ["10.77.0.1", "10.77.0.2"]):
+        status = {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
+        cluster.kubectl("patch", "pod", pod, "-n", NS, "--subresource=status", "--type=merge", "-p",
+                        json.dumps(status))
+    wait_for("both running replicas listed",
+             lambda: peers_listed(cluster, "memory") == ["10.77.0.1:8080", "10.77.0.2:8080"], timeout=30)
+    # An unscheduled pod is deleted at once; its address leaves the list.
+    cluster.kubectl("delete", "pod", pods[0], "-n", NS, "--wait=false")
+    wait_for("the deleted replica dropped",
+             lambda: peers_listed(cluster, "memory") == ["10.77.0.2:8080"], timeout=30)

@@ -191,14 +191,18 @@ BUDGET_POLICY = policy_doc(
 ASKS = "mcpwarden_identity_budget_asks_total"
 
 
-def budget_cluster(start_process, tmp_path, n: int) -> list[dict]:
-    """`n` replicas sharing a key and told each other's addresses (`--peer`)."""
+def budget_cluster(start_process, tmp_path, n: int, peers_file: Path | None = None) -> list[dict]:
+    """`n` replicas sharing a key and told each other's addresses (`--peer`),
+    or told to read them from `peers_file` (`--peers-file`), as the operator
+    has them do."""
     key = tmp_path / "peer.key"
     key.write_bytes(os.urandom(32))
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps(BUDGET_POLICY))
     ports = [free_port() for _ in range(n)]
     peers = [arg for p in ports for arg in ("--peer", f"127.0.0.1:{p}")]
+    if peers_file is not None:
+        peers = ["--peers-file", str(peers_file)]
     replicas = []
     for i, port in enumerate(ports):
         admin = free_port()
@@ -275,6 +279,34 @@ def test_an_identity_budget_holds_across_replicas(start_process, tmp_path):
                 if line.get("reason") == "calls_per_identity_exceeded"]
     assert len(refusals) == 10, refusals
     assert {line.get("code") for line in refusals} == {-32005}
+
+
+def test_replicas_learn_each_other_from_a_peers_file(start_process, tmp_path):
+    """The operator's way: no `--peer` list at start (the pods do not know
+    each other's addresses yet, and DNS is closed to them), a file the
+    operator writes later. Before it exists each replica counts alone;
+    once it lists both, the budget holds across them."""
+    peers_file = tmp_path / "peers"
+    replicas = budget_cluster(start_process, tmp_path, 2, peers_file=peers_file)
+    for r in replicas:
+        assert metric(r["admin"], "mcpwarden_identity_budget_peers") == 0
+    peers_file.write_text("# replicas of one server\n" + "\n".join(r["addr"] for r in replicas) + "\n")
+    deadline = time.monotonic() + 20
+    while any(metric(r["admin"], "mcpwarden_identity_budget_peers") != 2 for r in replicas):
+        assert time.monotonic() < deadline, "the replicas never read the peers file"
+        time.sleep(0.3)
+    fresh_window()
+    subject = SUBJECTS[0]
+    outcomes = run_async(spread_calls, replicas, subject, 7, timeout=90)
+    assert outcomes[:4] == [f"Echo: m{i}" for i in range(4)], outcomes
+    assert outcomes[4:] == [(-32005, "calls_per_identity_exceeded", 4)] * 3, outcomes
+    asker = 1 - owner_of(replicas, subject)
+    assert metric(replicas[asker]["admin"], ASKS, outcome="granted") == 2
+    # An emptied file (a ConfigMap being replaced) keeps the last set.
+    peers_file.write_text("")
+    time.sleep(6)
+    for r in replicas:
+        assert metric(r["admin"], "mcpwarden_identity_budget_peers") == 2
 
 
 def test_an_unreachable_owner_fails_closed_and_only_its_identities(start_process, tmp_path):

@@ -288,6 +288,47 @@ def test_three_replicas_serve_sessions_across_pods(node, examples):
     assert len(served) >= 2, served
 
 
+def test_the_replicas_count_each_callers_budget_once(node, examples):
+    """`maxCallsPerIdentity` is one budget for the three pods: the operator
+    lists their addresses in `memory-peers` (the pods cannot look each other
+    up: DNS is closed to them), each facade reads the mounted list (the
+    kubelet refreshes it within its sync period), and a call landing on a pod
+    that does not own the caller asks the owner over the relay."""
+    name = "memory"
+    pods = pods_of(node, name)
+    addrs = sorted(f"{p['status']['podIP']}:8080" for p in pods)
+
+    def listed():
+        cm = node.get("configmap", f"{name}-peers", NS) or {}
+        text = cm.get("data", {}).get("peers", "")
+        return sorted(line for line in text.splitlines() if line and not line.startswith("#"))
+
+    wait_for("every replica listed in memory-peers", lambda: listed() == addrs, timeout=60)
+
+    def scrape(pod):
+        out = node.in_node([sys.executable, "-c", SCRAPE, f"http://{pod['status']['podIP']}:9090/metrics"])
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    wait_for("every facade counting with all three",
+             lambda: all(metric(scrape(p), "mcpwarden_identity_budget_peers") == 3 for p in pods), timeout=180,
+             interval=5)
+    before = {p["metadata"]["name"]: metric(scrape(p), "mcpwarden_identity_budget_asks_total", outcome="granted")
+              for p in pods}
+    url, command = client_config(node, name)
+    token = tour(node, command.replace("<service-account>", "coding-agent")).strip()
+    for _ in range(9):
+        seen = call_through_service(node, name, url, token, "--call", "read_graph", "{}")
+        assert "entities" in seen["call"], seen
+    texts = {p["metadata"]["name"]: scrape(p) for p in pods}
+    asked = {n: metric(t, "mcpwarden_identity_budget_asks_total", outcome="granted") - before[n]
+             for n, t in texts.items()}
+    # The owner never asks itself; the calls the others took asked it.
+    assert sum(asked.values()) >= 1 and sum(1 for v in asked.values() if v > 0) <= 2, asked
+    for t in texts.values():
+        assert metric(t, "mcpwarden_identity_budget_asks_total", outcome="unreachable") == 0
+
+
 # ---------------------------------------------------------------------------
 # 6. metrics scraped from the pod, audit records read from its sink
 # ---------------------------------------------------------------------------

@@ -52,12 +52,12 @@ def test_rendered_objects_are_valid(example: Path, version: str):
     replicas = next(o for o in objects if o["kind"] == "Deployment")["spec"]["replicas"]
     if replicas > 1:
         assert kinds == [
-            "ServiceAccount", "ConfigMap", "Deployment", "Service", "Service", "NetworkPolicy",
+            "ServiceAccount", "ConfigMap", "Deployment", "Service", "Service", "ConfigMap", "NetworkPolicy",
             "PodDisruptionBudget",
         ]
     else:
         expose = [k for k in kinds if k in ("Ingress", "HTTPRoute")]  # what `spec.expose` asks for
-        assert kinds == ["ServiceAccount", "ConfigMap", "Deployment", "Service", "NetworkPolicy", *expose]
+        assert kinds == ["ServiceAccount", "ConfigMap", "Deployment", "Service", "ConfigMap", "NetworkPolicy", *expose]
     for obj in objects:
         if obj["kind"] == "HTTPRoute":  # a CRD of the Gateway API, not in the Kubernetes schemas
             continue
@@ -108,6 +108,13 @@ def test_replicated_example_has_the_scale_out_objects():
     env = {e["name"]: e for e in facade["env"]}
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["MCP_WARDEN_ADVERTISE_ADDR"]["value"] == "$(POD_IP):8080"
+    # Which replica counts a caller's calls: the facades read every replica's
+    # address from the operator's ConfigMap (DNS is closed to the pod).
+    assert env["MCP_WARDEN_PEERS_FILE"]["value"] == "/etc/mcp-warden/peers/peers"
+    volume = next(v for v in pod["volumes"] if v["name"] == "peers")
+    assert volume["configMap"] == {"name": "memory-peers", "optional": True}
+    listing = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"] == "memory-peers")
+    assert list(listing["data"]) == ["peers"]
     assert env["MCP_WARDEN_PEER_KEY_FILE"]["value"] == "/etc/mcp-warden/peer/peer.key"
     assert list(env)[0] == "POD_IP", "dependent env vars must come after POD_IP"
     drain = int(facade["args"][facade["args"].index("--drain-timeout-secs") + 1])

@@ -28,10 +28,10 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, watch, create]
-# The facade pods whose :9090/tools feed status.tools.
+# The facade pods whose :9090/tools feed status.tools and whose addresses feed <name>-peers.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list]
+  verbs: [list, watch]
 # The cluster's pod and Service ranges: egress into them is `network.egress.cluster`, broad egress excepts them.
 - apiGroups: [""]
   resources: [nodes]

@@ -1,7 +1,10 @@
 //! The policy ConfigMap: the compiled FacadePolicy under `policy.yaml`. The
 //! facade watches the mounted file and reloads it, so a profile change never
 //! restarts the pod. The JWKS ConfigMap carries the cluster's service-account
-//! issuer keys, which the facade verifies agents' tokens with.
+//! issuer keys, which the facade verifies agents' tokens with. The peers
+//! ConfigMap lists every replica's address, so each facade knows which
+//! replica counts an identity's calls; the pods cannot look the replicas up
+//! themselves (the NetworkPolicy closes DNS unless a capability opens it).
 
 use std::collections::BTreeMap;
 
@@ -33,6 +36,23 @@ pub fn desired_jwks_config_map(input: BuildInput<'_>) -> Option<ConfigMap> {
         )])),
         ..ConfigMap::default()
     })
+}
+
+/// The ConfigMap listing every replica's peer address, one per line. The
+/// facade reads the mounted file every few seconds; an empty list (no pod
+/// seen yet) leaves it counting as before. Kept for one replica too: the
+/// last one left after a scale-in must learn that it counts alone.
+pub fn desired_peers_config_map(input: BuildInput<'_>) -> ConfigMap {
+    let mut text = String::from("# every replica's address; written by the operator\n");
+    for peer in input.peers {
+        text.push_str(peer);
+        text.push('\n');
+    }
+    ConfigMap {
+        metadata: names::metadata(input.server, names::peers_config_map(input.server)),
+        data: Some(BTreeMap::from([(names::PEERS_KEY.to_string(), text)])),
+        ..ConfigMap::default()
+    }
 }
 
 /// The ConfigMap holding the JWKS the operator fetched for the profile's JWT

@@ -7,7 +7,7 @@
 //! │                        for streamable-http listening on 127.0.0.1:<port>
 //! └─ facade               mcp-warden-sidecar run: :8080 /mcp, :9090 /metrics /healthz /readyz /tools
 //! volumes (volumes.rs): tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
-//!          the package runners' caches), policy + jwks (ConfigMaps, facade), peer-key
+//!          the package runners' caches), policy + jwks + peers (ConfigMaps, facade), peer-key
 //!          (Secret, facade), tokens-<n> + issuer-<i> (the profile's auth, facade),
 //!          tls (expose.tls: the listener's certificate, facade), run-mcp + bridge-bin
 //!          (stdio), workspace (read-only unless approved)
@@ -30,7 +30,10 @@
 //! Scale-out and rollouts: every replica gets the same peer key
 //! (session ids name their owner, `$(POD_IP):8080`, and are HMAC-signed), so
 //! a request landing on another replica is relayed to the owner. The peer key
-//! is configured even for one replica, so scaling out never rolls the pods.
+//! is configured even for one replica, so scaling out never rolls the pods;
+//! so is the peers ConfigMap (every replica's address, which the identity
+//! budget's owner is chosen from), which the operator rewrites as pods come
+//! and go.
 //! A rolling update starts the new pod first (maxSurge 1, maxUnavailable 0);
 //! a stopping pod sleeps in `preStop` until it is out of every endpoint list,
 //! then the facade drains (`/readyz` 503, no new sessions, calls in flight
@@ -61,9 +64,9 @@ use super::volumes::{volumes, workspace_writable, SA_TOKEN_DIR};
 use super::{facade_auth, pod_template, BuildInput};
 use crate::names::{
     self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
-    HOME_DIR, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
-    SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR, UPSTREAM_CA_DIR,
-    UPSTREAM_SECRETS_DIR,
+    HOME_DIR, JWKS_DIR, PEERS_DIR, PEERS_KEY, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY,
+    PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR,
+    UPSTREAM_CA_DIR, UPSTREAM_SECRETS_DIR,
 };
 
 /// The server container's writable places, as the variables common runners
@@ -434,6 +437,14 @@ fn facade_container(input: BuildInput<'_>) -> Container {
             format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
         ),
     ];
+    // Which replica counts an identity's calls: the operator lists the
+    // replicas (the pods cannot look each other up: DNS is closed). Set for
+    // one replica too, so scaling out never rolls the pods.
+    env.push(env_value(
+        "MCP_WARDEN_PEERS_FILE",
+        format!("{PEERS_DIR}/{PEERS_KEY}"),
+    ));
+    mounts.push(mount("peers", PEERS_DIR, true));
     if !spec.protocol_era.is_auto() {
         args.extend(["--upstream-era".into(), spec.protocol_era.as_str().into()]);
     }
@@ -554,6 +565,7 @@ mod tests {
             issuer_jwks: None,
             content: None,
             revoke: false,
+            peers: &[],
         };
         let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
         let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();

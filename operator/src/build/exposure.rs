@@ -146,6 +146,7 @@ mod tests {
             jwks: None,
             issuer_jwks: &Default::default(),
             approved: &approved,
+            peers: &[],
             config: &config,
         };
         (

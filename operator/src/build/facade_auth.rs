@@ -149,6 +149,7 @@ mod tests {
                     issuer_jwks: fetched,
                     content: None,
                     revoke: false,
+                    peers: &[],
                 },
                 &BuildConfig::default(),
             )

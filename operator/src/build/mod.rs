@@ -10,6 +10,7 @@
 //!            │                  (facade_auth.rs)      the profile's token Secrets and JWKS, facade only
 //!            ├─ Service         (service.rs)          8080 /mcp, 9090 metrics
 //!            ├─ Service <n>-peers (service.rs)        headless, replicas > 1
+//!            ├─ ConfigMap <n>-peers (config_map.rs)   every replica's address (identity budgets)
 //!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
 //!            ├─ <n>-egress      (named_egress.rs)     Cilium/Calico policy for approved host names
 //!            ├─ PDB             (pod_disruption_budget.rs)  maxUnavailable 1, replicas > 1
@@ -63,6 +64,8 @@ pub struct BuildInput<'a> {
     pub issuer_jwks: &'a std::collections::BTreeMap<String, String>,
     /// The capabilities in force (approved); everything else is baseline.
     pub approved: &'a Approved,
+    /// Every replica's peer address, as last read from its pods.
+    pub peers: &'a [String],
     /// Operator settings.
     pub config: &'a BuildConfig,
 }
@@ -84,6 +87,8 @@ pub struct DesiredObjects {
     pub service: Service,
     /// The headless Service of the replicas (replicas > 1).
     pub peers_service: Option<Service>,
+    /// Every replica's peer address, for the facades.
+    pub peers_config_map: ConfigMap,
     /// The pod's firewall.
     pub network_policy: NetworkPolicy,
     /// The cluster's policy engine for egress by host name, if it has one
@@ -109,6 +114,7 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         deployment: deployment::desired_deployment(input),
         service: service::desired_service(input),
         peers_service: service::desired_peers_service(input),
+        peers_config_map: config_map::desired_peers_config_map(input),
         network_policy: network_policy::desired_network_policy(input),
         named_egress_engine: input.config.named_egress,
         named_egress: named_egress::desired_named_egress_policy(input),
@@ -129,6 +135,7 @@ impl DesiredObjects {
         values.extend(self.issuers_config_map.as_ref().map(typed_value));
         values.extend([typed_value(&self.deployment), typed_value(&self.service)]);
         values.extend(self.peers_service.as_ref().map(typed_value));
+        values.push(typed_value(&self.peers_config_map));
         values.push(typed_value(&self.network_policy));
         values.extend(
             self.named_egress

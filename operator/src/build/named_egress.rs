@@ -141,6 +141,7 @@ mod tests {
             jwks: None,
             issuer_jwks: &Default::default(),
             approved: &approved,
+            peers: &[],
             config: &config,
         })
         .map(|o| serde_json::to_value(o).unwrap())

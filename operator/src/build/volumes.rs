@@ -134,6 +134,17 @@ pub(super) fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             ..Volume::default()
         },
     ]);
+    volumes.push(Volume {
+        name: "peers".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: names::peers_config_map(input.server),
+            // The pods start before the operator has seen them; until the
+            // list arrives each counts alone.
+            optional: Some(true),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
     volumes.extend(facade_auth::volumes(input));
     if let Some(secret) = names::tls_secret(input.server) {
         // Not optional: a facade asked to serve TLS must not start without

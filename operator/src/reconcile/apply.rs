@@ -141,6 +141,7 @@ pub async fn apply_all(
     let deployment = read(client, ns, &objects.deployment).await?;
     let service = read(client, ns, &objects.service).await?;
     let peers = read_opt(client, ns, objects.peers_service.as_ref()).await?;
+    let peers_cm = read(client, ns, &objects.peers_config_map).await?;
     let np = read(client, ns, &objects.network_policy).await?;
     let pdb = read_opt(client, ns, objects.pod_disruption_budget.as_ref()).await?;
     let key_name = names::peer_key_secret(server);
@@ -181,6 +182,7 @@ pub async fn apply_all(
         deployment.foreign(server),
         service.foreign(server),
         peers.as_ref().and_then(|r| r.foreign(server)),
+        peers_cm.foreign(server),
         np.foreign(server),
         pdb.as_ref().and_then(|r| r.foreign(server)),
         key.as_ref()
@@ -219,6 +221,8 @@ pub async fn apply_all(
     if let Some(issuers) = issuers {
         write(client, ns, issuers, written).await?;
     }
+    // Not held: which pods run is not a capability.
+    write(client, ns, peers_cm, written).await?;
     let peer_key = || desired_peer_key_secret(server, random_key());
     let usable = |s: &Secret| has_usable_peer_key(s);
     applied.peer_key_unusable = !ensure_secret(client, server, key, peer_key, usable, written)

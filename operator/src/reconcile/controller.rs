@@ -8,15 +8,17 @@
 //! Cilium / Calico policy or HTTPRoute kind appears or goes (kinds.rs) ─▶ reconcile(every server)
 //! ConfigMap / Secret (metadata only) ─(references::Index)─▶ reconcile(each server whose
 //!   approved content it holds: secretEnv keys, the profile's JWKS)
+//! Pod with mcpwarden.dev/server=<name> (metadata only) ─▶ reconcile(<name>): a replica
+//!   came, got its address or goes, so the peers ConfigMap is rewritten
 //! ```
-//! The ConfigMap and Secret watches are metadata-only (`PartialObjectMeta`):
+//! The ConfigMap, Secret and Pod watches are metadata-only (`PartialObjectMeta`):
 //! an edit changes `resourceVersion`, which is all a trigger needs, and no
 //! Secret value is ever held in a watch cache.
 
 use std::{future::Future, sync::Arc};
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
@@ -197,12 +199,19 @@ async fn run_servers(
             },
         )
         .watches(
-            Api::<PartialObjectMeta<Secret>>::all(client),
+            Api::<PartialObjectMeta<Secret>>::all(client.clone()),
             watcher::Config::default(),
             move |secret| {
                 let ns = secret.namespace().unwrap_or_default();
                 secret_index.servers_using(Kind::Secret, &ns, &secret.name_any())
             },
+        )
+        // A pod's status changes its `resourceVersion` too, so its IP and
+        // phase reach the peers ConfigMap without reading pods here.
+        .watches(
+            Api::<PartialObjectMeta<Pod>>::all(client),
+            watcher::Config::default().labels(crate::names::SERVER_LABEL),
+            server_of_pod,
         )
         .reconcile_all_on(super::kinds::triggers(client_for_kinds, ctx.clone()))
         .graceful_shutdown_on(shutdown)
@@ -216,9 +225,28 @@ async fn run_servers(
         .await;
 }
 
+/// The MCPServer a pod is a replica of, by its `mcpwarden.dev/server` label.
+fn server_of_pod(pod: PartialObjectMeta<Pod>) -> Option<ObjectRef<MCPServer>> {
+    let name = pod.labels().get(crate::names::SERVER_LABEL)?;
+    Some(ObjectRef::new(name).within(&pod.namespace()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_maps_to_the_server_its_label_names() {
+        let mut pod = PartialObjectMeta::<Pod>::default();
+        pod.metadata.namespace = Some("team-a".into());
+        assert_eq!(server_of_pod(pod.clone()), None);
+        pod.metadata.labels =
+            Some([(crate::names::SERVER_LABEL.to_string(), "memory".to_string())].into());
+        assert_eq!(
+            server_of_pod(pod),
+            Some(ObjectRef::new("memory").within("team-a"))
+        );
+    }
 
     fn server(ns: &str, name: &str, tool: &str, sandbox: Option<&str>) -> MCPServer {
         let sandbox = sandbox

@@ -224,6 +224,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         issuer_jwks: Some(&issuer_jwks),
         content: Some(&resolved.content),
         revoke: false,
+        peers: &resolved.peers,
     };
     // 2.–4. validate, compile, build (pure)
     tracing::debug!(step = "plan", "reconcile step");
@@ -279,9 +280,8 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         .then(|| policy_digest(&plan.objects.config_map))
         .flatten();
     let observed = observe::observe_tools(
-        &ctx.client,
         ctx.tools.as_ref(),
-        server,
+        &resolved.pods,
         token,
         in_force.as_deref(),
     )

@@ -2,7 +2,7 @@
 //! the cluster's service-account issuer keys.
 //!
 //! ```text
-//! pods (label mcpwarden.dev/server=<name>, Running and Ready, with an IP)
+//! pods (label mcpwarden.dev/server=<name>, as resolve listed them; Running and Ready, with an IP)
 //!   └─ ToolsSource::fetch("<podIP>:9090", token)  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
 //!                                                   (and the upstream's identity ─▶ status.server)
 //!      (`/tools` shows hidden tools: the facade wants the server's admin token)
@@ -24,14 +24,14 @@ use futures::future::BoxFuture;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
-use kube::{api::ListParams, Api, Client};
+use kube::Client;
 use mcp_warden_crds::mcpserver::{ObservedServer, ObservedTool};
 use serde::Deserialize;
 use tracing::{debug, warn};
 
 use crate::{
     config::NamedEgress,
-    names::{self, ADMIN_PORT},
+    names::ADMIN_PORT,
 };
 
 /// What one facade's `/tools` reports.
@@ -144,23 +144,13 @@ pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
 /// pod within the kubelet's sync period. Status then keeps what it had, and
 /// [`Observed::settling`] asks for another look soon.
 pub async fn observe_tools(
-    client: &Client,
     source: &dyn ToolsSource,
-    server: &mcp_warden_crds::MCPServer,
+    pods: &[Pod],
     token: Option<&str>,
     policy: Option<&str>,
 ) -> Observed {
     let Some(token) = token else {
         return Observed::default();
-    };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &names::namespace(server));
-    let selector = format!("{}={}", names::SERVER_LABEL, names::object_name(server));
-    let list = match pods.list(&ListParams::default().labels(&selector)).await {
-        Ok(list) => list,
-        Err(e) => {
-            warn!(error = %e, "cannot list the facade pods");
-            return Observed::default();
-        }
     };
     // Ready pods only: a facade still probing its server may report the
     // server's identity before its tool list is read.
@@ -170,8 +160,7 @@ pub async fn observe_tools(
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "True")
     };
-    let mut addrs: Vec<String> = list
-        .items
+    let mut addrs: Vec<String> = pods
         .iter()
         .filter_map(|p| p.status.as_ref())
         .filter(|s| s.phase.as_deref() == Some("Running"))

@@ -4,12 +4,13 @@
 //! content the approval covers (`crate::workload`): the keys `secretEnv`
 //! names and the profile's JWKS ConfigMaps. Only the hash leaves this step;
 //! a value is never logged, copied or kept. A missing object is an answer,
-//! not an error; only API failures are errors.
+//! not an error; only API failures are errors. It also reads the server's
+//! pods for their addresses (the peers ConfigMap).
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::{Api, Client};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::{api::ListParams, Api, Client};
 use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
 
 use crate::{
@@ -31,6 +32,11 @@ pub struct Resolved {
     /// The Secret and ConfigMap keys whose content the approval covers
     /// (recorded for the watches that re-reconcile on their edits).
     pub referenced: workload::Referenced,
+    /// The server's pods (label `mcpwarden.dev/server=<name>`), read once
+    /// for the peers ConfigMap and for what the facades report.
+    pub pods: Vec<Pod>,
+    /// Every replica's peer address (`<pod IP>:8080`, sorted).
+    pub peers: Vec<String>,
 }
 
 /// A read failed (transient: the reconcile backs off and retries).
@@ -145,11 +151,89 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
             missing_secrets.push(secret);
         }
     }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let selector = format!("{}={}", names::SERVER_LABEL, names::object_name(server));
+    let pods = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(err(format!(
+            "the pods of {ns}/{}",
+            names::object_name(server)
+        )))?;
+    let peers = peer_addresses(&pods.items);
+    let pods = pods.items;
     Ok(Resolved {
         tool_profile,
         sandbox_profile,
         missing_secrets,
         content,
         referenced,
+        pods,
+        peers,
     })
+}
+
+/// The peer addresses of the server's replicas: every pod its ReplicaSet
+/// controls that runs and has an address, ready or not (a facade answers
+/// its peers before its server is ready), and is not being deleted (its
+/// identities move now, not when it is gone). A pod that only carries the
+/// label is not a replica: the ReplicaSet would adopt or remove it.
+pub fn peer_addresses(pods: &[Pod]) -> Vec<String> {
+    let mut peers: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.kind == "ReplicaSet")
+        })
+        .filter_map(|p| p.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Running"))
+        .filter_map(|s| s.pod_ip.as_deref())
+        .map(|ip| match ip.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V6(_)) => format!("[{ip}]:{}", names::FACADE_PORT),
+            _ => format!("{ip}:{}", names::FACADE_PORT),
+        })
+        .collect();
+    peers.sort();
+    peers.dedup();
+    peers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(ip: &str, phase: &str, owner: Option<&str>, deleting: bool) -> Pod {
+        let mut meta = json!({"name": format!("p-{ip}")});
+        if let Some(kind) = owner {
+            meta["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
+                "name": "memory-5d9f", "uid": "u1", "controller": true}]);
+        }
+        if deleting {
+            meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        serde_json::from_value(json!({"metadata": meta, "status": {"phase": phase, "podIP": ip}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn peers_are_the_running_replicas_of_the_replica_set() {
+        let pods = [
+            pod("10.0.0.9", "Running", Some("ReplicaSet"), false),
+            pod("10.0.0.2", "Running", Some("ReplicaSet"), false),
+            pod("10.0.0.3", "Pending", Some("ReplicaSet"), false),
+            pod("10.0.0.4", "Running", Some("ReplicaSet"), true),
+            pod("10.0.0.5", "Running", None, false),
+            pod("10.0.0.6", "Running", Some("Job"), false),
+            pod("fd00::7", "Running", Some("ReplicaSet"), false),
+        ];
+        assert_eq!(
+            peer_addresses(&pods),
+            ["10.0.0.2:8080", "10.0.0.9:8080", "[fd00::7]:8080"].map(String::from)
+        );
+    }
 }

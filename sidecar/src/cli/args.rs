@@ -249,6 +249,17 @@ pub(super) struct RunArgs {
         requires = "peer_key_file"
     )]
     pub(super) peers_dns: Option<String>,
+    /// A file listing every replica's peer address (one per line, or
+    /// comma-separated), read again every few seconds, instead of `--peer`:
+    /// the operator writes it (ConfigMap `<name>-peers`) from the pods it
+    /// sees, since its NetworkPolicy closes DNS to the pod.
+    #[arg(
+        long,
+        env = "MCP_WARDEN_PEERS_FILE",
+        conflicts_with_all = ["peers", "peers_dns"],
+        requires = "peer_key_file"
+    )]
+    pub(super) peers_file: Option<PathBuf>,
     /// Seconds to keep serving live sessions after SIGTERM.
     #[arg(long, default_value_t = 20)]
     pub(super) drain_timeout_secs: u64,

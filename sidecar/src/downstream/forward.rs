@@ -192,33 +192,68 @@ impl PeerLink for Relay {
     }
 }
 
-/// Keep the identity budget's replica set to what `name` (`host:port`: the
-/// replicas' headless Service, which lists every replica's address, ready or
-/// not) resolves to, looking again every `every`. A failed or empty lookup
-/// keeps the last set: a replica never goes back to counting alone because
-/// a lookup failed. Until the first lookup succeeds, each replica counts
-/// alone (one replica: its Service does not exist).
+/// Where a replica learns every replica's peer address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerSource {
+    /// A name (`host:port`: the replicas' headless Service, which lists every
+    /// replica's address, ready or not), resolved through DNS.
+    Dns(String),
+    /// A file of addresses (one per line, or comma-separated; `#` starts a
+    /// comment): the operator's `<name>-peers` ConfigMap, mounted, since its
+    /// NetworkPolicy closes DNS to the pod.
+    File(std::path::PathBuf),
+}
+
+/// Keep the identity budget's replica set to what `source` lists, looking
+/// again every `every`. A failed or empty read keeps the last set: a replica
+/// never goes back to counting alone because a lookup failed or a file was
+/// being replaced. Until the first read lists anyone, each replica counts
+/// alone (one replica: neither the Service nor the file exists).
 pub async fn watch_peers(
     ctx: Arc<crate::session::context::Context>,
-    name: String,
+    source: PeerSource,
     me: String,
     key: Vec<u8>,
     every: Duration,
 ) {
     let mut last = Vec::new();
     loop {
-        match resolve_peers(&name).await {
+        let read = match &source {
+            PeerSource::Dns(name) => resolve_peers(name).await,
+            PeerSource::File(path) => tokio::fs::read_to_string(path)
+                .await
+                .map(|text| parse_peers(&text)),
+        };
+        match read {
             Ok(peers) if !peers.is_empty() && peers != last => {
                 tracing::info!(?peers, "the identity budget's replica set changed");
                 ctx.identity_budgets
                     .set_peers(me.clone(), &peers, &key, Arc::new(Relay));
+                ctx.metrics
+                    .identity_budget_peers
+                    .set(ctx.identity_budgets.peers().len() as i64);
                 last = peers;
             }
             Ok(_) => {}
-            Err(e) => tracing::debug!(%name, error = %e, "cannot resolve the replicas"),
+            Err(e) => tracing::debug!(?source, error = %e, "cannot read the replicas"),
         }
         tokio::time::sleep(every).await;
     }
+}
+
+/// The addresses a peers file lists, sorted and without duplicates.
+pub fn parse_peers(text: &str) -> Vec<String> {
+    let mut peers: Vec<String> = text
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or_default())
+        .flat_map(|line| line.split([',', ' ', '\t']))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    peers.sort();
+    peers.dedup();
+    peers
 }
 
 /// Every address `name` (`host:port`) resolves to, as peer addresses,
@@ -296,5 +331,16 @@ mod tests {
         let local = super::resolve_peers("localhost:9").await.unwrap();
         assert!(local.contains(&"127.0.0.1:9".to_string()), "{local:?}");
         assert!(super::resolve_peers("no-port-given").await.is_err());
+    }
+
+    #[test]
+    fn a_peers_file_lists_addresses_by_line_or_comma() {
+        let text = "# written by the operator\n10.0.0.9:8080\n10.0.0.2:8080, 10.0.0.5:8080\n\n10.0.0.2:8080\n";
+        assert_eq!(
+            super::parse_peers(text),
+            ["10.0.0.2:8080", "10.0.0.5:8080", "10.0.0.9:8080"].map(String::from)
+        );
+        assert!(super::parse_peers("").is_empty());
+        assert!(super::parse_peers("# nobody yet\n").is_empty());
     }
 }
