@@ -17,6 +17,9 @@ pub use policy::*;
 
 #[cfg(feature = "kube")]
 pub mod mcpserver;
+/// `MCPServer.status` (re-exported from [`mcpserver`]).
+#[cfg(feature = "kube")]
+pub mod mcpserver_status;
 #[cfg(feature = "kube")]
 pub mod profile_status;
 #[cfg(feature = "kube")]

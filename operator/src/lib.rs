@@ -8,7 +8,8 @@
 //!  (reconcile::resolve) (validate) (compile) (build::*) (reconcile::apply) (reconcile::status)
 //! ```
 //! - [`capabilities`] (what is asked above the baseline, its digest, what an
-//!   approval puts in force; [`egress_scope`] names broad egress), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
+//!   approval puts in force; [`egress_scope`] names broad egress; [`pin`] the image digest an
+//!   approval runs), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
 //!   both go through [`plan`], so what `render` prints is what `run` applies.
 //! - [`reconcile`]: the controller (watches, the pipeline, error policy).
 //! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
@@ -27,6 +28,7 @@ pub mod config;
 pub mod crdgen;
 pub mod egress_scope;
 pub mod names;
+pub mod pin;
 pub mod plan;
 pub mod pss;
 pub mod rbac;

@@ -107,6 +107,8 @@ pub fn remote_secrets(server: &MCPServer) -> BTreeMap<String, std::collections::
     out
 }
 
+/// The name of the MCP server's container in its pod.
+pub const SERVER_CONTAINER: &str = "server";
 /// Where the peers ConfigMap is mounted in the facade.
 pub const PEERS_DIR: &str = "/etc/mcp-warden/peers";
 /// The replicas' addresses' key in the peers ConfigMap.

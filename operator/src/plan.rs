@@ -35,6 +35,9 @@ pub struct Inputs<'a> {
     /// Every replica's peer address (`<pod IP>:8080`), as the resolve step
     /// read them from the server's pods (empty: not read, e.g. `render`).
     pub peers: &'a [String],
+    /// The digest the server's pods report for `spec.image` (resolve;
+    /// `Nothing` when not read, e.g. `render`).
+    pub reported_image: &'a crate::pin::Reported,
     /// Set when the last approved workload is gone (no Deployment to keep):
     /// plan as if nothing were approved, so the new workload runs at the
     /// baseline until an admin approves it.
@@ -75,6 +78,9 @@ pub struct Plan {
     pub sandbox: SandboxProfileSpec,
     /// The capabilities asked for, their digest and what is in force.
     pub capabilities: Decision,
+    /// The image digest the Deployment pins (`crate::pin`), for
+    /// `status.pinnedImage`.
+    pub pinned_image: Option<mcp_warden_crds::mcpserver::PinnedImage>,
     /// Every object, in apply order.
     pub objects: DesiredObjects,
     /// `sha256:` of the compiled policy's YAML (what `status.approvedPolicy`
@@ -114,6 +120,7 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         annotation,
         &inputs.server.status.clone().unwrap_or_default(),
     );
+    let pinned_image = crate::pin::pinned(inputs.server, &decision, inputs.reported_image);
     let approved = Approved::from_names(&decision.in_force);
     let policy = compile_policy(inputs.server, tools, &sandbox, &approved, config);
     validate_policy(&policy)?;
@@ -127,12 +134,14 @@ pub fn plan(inputs: &Inputs<'_>, config: &BuildConfig) -> Result<Plan, PlanError
         issuer_jwks: inputs.issuer_jwks.unwrap_or(&EMPTY),
         approved: &approved,
         peers: inputs.peers,
+        pinned_image: pinned_image.as_ref(),
         config,
     });
     Ok(Plan {
         policy,
         sandbox,
         capabilities: decision,
+        pinned_image,
         objects,
         policy_hash: workload::hash_bytes(yaml.as_bytes()),
     })

@@ -106,6 +106,7 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             content: None,
             revoke: false,
             peers: &[],
+            reported_image: &crate::pin::Reported::Nothing,
         };
         let plan = plan::plan(&inputs, config).map_err(|source| RenderError::Plan {
             namespace: ns.clone(),

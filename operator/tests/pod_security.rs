@@ -70,6 +70,7 @@ fn every_buildable_pod_is_restricted() {
                         content: None,
                         revoke: false,
                         peers: &[],
+                        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
                     };
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
@@ -132,6 +133,7 @@ fn the_matrix_would_catch_a_broken_builder() {
         content: None,
         revoke: false,
         peers: &[],
+        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
@@ -177,6 +179,7 @@ fn remote_server_pods_are_restricted() {
                 content: None,
                 revoke: false,
             peers: &[],
+            reported_image: &mcp_warden_operator::pin::Reported::Nothing,
             };
             let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
             let mut approved_server = server.clone();
@@ -226,6 +229,7 @@ fn the_pod_template_lands_under_the_hardening() {
         content: None,
         revoke: false,
         peers: &[],
+        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
     };
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;

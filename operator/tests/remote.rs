@@ -30,6 +30,7 @@ fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
         content: None,
         revoke: false,
         peers: &[],
+        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
     };
     let config = BuildConfig::default();
     let pending = plan::plan(&inputs, &config).expect("a valid remote server");
@@ -312,6 +313,7 @@ fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses
         content: None,
         revoke: false,
         peers: &[],
+        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
     };
     let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
     approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());

@@ -231,6 +231,7 @@ async fn reconcile_many_servers() {
                 content: None,
                 revoke: false,
                 peers: &[],
+                reported_image: &mcp_warden_operator::pin::Reported::Nothing,
             },
             &config,
         )

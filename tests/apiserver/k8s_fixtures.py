@@ -235,6 +235,26 @@ def examples_applied(cluster, installed, webhook):
     return results
 
 
+def people_roles(cluster, ns: str, *, carol_approves: bool = False) -> None:
+    """The two people of the approval tests in `ns`: bob bound to the chart's
+    approver ClusterRole only, carol to the built-in `edit` (and to the
+    approver role too with `carol_approves`, so that separation of duties,
+    not RBAC, is what stops her approving her own change). Returns once the
+    controller manager has aggregated the chart's rules into `edit`."""
+    def binding(name: str, role: str, user: str) -> dict:
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+    bindings = [binding("bob-approves", f"{RELEASE}-approver", "bob"), binding("carol-edits", "edit", "carol")]
+    if carol_approves:
+        bindings.append(binding("carol-approves", f"{RELEASE}-approver", "carol"))
+    cluster.apply(bindings)
+    wait_for("carol (edit) to be able to patch MCPServers", lambda: cluster.kubectl(
+        "auth", "can-i", "patch", "mcpservers.mcpwarden.dev", "-n", ns, user="carol",
+        check=False).stdout.strip() == "yes", timeout=30)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Attach the operator's log to a failing test of this suite."""

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from chartkit import RELEASE
 from k8s_cluster import wait_for
+from k8s_fixtures import people_roles
 
 NS = "team-binds"
 APPROVE = "mcpwarden.dev/approve"
@@ -42,28 +42,9 @@ SERVER = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
 @pytest.fixture(scope="module")
 def team(cluster, installed, webhook, controller):
     cluster.namespace(NS)
-    cluster.apply([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "bob-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "carol-edits", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
-        # carol also holds the approver role here: separation of duties, not RBAC, stops her
-        # approving her own change.
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "carol-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
-    ])
-
-    def carol_can_patch():
-        out = cluster.kubectl("auth", "can-i", "patch", "mcpservers.mcpwarden.dev", "-n", NS, user="carol",
-                              check=False)
-        return out.stdout.strip() == "yes"
-    wait_for("carol (edit) to be able to patch MCPServers", carol_can_patch, timeout=30)
+    # carol also holds the approver role here: separation of duties, not RBAC, stops her
+    # approving her own change.
+    people_roles(cluster, NS, carol_approves=True)
     cluster.apply([TOOLS, SANDBOX, SERVER], user="carol")
     return cluster
 

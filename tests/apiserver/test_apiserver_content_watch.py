@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from chartkit import RELEASE
 from k8s_cluster import wait_for
+from k8s_fixtures import people_roles
 
 NS = "team-content"
 APPROVE = "mcpwarden.dev/approve"
@@ -48,19 +48,7 @@ SERVER = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
 @pytest.fixture(scope="module")
 def team(cluster, installed, webhook, controller):
     cluster.namespace(NS)
-    cluster.apply([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "bob-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "carol-edits", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
-    ])
-    wait_for("carol (edit) to be able to patch MCPServers", lambda: cluster.kubectl(
-        "auth", "can-i", "patch", "mcpservers.mcpwarden.dev", "-n", NS, user="carol",
-        check=False).stdout.strip() == "yes", timeout=30)
+    people_roles(cluster, NS)
     cluster.apply([SECRET, KEYS, TOOLS, SANDBOX, SERVER], user="carol")
     return cluster
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -240,7 +241,31 @@ def examples(node, chart, images) -> dict[str, list[dict]]:
                     for c in ("facade", "server")]
             not_ready[stem] = out.stderr + "".join(f"\n--- {r.stdout}{r.stderr}" for r in logs)
     assert not not_ready, "\n".join(f"=== {k}: {v}" for k, v in not_ready.items())
+    # An approved server's image is pinned to the digest its pod reported:
+    # one more rollout, of the same content, which the tests must not race.
+    for stem, docs in applied.items():
+        name = server_name(docs)
+        if not pin_expected(node, name):
+            continue
+        wait_for(f"{name}'s image pinned", lambda: "@sha256:" in server_image(node, name), timeout=120)
+        tour(node, f"kubectl -n {NS} rollout status deployment/{name} --timeout=300s")
     return applied
+
+
+def server_image(node, name: str) -> str:
+    pod = node.get("deployment", name, NS)["spec"]["template"]["spec"]
+    return next(c["image"] for c in pod["containers"] if c["name"] == "server")
+
+
+def pin_expected(node, name: str) -> bool:
+    """Whether the operator will pin `name`'s image: capabilities in force,
+    a tag in the spec, and a pod whose runtime reported a repository digest."""
+    server = node.get("mcpserver", name, NS)
+    if not server["status"].get("approvedCapabilities") or "@" in server["spec"].get("image", "@"):
+        return False
+    statuses = [c for p in pods_of(node, name) for c in p.get("status", {}).get("containerStatuses", [])
+                if c["name"] == "server"]
+    return any(re.search(r".@sha256:[0-9a-f]{64}$", c.get("imageID", "")) for c in statuses)
 
 
 def server_name(docs: list[dict]) -> str:

@@ -379,6 +379,28 @@ def test_metrics_and_audit_come_from_the_pod(node, examples):
     assert "git_commit" in out.stdout and "git_status" in out.stdout, out.stdout[-2000:]
 
 
+def test_an_approved_image_runs_by_the_digest_its_pod_pulled(node, examples):
+    """Every approved example that names its image by tag runs it by digest:
+    the operator pinned the Deployment to the repository digest the runtime
+    reported (status.pinnedImage), and every pod now runs that digest, so a
+    tag moved in the registry never reaches a pod with the capabilities."""
+    from node_fixtures import server_image  # noqa: PLC0415
+    pinned = {}
+    for stem, docs in examples.items():
+        name = server_name(docs)
+        server = node.get("mcpserver", name, NS)
+        if not server["status"].get("approvedCapabilities") or "@" in server["spec"].get("image", "@"):
+            continue
+        pin = server["status"].get("pinnedImage")
+        assert pin and pin["image"] == server["spec"]["image"], (name, server["status"])
+        assert server_image(node, name) == f"{pin['image']}@{pin['digest']}"
+        for pod in pods_of(node, name):
+            status = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "server")
+            assert status["imageID"].endswith("@" + pin["digest"]), (name, status)
+        pinned[name] = pin["digest"]
+    assert len(pinned) >= 3, pinned
+
+
 # ---------------------------------------------------------------------------
 # 4. the approval flow on running pods
 # ---------------------------------------------------------------------------

@@ -312,8 +312,8 @@ fn server_container(input: BuildInput<'_>) -> Container {
         mounts.push(mount("sa-token", SA_TOKEN_DIR, true));
     }
     Container {
-        name: "server".into(),
-        image: Some(spec.image.clone()),
+        name: names::SERVER_CONTAINER.into(),
+        image: Some(crate::pin::reference(&spec.image, input.pinned_image)),
         image_pull_policy: Some(
             ImagePullPolicy::for_image(&spec.image, spec.image_pull_policy)
                 .as_str()
@@ -566,6 +566,7 @@ mod tests {
             content: None,
             revoke: false,
             peers: &[],
+            reported_image: &crate::pin::Reported::Nothing,
         };
         let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
         let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();

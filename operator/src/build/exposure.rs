@@ -147,6 +147,7 @@ mod tests {
             issuer_jwks: &Default::default(),
             approved: &approved,
             peers: &[],
+            pinned_image: None,
             config: &config,
         };
         (

@@ -150,6 +150,7 @@ mod tests {
                     content: None,
                     revoke: false,
                     peers: &[],
+                    reported_image: &crate::pin::Reported::Nothing,
                 },
                 &BuildConfig::default(),
             )

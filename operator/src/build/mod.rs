@@ -66,6 +66,8 @@ pub struct BuildInput<'a> {
     pub approved: &'a Approved,
     /// Every replica's peer address, as last read from its pods.
     pub peers: &'a [String],
+    /// The digest the server's image is pinned to (`crate::pin`).
+    pub pinned_image: Option<&'a mcp_warden_crds::mcpserver::PinnedImage>,
     /// Operator settings.
     pub config: &'a BuildConfig,
 }

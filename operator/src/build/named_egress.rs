@@ -142,6 +142,7 @@ mod tests {
             issuer_jwks: &Default::default(),
             approved: &approved,
             peers: &[],
+            pinned_image: None,
             config: &config,
         })
         .map(|o| serde_json::to_value(o).unwrap())

@@ -225,6 +225,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         content: Some(&resolved.content),
         revoke: false,
         peers: &resolved.peers,
+        reported_image: &resolved.reported_image,
     };
     // 2.–4. validate, compile, build (pure)
     tracing::debug!(step = "plan", "reconcile step");
@@ -318,6 +319,11 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         not_owned: &applied.not_owned,
         route_unavailable: applied.route_unavailable,
         approved_policy: approved_policy.as_deref(),
+        pinned_image: plan.pinned_image.as_ref(),
+        image_moved: &crate::pin::disagreement(
+            plan.pinned_image.as_ref(),
+            &resolved.reported_image,
+        ),
     };
     let desired = status::desired_status(server, outcome, &now);
     status::publish(&api, &ctx.recorder, server, desired, &applied.written).await?;

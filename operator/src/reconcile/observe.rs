@@ -29,10 +29,7 @@ use mcp_warden_crds::mcpserver::{ObservedServer, ObservedTool};
 use serde::Deserialize;
 use tracing::{debug, warn};
 
-use crate::{
-    config::NamedEgress,
-    names::ADMIN_PORT,
-};
+use crate::{config::NamedEgress, names::ADMIN_PORT};
 
 /// What one facade's `/tools` reports.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

@@ -37,6 +37,8 @@ pub struct Resolved {
     pub pods: Vec<Pod>,
     /// Every replica's peer address (`<pod IP>:8080`, sorted).
     pub peers: Vec<String>,
+    /// The digest the pods running `spec.image` by tag report (`crate::pin`).
+    pub reported_image: crate::pin::Reported,
 }
 
 /// A read failed (transient: the reconcile backs off and retries).
@@ -161,6 +163,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
             names::object_name(server)
         )))?;
     let peers = peer_addresses(&pods.items);
+    let reported_image = reported_image(&pods.items, &spec.image);
     let pods = pods.items;
     Ok(Resolved {
         tool_profile,
@@ -170,6 +173,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
         referenced,
         pods,
         peers,
+        reported_image,
     })
 }
 
@@ -202,6 +206,34 @@ pub fn peer_addresses(pods: &[Pod]) -> Vec<String> {
     peers
 }
 
+/// The repository digests the server's replicas (as in [`peer_addresses`])
+/// report for `image`: only pods whose server container asks for exactly
+/// `image` (the tag, not a pinned reference) count.
+pub fn reported_image(pods: &[Pod], image: &str) -> crate::pin::Reported {
+    use crate::pin::{repository_digest, Reported};
+    let mut digests: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.spec
+                .iter()
+                .flat_map(|s| &s.containers)
+                .any(|c| c.name == names::SERVER_CONTAINER && c.image.as_deref() == Some(image))
+        })
+        .filter_map(|p| p.status.as_ref())
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .filter(|c| c.name == names::SERVER_CONTAINER)
+        .filter_map(|c| repository_digest(&c.image_id).map(str::to_string))
+        .collect();
+    digests.sort();
+    digests.dedup();
+    match digests.len() {
+        0 => Reported::Nothing,
+        1 => Reported::One(digests.remove(0)),
+        _ => Reported::Several(digests),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +250,47 @@ mod tests {
         }
         serde_json::from_value(json!({"metadata": meta, "status": {"phase": phase, "podIP": ip}}))
             .unwrap()
+    }
+
+    fn running(image: &str, image_id: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "server", "image": image}, {"name": "facade", "image": "f"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "server", "image": "docker.io/library/node:22-slim", "imageID": image_id,
+                 "ready": true, "restartCount": 0},
+                {"name": "facade", "image": "f", "imageID": format!("f@{D2}"), "ready": true, "restartCount": 0}]}
+        }))
+        .unwrap()
+    }
+
+    const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn the_server_containers_of_the_tag_report_its_digest() {
+        use crate::pin::Reported;
+        let one = running("node:22-slim", &format!("docker.io/library/node@{D1}"));
+        assert_eq!(
+            reported_image(&[one.clone()], "node:22-slim"),
+            Reported::One(D1.into())
+        );
+        // A pod of the pinned template, or of another image, does not count.
+        let pinned = running(
+            &format!("node:22-slim@{D1}"),
+            &format!("docker.io/library/node@{D2}"),
+        );
+        assert_eq!(reported_image(&[pinned], "node:22-slim"), Reported::Nothing);
+        // An image id alone cannot be pinned.
+        assert_eq!(
+            reported_image(&[running("node:22-slim", D1)], "node:22-slim"),
+            Reported::Nothing
+        );
+        let moved = running("node:22-slim", &format!("docker.io/library/node@{D2}"));
+        assert_eq!(
+            reported_image(&[one, moved], "node:22-slim"),
+            Reported::Several(vec![D1.into(), D2.into()])
+        );
     }
 
     #[test]

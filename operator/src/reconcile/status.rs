@@ -26,7 +26,7 @@ use kube::{
     Api, Resource, ResourceExt,
 };
 use mcp_warden_crds::{
-    mcpserver::{ObservedServer, ObservedTool},
+    mcpserver::{ObservedServer, ObservedTool, PinnedImage},
     MCPServer, MCPServerStatus,
 };
 use tracing::info;
@@ -75,6 +75,11 @@ pub enum Outcome<'a> {
         route_unavailable: bool,
         /// What `status.approvedPolicy` records (`crate::reconcile::hold`).
         approved_policy: Option<&'a str>,
+        /// The image digest the Deployment pins (`crate::pin`).
+        pinned_image: Option<&'a PinnedImage>,
+        /// The contents that run under one tag when they differ from the
+        /// pin or from each other (`crate::pin::disagreement`).
+        image_moved: &'a [String],
     },
 }
 
@@ -104,6 +109,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         old.approved_workload.clone(),
         old.approved_policy.clone(),
     );
+    let mut pinned_now = old.pinned_image.clone();
     let mut tools_now = old.tools.clone();
     let mut server_now = old.server.clone();
     let (compiled, ready, approved, degraded, endpoint) = match outcome {
@@ -153,7 +159,10 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             not_owned,
             route_unavailable,
             approved_policy,
+            pinned_image,
+            image_moved,
         } => {
+            pinned_now = pinned_image.cloned();
             capability_fields = (
                 capabilities.requested.iter().cloned().collect(),
                 Some(capabilities.digest.clone()),
@@ -188,6 +197,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                     )
                     .or_unenforced(unenforced_hosts)
                     .or_route_unavailable(route_unavailable)
+                    .or_image_moved(&server.spec.image, image_moved)
                 }),
                 Some(endpoint.to_string()),
             )
@@ -224,6 +234,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         workload: workload_fields.0,
         approved_workload: workload_fields.1,
         approved_policy: workload_fields.2,
+        pinned_image: pinned_now,
         tools: tools_now,
         server: server_now,
     }
@@ -318,6 +329,8 @@ impl OrUnenforced for (&'static str, &'static str, String) {
 /// worse is already reported.
 trait OrRouteUnavailable {
     fn or_route_unavailable(self, unavailable: bool) -> Self;
+    /// `Degraded` for pods that run different content under one tag.
+    fn or_image_moved(self, image: &str, digests: &[String]) -> Self;
 }
 
 impl OrRouteUnavailable for (&'static str, &'static str, String) {
@@ -329,6 +342,20 @@ impl OrRouteUnavailable for (&'static str, &'static str, String) {
             "True",
             "GatewayAPINotInstalled",
             "spec.expose.httpRoute asks for an HTTPRoute, but this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoutes: install the Gateway API (and a Gateway), or use expose.ingress".into(),
+        )
+    }
+
+    fn or_image_moved(self, image: &str, digests: &[String]) -> Self {
+        if self.0 == "True" || digests.len() < 2 {
+            return self;
+        }
+        (
+            "True",
+            "ImageTagMoved",
+            format!(
+                "the pods run different content under {image}: {} (the tag moved between two pulls); pods started from now on run the pinned digest (status.pinnedImage) if there is one, else nothing is pinned until they agree. Name the image by digest in spec.image (a change that waits for approval), or delete the pods that run content you did not approve",
+                digests.join(", ")
+            ),
         )
     }
 }
