@@ -103,10 +103,23 @@ def test_an_edit_of_referenced_content_re_pends_at_once(team):
     approve(cluster, digest)
     time.sleep(3)
     before = template(cluster)
+    # The facade reads the issuer's keys from the operator's copy, never from
+    # the profile's ConfigMap (the kubelet would hand it an edit at once).
+    assert issuer_keys(cluster) == KEYS["data"]["jwks.json"]
+    assert all(v.get("configMap", {}).get("name") != "idp-keys" for v in before["spec"]["volumes"])
 
-    patch = {"data": {"jwks.json": '{"keys": [{"kty": "oct", "k": "YXR0YWNrZXI"}]}'}}
+    attacker = '{"keys": [{"kty": "oct", "k": "YXR0YWNrZXI"}]}'
+    patch = {"data": {"jwks.json": attacker}}
     out = cluster.kubectl("patch", "configmap", "idp-keys", "-n", NS, "--type=merge", "-p", json.dumps(patch),
                           user="carol", check=False)
     assert out.code == 0, out.stderr
     held_within(cluster, digest, "toolProfile", PROMPT)
     assert template(cluster) == before, "the pod template changed after an unapproved ConfigMap edit"
+    assert issuer_keys(cluster) == KEYS["data"]["jwks.json"], "an unapproved key reached the facade"
+    approve(cluster, status(cluster)["capabilityDigest"])
+    wait_for("the approved keys copied", lambda: issuer_keys(cluster) == attacker, timeout=30)
+
+
+def issuer_keys(cluster) -> str | None:
+    """What the facade reads as the first issuer's keys (`<name>-issuers`, key `0.json`)."""
+    return ((cluster.get("configmap", "db-issuers", NS) or {}).get("data") or {}).get("0.json")

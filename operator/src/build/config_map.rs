@@ -55,17 +55,18 @@ pub fn desired_peers_config_map(input: BuildInput<'_>) -> ConfigMap {
     }
 }
 
-/// The ConfigMap holding the JWKS the operator fetched for the profile's JWT
-/// issuers that name no ConfigMap, under `<position in auth.jwt>.json`
-/// (`None` when none was fetched: the facade refuses those issuers' tokens
-/// until one is).
+/// The ConfigMap holding every JWT issuer's JWKS, under `<position in
+/// auth.jwt>.json`: copied from the ConfigMap the profile names, or fetched
+/// from the issuer when it names none (`None` when there is none yet: the
+/// facade refuses those issuers' tokens until there is). The facade never
+/// mounts the user's ConfigMap itself, so an edit of it (a key added, that
+/// signs tokens for anyone) waits for approval like the rest of the profile.
 pub fn desired_issuers_config_map(input: BuildInput<'_>) -> Option<ConfigMap> {
     let data: BTreeMap<String, String> = input
         .auth
         .jwt
         .iter()
         .enumerate()
-        .filter(|(_, j)| j.jwks.is_none())
         .filter_map(|(i, j)| {
             Some((
                 format!("{i}.json"),

@@ -8,9 +8,14 @@
 //!
 //! ```text
 //! auth.staticTokens[] {secretName, key} ─▶ volume tokens-<n> (Secret, optional) ─▶ /etc/mcp-warden/tokens/<secretName>/<key>
-//! auth.jwt[i].jwks.configMap {name, key} ─▶ volume issuer-<i> (ConfigMap, optional) ─▶ /etc/mcp-warden/issuers/<i>/jwks.json
-//! auth.jwt[i] without jwks ─▶ the same, from `<name>-issuers` key `<i>.json` (fetched by the operator)
+//! auth.jwt[i] ─▶ volume issuer-<i> (`<name>-issuers` key `<i>.json`, optional) ─▶ /etc/mcp-warden/issuers/<i>/jwks.json
+//!   the operator writes that key: a copy of `jwks.configMap {name, key}`, or the keys it fetched
 //! ```
+//!
+//! The facade never mounts the profile's JWKS ConfigMap itself: the kubelet
+//! would hand it an edit at once, while the approval binds that content
+//! (a key added signs tokens for any subject). The operator's copy is
+//! rewritten only when the change is in force.
 //!
 //! The volumes are optional: a missing Secret or ConfigMap must not keep the
 //! pod (and every other caller) out; until it exists, its tokens are refused
@@ -58,20 +63,13 @@ pub fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             ..Volume::default()
         })
         .collect();
-    volumes.extend(input.auth.jwt.iter().enumerate().map(|(i, issuer)| {
-        // The profile's ConfigMap, or the keys the operator fetched.
-        let (name, source_key) = match &issuer.jwks {
-            Some(source) => (
-                source.config_map.name.clone(),
-                source.config_map.key.clone(),
-            ),
-            None => (names::issuers_config_map(input.server), format!("{i}.json")),
-        };
+    volumes.extend((0..input.auth.jwt.len()).map(|i| {
+        // The operator's copy of the profile's keys, or the keys it fetched.
         Volume {
             name: format!("issuer-{i}"),
             config_map: Some(ConfigMapVolumeSource {
-                name,
-                items: Some(vec![key(&source_key, JWKS_KEY)]),
+                name: names::issuers_config_map(input.server),
+                items: Some(vec![key(&format!("{i}.json"), JWKS_KEY)]),
                 optional: Some(true),
                 ..ConfigMapVolumeSource::default()
             }),
@@ -123,7 +121,7 @@ mod tests {
     use crate::{config::BuildConfig, plan};
 
     #[test]
-    fn discovered_keys_are_published_and_mounted_like_a_configmaps() {
+    fn every_issuers_keys_are_published_by_the_operator_and_mounted() {
         let server: MCPServer = serde_yaml_ng::from_str(
             "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: team-a}\n\
              spec: {image: i, command: [x], toolProfileRef: {name: p}}\n",
@@ -135,10 +133,16 @@ mod tests {
                           {issuer: 'https://b.example.com', audiences: [m]}]}\n",
         )
         .unwrap();
-        let keys = BTreeMap::from([(
-            "https://b.example.com".to_string(),
-            r#"{"keys":[]}"#.to_string(),
-        )]);
+        let keys = BTreeMap::from([
+            (
+                "https://a.example.com".to_string(),
+                r#"{"keys":["copied"]}"#.to_string(),
+            ),
+            (
+                "https://b.example.com".to_string(),
+                r#"{"keys":[]}"#.to_string(),
+            ),
+        ]);
         let build = |fetched: Option<&BTreeMap<String, String>>| {
             plan::plan(
                 &plan::Inputs {
@@ -157,11 +161,14 @@ mod tests {
             .unwrap()
         };
         let plan = build(Some(&keys));
-        let cm = plan.objects.issuers_config_map.expect("the fetched keys");
+        let cm = plan.objects.issuers_config_map.expect("the keys");
         assert_eq!(cm.metadata.name.as_deref(), Some("git-issuers"));
         assert_eq!(
             cm.data.unwrap(),
-            BTreeMap::from([("1.json".to_string(), r#"{"keys":[]}"#.to_string())])
+            BTreeMap::from([
+                ("0.json".to_string(), r#"{"keys":["copied"]}"#.to_string()),
+                ("1.json".to_string(), r#"{"keys":[]}"#.to_string())
+            ])
         );
         let pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
         let volume = |name: &str| {
@@ -175,9 +182,11 @@ mod tests {
             let item = cm.items.unwrap()[0].clone();
             (cm.name, item.key, item.path)
         };
+        // Never the profile's own ConfigMap, which the kubelet would hand
+        // the facade as soon as anyone edits it.
         assert_eq!(
             volume("issuer-0"),
-            ("a-keys".into(), "k".into(), "jwks.json".into())
+            ("git-issuers".into(), "0.json".into(), "jwks.json".into())
         );
         assert_eq!(
             volume("issuer-1"),

@@ -218,7 +218,9 @@ pub async fn apply_all(
     if let Some(jwks) = jwks {
         write(client, ns, jwks, written).await?;
     }
-    if let Some(issuers) = issuers {
+    // The issuers' keys are part of what the approval binds (a copy of the
+    // profile's JWKS ConfigMaps): held like the policy.
+    if let Some(issuers) = issuers.filter(|_| !hold) {
         write(client, ns, issuers, written).await?;
     }
     // Not held: which pods run is not a capability.

@@ -204,15 +204,22 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     config
         .cluster_ranges
         .merge(&ctx.cluster_ranges.get(&ctx.client).await);
-    // The profile's JWT issuers without a JWKS ConfigMap: their keys from the issuers.
+    // Every JWT issuer's keys, for `<name>-issuers`: copied from the
+    // profile's JWKS ConfigMap (as approved: the copy is not rewritten while
+    // a change waits), or fetched from the issuer when it names none.
     let mut issuer_jwks = std::collections::BTreeMap::new();
-    for issuer in resolved
-        .tool_profile
-        .iter()
-        .flat_map(|p| &p.spec.auth.jwt)
-        .filter(|j| j.jwks.is_none())
-    {
-        if let Some(keys) = ctx.issuer_keys.get(&issuer.issuer).await {
+    for issuer in resolved.tool_profile.iter().flat_map(|p| &p.spec.auth.jwt) {
+        let keys = match &issuer.jwks {
+            Some(source) => resolved
+                .config_map_text
+                .get(&crate::workload::config_map_key(
+                    &source.config_map.name,
+                    &source.config_map.key,
+                ))
+                .cloned(),
+            None => ctx.issuer_keys.get(&issuer.issuer).await,
+        };
+        if let Some(keys) = keys {
             issuer_jwks.insert(issuer.issuer.clone(), keys);
         }
     }

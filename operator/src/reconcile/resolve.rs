@@ -29,6 +29,11 @@ pub struct Resolved {
     pub missing_secrets: Vec<String>,
     /// Content hashes of what the workload references (absent keys absent).
     pub content: Content,
+    /// The text of the referenced ConfigMap keys (the profile's JWKS), by
+    /// the same key as `content`: the operator copies the approved keys into
+    /// its own `<name>-issuers`, so an edit of the user's ConfigMap reaches
+    /// the facade only once approved.
+    pub config_map_text: std::collections::BTreeMap<String, String>,
     /// The Secret and ConfigMap keys whose content the approval covers
     /// (recorded for the watches that re-reconcile on their edits).
     pub referenced: workload::Referenced,
@@ -119,6 +124,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
             }
         }
     }
+    let mut config_map_text = std::collections::BTreeMap::new();
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let cm_names: BTreeSet<&String> = referenced.config_maps.iter().map(|(n, _)| n).collect();
     for name in cm_names {
@@ -140,6 +146,9 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
                     workload::config_map_key(cm, key),
                     workload::hash_bytes(&bytes),
                 );
+                if let Ok(text) = String::from_utf8(bytes) {
+                    config_map_text.insert(workload::config_map_key(cm, key), text);
+                }
             }
         }
     }
@@ -170,6 +179,7 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
         sandbox_profile,
         missing_secrets,
         content,
+        config_map_text,
         referenced,
         pods,
         peers,
