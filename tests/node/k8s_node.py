@@ -21,6 +21,7 @@ their securityContext enforced by the kernel, Services through kube-proxy
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,9 +79,21 @@ class Node(ControlPlane):
         return self.dir / ("kubeconfig" if user == "admin" else f"kubeconfig-{user}")
 
     def load(self, archive: Path) -> None:
+        """Import an image archive, and give each image the digest reference a
+        registry pull leaves (`<repository>@sha256:<digest>`): the runtime then
+        reports a repository digest for it (`imageID`), as for a pulled image,
+        and a pod can ask for it by digest."""
         out = subprocess.run(["bash", str(self.script), "load", str(self.dir), str(archive)],
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, f"node.sh load {archive}: {out.stderr}{out.stdout}"
+        for name, digest in re.findall(r"unpacking (\S+) \((sha256:[0-9a-f]{64})\)", out.stdout + out.stderr):
+            repository = name.split("@", 1)[0]
+            if ":" in repository.rsplit("/", 1)[-1]:
+                repository = repository[:repository.rindex(":")]
+            tag = subprocess.run(["ctr", "--address", str(self.dir / "containerd.sock"), "-n", "k8s.io", "images",
+                                  "tag", "--force", name, f"{repository}@{digest}"],
+                                 capture_output=True, text=True, timeout=60)
+            assert tag.returncode == 0, f"ctr images tag {name}: {tag.stderr}"
 
     def keep_pause(self) -> None:
         """Import the pause image again (node.sh imports it once, at start). The

@@ -343,8 +343,8 @@ print(urllib.request.urlopen(req, timeout=10).read().decode())
 def metric(text: str, name: str, **labels: str) -> float:
     total = 0.0
     for line in text.splitlines():
-        m = re.match(rf"^{name}\{{(.*)\}} (\S+)$", line)
-        if m and all(f'{k}="{v}"' in m.group(1) for k, v in labels.items()):
+        m = re.match(rf"^{name}(?:\{{(.*)\}})? (\S+)$", line)
+        if m and all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
             total += float(m.group(2))
     return total
 
