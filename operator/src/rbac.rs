@@ -46,7 +46,7 @@ pub const API_CALLS: &[Rule] = &[
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
     rule("", "secrets", &["get", "list", "watch", "create"]),
-    rule("", "pods", &["list", "watch"]),
+    rule("", "pods", &["list", "watch", "patch"]),
     rule("", "nodes", &["list"]),
     rule("networking.k8s.io", "servicecidrs", &["list"]),
     rule("apps", "deployments", WATCHED_OWNED),

@@ -28,10 +28,11 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, watch, create]
-# The facade pods whose :9090/tools feed status.tools and whose addresses feed <name>-peers.
+# The facade pods whose :9090/tools feed status.tools and whose addresses feed <name>-peers
+# (patch: the list's hash as an annotation, so the kubelet refreshes the mounted list at once).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch]
+  verbs: [list, watch, patch]
 # The cluster's pod and Service ranges: egress into them is `network.egress.cluster`, broad egress excepts them.
 - apiGroups: [""]
   resources: [nodes]

@@ -19,6 +19,7 @@ pub mod cluster_ranges;
 pub mod controller;
 pub mod hold;
 pub mod kinds;
+pub mod nudge;
 pub mod observe;
 pub mod oidc;
 pub mod profiles;
@@ -275,7 +276,17 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     if hold {
         info!(changed = ?plan.capabilities.changed, "the workload changed and waits for approval; the last approved one keeps running");
     }
-    let applied = apply::apply_all(&ctx.client, server, &plan.objects, hold).await?;
+    let mut applied = apply::apply_all(&ctx.client, server, &plan.objects, hold).await?;
+    if applied.not_owned.is_empty() {
+        let nudged = nudge::nudge(
+            &ctx.client,
+            &ns,
+            &resolved.pods,
+            &plan.objects.peers_config_map,
+        )
+        .await?;
+        applied.written.extend(nudged);
+    }
     if !applied.written.is_empty() {
         info!(written = ?applied.written, "applied");
     }
