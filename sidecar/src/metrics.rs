@@ -27,6 +27,7 @@ const KNOWN_METHODS: &[&str] = &[
     "completion/complete",
     "logging/setLevel",
     "tasks/get",
+    "tasks/update",
     "tasks/list",
     "tasks/result",
     "tasks/cancel",

@@ -307,12 +307,14 @@ export class TasksTransport {
     this.log = log;
     inner.onclose = () => this.onclose?.();
     inner.onerror = (e) => this.onerror?.(e);
+    // Messages reach the SDK in the order they came (the first one picks
+    // the connection's era), so each waits for the one before it.
+    this.queue = Promise.resolve();
     inner.onmessage = (m, extra) => {
-      if (!isModern(m)) { this.onmessage?.(m, extra); return; }
-      answer(m, null, codec).then((reply) => {
-        if (reply) return inner.send(reply.body);
-        this.onmessage?.(m, extra);
-        return undefined;
+      this.queue = this.queue.then(async () => {
+        const reply = isModern(m) ? await answer(m, null, codec) : null;
+        if (reply) await inner.send(reply.body);
+        else this.onmessage?.(m, extra);
       }).catch((e) => log('tasks:', e?.message ?? e));
     };
   }

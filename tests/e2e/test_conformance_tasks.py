@@ -5,6 +5,13 @@ implements the extension by hand (the TypeScript SDK 2.4 has no runtime for
 it):
 
   direct                  the fixture over Streamable HTTP
+  facade-http-upstream    facade -> fixture over HTTP (modern: one shared
+                          channel for every caller)
+  facade-stdio-upstream   facade -> fixture as one stdio process
+
+Every scenario that passes directly must pass through the facade: the task
+ids the client sees there are the facade's own (sealed over the caller, the
+server's task and the replica), the server's go upstream in their place.
 
 tasks-status-notifications is skipped by the suite itself (its only check is
 SKIPPED, pending a rewrite onto subscriptions/listen).
@@ -49,3 +56,20 @@ def test_direct(direct_tasks):
     assert not failing, conformance.format_results(failing)
     passed = [n for n, r in direct_tasks.items() if r["status"] == "pass"]
     assert len(passed) >= 9, conformance.format_results(direct_tasks)
+
+
+def _compare(direct: dict, through: dict) -> None:
+    print("\n" + conformance.format_results(through))
+    lost = [n for n, d in direct.items() if d["status"] == "pass" and (through.get(n) or {}).get("status") != "pass"]
+    detail = "\n".join(f"{n}: {(through.get(n) or {'problems': ['not run']})['problems']}" for n in lost)
+    assert not lost, f"{len(lost)} scenario(s) pass directly but not through the facade:\n{detail}"
+
+
+def test_facade_http_upstream(direct_tasks, fixture_http, facade):
+    fa = facade(upstream_url=fixture_http)
+    _compare(direct_tasks, run_tasks(fa.url))
+
+
+def test_facade_stdio_upstream(direct_tasks, facade):
+    fa = facade(upstream=[system_node(), FIXTURE, "--stdio"])
+    _compare(direct_tasks, run_tasks(fa.url))

@@ -62,6 +62,36 @@ impl Budget {
     }
 }
 
+/// Why a task id (the tasks extension's `params.taskId`) is refused. The
+/// ids clients see are the facade's own, sealed over the caller, the
+/// server's task and the replica: anything else is refused before the
+/// server hears of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TaskIdError {
+    #[error("the taskId was altered or was not issued by this facade")]
+    Tampered,
+    #[error("the taskId was issued to another caller")]
+    OtherCaller,
+    #[error("the task's time to live has passed")]
+    Expired,
+    #[error("the task is not known here any more (it ended and was forgotten, or its replica restarted)")]
+    Unknown,
+    #[error("the task is held by another replica that cannot be reached")]
+    OtherReplica,
+}
+
+impl TaskIdError {
+    pub fn reason(self) -> &'static str {
+        match self {
+            TaskIdError::Tampered => "task_id_tampered",
+            TaskIdError::OtherCaller => "task_other_caller",
+            TaskIdError::Expired => "task_expired",
+            TaskIdError::Unknown => "task_unknown",
+            TaskIdError::OtherReplica => "task_other_replica",
+        }
+    }
+}
+
 /// A refused request.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Refusal {
@@ -90,6 +120,13 @@ pub enum Refusal {
     /// A retry without the answer its state asks for.
     #[error("Invalid params: inputResponses has no answer for {key:?}")]
     MissingInput { key: &'static str },
+    /// A task request whose `taskId` the facade will not pass on.
+    #[error("Invalid params: {0}")]
+    TaskId(TaskIdError),
+    /// A tasks extension request from a client that did not declare the
+    /// extension in this request's capabilities.
+    #[error("Missing required client capability: `{method}` needs the io.modelcontextprotocol/tasks extension")]
+    MissingTasksExtension { method: String },
     /// A forwarded request the server did not answer in time.
     #[error("the MCP server did not answer `{method}` within {limit_secs} s")]
     RequestTimeout {
@@ -150,9 +187,10 @@ impl Refusal {
             Refusal::UnsupportedVersion { .. } => crate::era::codes::UNSUPPORTED_VERSION,
             Refusal::MissingMeta { .. } => jsonrpc::codes::INVALID_PARAMS,
             Refusal::HeaderMismatch { .. } => crate::era::codes::HEADER_MISMATCH,
-            Refusal::RequestState(_) | Refusal::MissingInput { .. } => {
+            Refusal::RequestState(_) | Refusal::MissingInput { .. } | Refusal::TaskId(_) => {
                 jsonrpc::codes::INVALID_PARAMS
             }
+            Refusal::MissingTasksExtension { .. } => crate::era::codes::MISSING_CAPABILITY,
             Refusal::Policy(d) => d.code() as i64,
             Refusal::Budget { .. } => BUDGET_EXCEEDED,
             Refusal::Timeout { .. } => TIMEOUT,
@@ -174,7 +212,9 @@ impl Refusal {
             | Refusal::MissingMeta { .. }
             | Refusal::HeaderMismatch { .. }
             | Refusal::RequestState(_)
-            | Refusal::MissingInput { .. } => "request",
+            | Refusal::MissingInput { .. }
+            | Refusal::TaskId(_)
+            | Refusal::MissingTasksExtension { .. } => "request",
             Refusal::Policy(Denial::InvalidParams { .. }) => "schema",
             Refusal::Policy(Denial::ApprovalRequired { .. }) => "approval",
             Refusal::Policy(_) => "policy",
@@ -205,6 +245,8 @@ impl Refusal {
             Refusal::HeaderMismatch { .. } => "header_mismatch",
             Refusal::RequestState(e) => e.reason(),
             Refusal::MissingInput { .. } => "missing_input_response",
+            Refusal::TaskId(e) => e.reason(),
+            Refusal::MissingTasksExtension { .. } => "missing_tasks_extension",
             Refusal::Policy(d) => d.reason(),
             Refusal::Budget { budget, .. } => budget.reason(),
             Refusal::Timeout { .. } => "timeout",
@@ -227,6 +269,8 @@ impl Refusal {
             Refusal::HeaderMismatch { .. } => "Send MCP-Protocol-Version, Mcp-Method and Mcp-Name headers that match the body.",
             Refusal::RequestState(_) => "Send the request again without requestState and inputResponses.",
             Refusal::MissingInput { .. } => "Answer every input request, with the same requestState.",
+            Refusal::TaskId(_) => "Use the taskId this facade returned to you for a task you created; call the tool again for a new task.",
+            Refusal::MissingTasksExtension { .. } => "Declare the io.modelcontextprotocol/tasks extension in _meta's clientCapabilities.",
             Refusal::Policy(d) => d.hint(),
             Refusal::Budget { budget, .. } => budget.hint(),
             Refusal::Timeout { .. } => {
@@ -258,6 +302,10 @@ impl Refusal {
                 if let Some(observed) = observed {
                     data["observed"] = json!(observed);
                 }
+            }
+            Refusal::MissingTasksExtension { .. } => {
+                data["requiredCapabilities"] =
+                    json!({ "extensions": { crate::era::TASKS_EXTENSION: {} } });
             }
             Refusal::Timeout { limit_secs, .. }
             | Refusal::RequestTimeout { limit_secs, .. }

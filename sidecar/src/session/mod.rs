@@ -50,6 +50,7 @@ mod mrtr;
 mod route;
 pub mod steps;
 pub mod stream;
+pub mod tasks;
 mod upstream;
 pub mod work;
 

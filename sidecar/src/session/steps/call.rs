@@ -104,9 +104,12 @@ impl Session {
 
         let mut lingering = None;
         let result: Result<(Bytes, Filtered), Refusal> = async {
-            // A task-augmented call would be fetched with tasks/result,
-            // around this filter: the facade does not serve it.
-            if params.get("task").is_some() {
+            // A task-augmented call of 2025-11-25 would be fetched with
+            // tasks/result, around this filter: not served (the tasks
+            // extension's calls carry no `task` param).
+            if params.get("task").is_some()
+                && self.client_era != crate::session::channel::Era::Modern
+            {
                 return Err(Refusal::MethodNotAllowed {
                     method: "tools/call with params.task (task-augmented calls)".into(),
                 });
@@ -263,12 +266,19 @@ impl Session {
             // rewritten), bounded in time.
             let upstream =
                 (grant.upstream_name != name).then(|| jsonrpc::raw_string(grant.upstream_name));
+            // A modern client's 2025-11-25 `task` hint means nothing in its
+            // revision (the server decides): it never reaches the server,
+            // which could read it as the old task augmentation.
+            let drop_hint = params.get("task").is_some();
             let mut rename = |p: &mut Members| {
                 if let Some(upstream) = &upstream {
                     p.set("name", upstream.clone());
                 }
+                if drop_hint {
+                    p.remove("task");
+                }
             };
-            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() {
+            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() || drop_hint {
                 Some(&mut rename)
             } else {
                 None
@@ -299,6 +309,8 @@ impl Session {
             };
             outcome.upstream_error = answer.is_error;
             req.span.gate("upstream", "pass");
+            // A task handle becomes the caller's: the facade's sealed id.
+            let answer = super::task::adopt(&self, &req, grant.exposed_name, answer);
 
             // Response filter: output cap, redaction, outputSchema.
             let check = OutputCheck {
