@@ -31,6 +31,8 @@ pub enum Budget {
     /// too many of the identity's asks wait): the call is refused, not
     /// guessed at, and may be retried.
     IdentityBudgetUnavailable,
+    /// Tasks (tasks extension) the identity has running on this replica.
+    LiveTasks,
 }
 
 impl Budget {
@@ -45,6 +47,7 @@ impl Budget {
             Budget::SessionWallTime => "session_wall_time_exceeded",
             Budget::CallsPerIdentity => "calls_per_identity_exceeded",
             Budget::IdentityBudgetUnavailable => "identity_budget_unavailable",
+            Budget::LiveTasks => "live_tasks_exceeded",
         }
     }
 
@@ -58,6 +61,7 @@ impl Budget {
             Budget::SessionWallTime => "This session has reached its time limit; start a new session.",
             Budget::CallsPerIdentity => "You have used your calls for this window across all your sessions (a new session does not reset it); wait for the next window.",
             Budget::IdentityBudgetUnavailable => "Your calls per window could not be counted just now (the replica that counts them did not answer); retry in a few seconds.",
+            Budget::LiveTasks => "You have as many tasks running as you may; wait for one to finish (or cancel one), then retry.",
         }
     }
 }

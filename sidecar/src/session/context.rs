@@ -65,6 +65,15 @@ pub struct Limits {
     pub upstream_era: EraChoice,
     /// How long a modern client's `requestState` stays good.
     pub request_state_ttl: Duration,
+    /// The tasks extension: how long the facade keeps a task and honours
+    /// its id at most (a server's longer `ttlMs` is cut to it).
+    pub max_task_ttl: Duration,
+    /// The tasks extension: how long a task may run before the facade
+    /// cancels it on the server (it polls the server itself to know).
+    pub task_wall_time: Duration,
+    /// The tasks extension: tasks one identity may have running at once on
+    /// this replica (0: no limit).
+    pub max_live_tasks_per_identity: usize,
     /// How long a call waits for an out-of-band approval.
     pub approval_timeout: Duration,
     /// Calls that may wait for an out-of-band approval at once (0: none can,
@@ -111,6 +120,9 @@ impl Default for Limits {
             max_upstream_message_bytes: 16 * 1024 * 1024,
             upstream_era: EraChoice::Auto,
             request_state_ttl: crate::request_state::LIFETIME,
+            max_task_ttl: Duration::from_secs(3600),
+            task_wall_time: Duration::from_secs(3600),
+            max_live_tasks_per_identity: 16,
             approval_timeout: Duration::from_secs(300),
             max_pending_approvals: 64,
             max_pending_approvals_per_identity: 0,

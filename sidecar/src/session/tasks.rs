@@ -12,15 +12,29 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Who created a task, as its audit lines name them.
+#[derive(Clone, Debug, Default)]
+pub struct Creator {
+    pub issuer: Option<String>,
+    pub subject: Option<String>,
+    pub auth: &'static str,
+    pub role: Option<&'static str>,
+    /// The creating request's session (hashed) and call id.
+    pub session: String,
+    pub call_id: String,
+}
+
 /// One task, as the facade keeps it (never its content).
 #[derive(Clone, Debug)]
 pub struct TaskEntry {
     /// The creator's identity hash (issuer-qualified).
     pub caller: String,
+    pub creator: Creator,
     /// The server's own task id.
     pub upstream_id: String,
-    /// The tool, as the client named it.
+    /// The tool, as the client named it, and as the server knows it.
     pub tool: String,
+    pub upstream_tool: String,
     pub created: Instant,
     /// Past this the task is forgotten (its `ttlMs`, capped).
     pub expires: Instant,
@@ -60,10 +74,18 @@ impl Tasks {
     }
 
     /// Record the status the server last reported for the task under `key`.
-    pub fn set_status(&self, key: &str, status: &str) {
-        if let Some(e) = self.live.lock().unwrap().get_mut(key) {
+    /// `Some` (the task as it was) exactly once: when this status ends it,
+    /// so whoever sees the end first (a client's `tasks/get`, the facade's
+    /// own poll, its wall-time cancel) writes the one completion record.
+    pub fn update(&self, key: &str, status: &str) -> Option<TaskEntry> {
+        let mut live = self.live.lock().unwrap();
+        let e = live.get_mut(key)?;
+        let ends = is_terminal(status) && !e.is_terminal();
+        let before = ends.then(|| e.clone());
+        if !e.is_terminal() {
             e.status = status.to_string();
         }
+        before
     }
 
     /// How many tasks the caller `caller` has that have not ended.
@@ -94,8 +116,10 @@ mod tests {
     fn entry(caller: &str, status: &str, for_ms: u64) -> TaskEntry {
         TaskEntry {
             caller: caller.into(),
+            creator: Creator::default(),
             upstream_id: "u".into(),
             tool: "t".into(),
+            upstream_tool: "t".into(),
             created: Instant::now(),
             expires: Instant::now() + Duration::from_millis(for_ms),
             status: status.into(),
@@ -118,8 +142,12 @@ mod tests {
         tasks.insert("b".into(), entry("alice", "completed", 60_000));
         tasks.insert("c".into(), entry("bob", "input_required", 60_000));
         assert_eq!(tasks.running_for("alice"), 1);
-        tasks.set_status("a", "cancelled");
+        assert!(tasks.update("a", "working").is_none());
+        assert!(tasks.update("a", "cancelled").is_some());
         assert_eq!(tasks.running_for("alice"), 0);
+        // The end is reported once, and a final status stays final.
+        assert!(tasks.update("a", "completed").is_none());
+        assert_eq!(tasks.get("a").unwrap().status, "cancelled");
         assert_eq!(tasks.running_for("bob"), 1);
     }
 

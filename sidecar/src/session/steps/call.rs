@@ -188,6 +188,9 @@ impl Session {
             // call consumes no call). The permit frees the concurrency slots
             // when this step ends: after the server let go of the call, not
             // when the client stopped waiting.
+            // A call that may become a task: the identity's running tasks
+            // are capped (each also holds a concurrency slot, below).
+            super::task::check_cap(&self, &req, grant.exposed_name)?;
             let session_rate = policy.compiled.profile_limits().calls_per_minute;
             let permit = self.budget.admit(
                 grant.exposed_name,
@@ -309,8 +312,19 @@ impl Session {
             };
             outcome.upstream_error = answer.is_error;
             req.span.gate("upstream", "pass");
-            // A task handle becomes the caller's: the facade's sealed id.
-            let answer = super::task::adopt(&self, &req, grant.exposed_name, answer);
+            // A task handle becomes the caller's (the facade's sealed id),
+            // and the facade watches it: the task keeps the call's
+            // concurrency slots until it ends.
+            let names = (grant.exposed_name, grant.upstream_name);
+            let (answer, task) = super::task::adopt(&self, &req, names, answer);
+            if let Some((key, poll_ms)) = task {
+                let watch = crate::session::task_watch::Watch {
+                    key,
+                    poll_ms,
+                    permit: Some(permit),
+                };
+                crate::session::task_watch::spawn(app.clone(), self.channel.clone(), watch);
+            }
 
             // Response filter: output cap, redaction, outputSchema.
             let check = OutputCheck {

@@ -26,22 +26,20 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::forward;
-use crate::gates::audit::{self, Record};
-use crate::gates::refusal::{Refusal, TaskIdError};
+use crate::gates::audit;
+use crate::gates::output::OutputCheck;
+use crate::gates::refusal::{Budget, Refusal, TaskIdError};
 use crate::gates::Request;
-use crate::jsonrpc::{self, Members, Message};
+use crate::jsonrpc::{self, Members, Message, RequestId};
 use crate::request_state::{self, Claims, StateKind, StateSeal};
 use crate::session::channel::Era;
-use crate::session::tasks::{self, TaskEntry};
+use crate::session::task_watch;
+use crate::session::tasks::{self, Creator, TaskEntry};
 use crate::session::Session;
 
 /// The methods whose requests carry the client's tasks extension to the
 /// server: the call that may make a task, and the task's own requests.
 pub const TASK_METHODS: &[&str] = &["tools/call", "tasks/get", "tasks/update", "tasks/cancel"];
-
-/// The longest the facade keeps a task (and honours its id), whatever
-/// `ttlMs` the server gave it.
-pub const MAX_TASK_TTL: Duration = Duration::from_secs(3600);
 
 /// Whether an answer is a task handle (`resultType: "task"`).
 fn is_task_handle(answer: &Message) -> bool {
@@ -60,41 +58,72 @@ fn task_binding(tool: &str) -> String {
     request_state::request_hash("tasks/*", &serde_json::json!({ "name": tool }))
 }
 
-/// A server's task handle for a call of `tool`, as the caller gets it: the
-/// server's task id replaced by a sealed one of the facade's, `ttlMs`
-/// capped, the task kept. Any other answer passes unchanged, and so does a
-/// handle the facade did not ask for (the era's decoration refuses it).
-pub(crate) fn adopt(session: &Session, req: &Request, tool: &str, answer: Message) -> Message {
+/// Whether a call may be answered with a task: a modern client declared
+/// the extension on it and the server offers it.
+pub(crate) fn may_make_task(session: &Session, req: &Request) -> bool {
+    session.client_era == Era::Modern
+        && crate::era::declares_tasks(&req.value)
+        && session.app.upstream_serves_tasks()
+}
+
+/// The per-identity cap on running tasks, checked before a call that may
+/// make one goes upstream.
+pub(crate) fn check_cap(session: &Session, req: &Request, tool: &str) -> Result<(), Refusal> {
+    let cap = session.app.limits.max_live_tasks_per_identity;
+    if cap == 0 || !may_make_task(session, req) {
+        return Ok(());
+    }
+    let running = session.app.tasks.running_for(&req.caller.state_hash());
+    if running >= cap {
+        return Err(Refusal::Budget {
+            tool: tool.to_string(),
+            budget: Budget::LiveTasks,
+            limit: cap as u64,
+            observed: Some(running as u64 + 1),
+        });
+    }
+    Ok(())
+}
+
+/// A server's task handle for a call of `tool` (exposed and upstream
+/// names), as the caller gets it: the server's task id replaced by a sealed
+/// one of the facade's, `ttlMs` capped, the task kept. `Some` with it: what
+/// the facade's own watch needs (the task's key, the server's poll
+/// interval). Any other answer passes unchanged, and so does a handle the
+/// facade did not ask for (the era's decoration refuses it).
+pub(crate) fn adopt(
+    session: &Session,
+    req: &Request,
+    (tool, upstream_tool): (&str, &str),
+    answer: Message,
+) -> (Message, Option<(String, Option<u64>)>) {
     let app = &session.app;
-    if session.client_era != Era::Modern
-        || !is_task_handle(&answer)
-        || !crate::era::declares_tasks(&req.value)
-        || !app.upstream_serves_tasks()
-    {
-        return answer;
+    if !is_task_handle(&answer) || !may_make_task(session, req) {
+        return (answer, None);
     }
     let Ok(mut value) = serde_json::from_slice::<Value>(&answer.bytes) else {
-        return answer;
+        return (answer, None);
     };
     let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) else {
-        return answer;
+        return (answer, None);
     };
     let Some(upstream_id) = result
         .get("taskId")
         .and_then(Value::as_str)
         .map(str::to_string)
     else {
-        return answer;
+        return (answer, None);
     };
     let ttl_ms = result.get("ttlMs").and_then(Value::as_u64);
-    let keep = tasks::kept_for(ttl_ms, MAX_TASK_TTL);
+    let poll_ms = result.get("pollIntervalMs").and_then(Value::as_u64);
+    let keep = tasks::kept_for(ttl_ms, app.limits.max_task_ttl);
     let nonce = request_state::nonce();
     let caller = req.caller.state_hash();
     let claims = Claims {
         kind: StateKind::Task,
         caller: caller.clone(),
         request: task_binding(tool),
-        exp: request_state::now() + keep.as_secs() + 1,
+        exp: request_state::now() + keep.as_secs(),
         approved: false,
         upstream: None,
         park: None,
@@ -114,28 +143,33 @@ pub(crate) fn adopt(session: &Session, req: &Request, tool: &str, answer: Messag
         .and_then(Value::as_str)
         .unwrap_or("working")
         .to_string();
-    app.tasks.insert(
-        nonce,
-        TaskEntry {
-            caller,
-            upstream_id,
-            tool: tool.to_string(),
-            created: Instant::now(),
-            expires: Instant::now() + keep,
-            status,
+    let hashed = audit::hash_session(&session.id);
+    let entry = TaskEntry {
+        caller,
+        creator: Creator {
+            issuer: req.caller.issuer.clone(),
+            subject: req.caller.subject.clone(),
+            auth: req.caller.method.as_str(),
+            role: req.role.map(mcp_warden_policy::role_name),
+            call_id: format!("{hashed}:{}", req.id.as_json().trim_matches('"')),
+            session: hashed,
         },
-    );
-    record(
-        session,
-        req,
-        "task_created",
-        tool,
-        None,
-        Duration::ZERO,
-        None,
-    );
+        upstream_id,
+        tool: tool.to_string(),
+        upstream_tool: upstream_tool.to_string(),
+        created: Instant::now(),
+        // Kept a little past the id's expiry (whole seconds), so an id
+        // past its time to live is refused as expired, not unknown.
+        expires: Instant::now() + keep + Duration::from_secs(2),
+        status,
+    };
+    task_watch::task_record(app, &entry, "task_created", None, None);
+    app.tasks.insert(nonce.clone(), entry);
     let bytes = serde_json::to_vec(&value).expect("values serialize");
-    Message::parse(bytes.into()).unwrap_or(answer)
+    match Message::parse(bytes.into()) {
+        Ok(message) => (message, Some((nonce, poll_ms))),
+        Err(_) => (answer, None),
+    }
 }
 
 /// The claims of a task id the facade sealed for `caller` (not yet checked
@@ -215,82 +249,92 @@ pub async fn run(session: &Arc<Session>, req: Request) {
         .unwrap_or("")
         .to_string();
     let mut rename = move |p: &mut Members<'_>| p.set("taskId", jsonrpc::raw_string(&upstream_id));
-    let mut status = None;
+    let mut seen = None;
+    let mut output = None;
     let ended = forward::exchange(session, &req, Some(&mut rename), |result| {
-        if let Some(obj) = result.as_object_mut() {
-            if obj.contains_key("taskId") {
-                obj.insert("taskId".into(), Value::String(client_id));
-            }
-            status = obj
-                .get("status")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+        let Some(obj) = result.as_object_mut() else {
+            return;
+        };
+        if obj.contains_key("taskId") {
+            obj.insert("taskId".into(), Value::String(client_id));
         }
+        output = police(session, &req, &entry, obj);
+        seen = obj
+            .get("status")
+            .and_then(Value::as_str)
+            .map(str::to_string);
     })
     .await;
-    if let Some(status) = status {
-        session.app.tasks.set_status(&key, &status);
-        if tasks::is_terminal(&status) && !entry.is_terminal() {
-            let took = entry.created.elapsed();
-            record(
-                session,
-                &req,
-                "task_ended",
-                &entry.tool,
-                Some(&status),
-                took,
-                None,
-            );
+    if let Some(status) = seen {
+        if let Some(entry) = session.app.tasks.update(&key, &status) {
+            let reason = task_watch::final_reason(&status);
+            task_watch::ended(&session.app, &entry, reason, output);
         }
     }
     session.observe(method, ended.outcome(), req.started);
 }
 
-/// A task's audit line: its creation, or its end (`outcome`: the final
-/// status), with the tool, the duration and sizes; never its content.
-fn record(
+/// What a task returns passes the policy as the call's own answer would:
+/// its `result` the tool's output filter (cap, redaction, outputSchema; a
+/// result the filter refuses becomes the task's error), its `inputRequests`
+/// only the server requests the facade passes to clients. The size of the
+/// result, when there is one.
+fn police(
     session: &Session,
     req: &Request,
-    event: &'static str,
-    tool: &str,
-    outcome: Option<&str>,
-    took: Duration,
-    output_bytes: Option<u64>,
-) {
+    entry: &TaskEntry,
+    task: &mut serde_json::Map<String, Value>,
+) -> Option<u64> {
+    if let Some(requests) = task.get_mut("inputRequests").and_then(Value::as_object_mut) {
+        requests.retain(|_, q| {
+            let asks = q.get("method").and_then(Value::as_str).unwrap_or("");
+            crate::gates::methods::server_request(asks) == Some(true)
+        });
+    }
+    let result = task.remove("result")?;
     let app = &session.app;
-    if !app.audit.is_on() {
-        return;
-    }
-    let hashed = audit::hash_session(&session.id);
-    let caller = &req.caller;
-    let record = Record {
-        time: audit::now_rfc3339(),
-        event,
-        method: Some(crate::metrics::method_label(req.msg.method())),
-        call_id: format!("{hashed}:{}", req.id.as_json().trim_matches('"')),
-        session: hashed,
-        issuer: caller.issuer.as_deref(),
-        subject: caller.subject.as_deref(),
-        auth: caller.method.as_str(),
-        role: req.role.map(mcp_warden_policy::role_name),
-        tool: Some(audit::bounded(tool)),
-        decision: "allow",
-        reason: outcome.and_then(outcome_reason),
-        duration_ms: took.as_secs_f64() * 1000.0,
-        output_bytes,
-        ..Default::default()
-    }
-    .traced(&req.span);
-    app.audit.write(&record, &app.metrics);
-}
-
-/// A final status as an audit reason (a bounded set).
-fn outcome_reason(status: &str) -> Option<&'static str> {
-    match status {
-        "completed" => Some("completed"),
-        "failed" => Some("failed"),
-        "cancelled" => Some("cancelled"),
-        _ => None,
+    let policy = &req.policy;
+    let limits = policy
+        .compiled
+        .tools()
+        .iter()
+        .find(|t| t.exposed == entry.tool)
+        .map_or(policy.compiled.profile_limits(), |t| &t.limits);
+    let definition = app.registry.get(&entry.upstream_tool);
+    let check = OutputCheck {
+        tool: &entry.tool,
+        limits,
+        redactor: policy.compiled.redactor(),
+        schemas: &app.schemas,
+        definition: definition.as_deref(),
+    };
+    let id = RequestId::number(0);
+    let wrapped = jsonrpc::result_response(&id, &result.to_string());
+    let checked = Message::parse(wrapped)
+        .map_err(|_| Refusal::InvalidOutput {
+            tool: entry.tool.clone(),
+            detail: "the task's result cannot be read".into(),
+        })
+        .and_then(|m| check.apply(m, &id));
+    match checked {
+        Ok((bytes, filtered)) => {
+            let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            task.insert(
+                "result".into(),
+                value.get("result").cloned().unwrap_or(Value::Null),
+            );
+            Some(filtered.output_bytes)
+        }
+        Err(refusal) => {
+            let error: Value =
+                serde_json::from_slice(&refusal.to_response(None)).unwrap_or(Value::Null);
+            task.insert("status".into(), Value::String("failed".into()));
+            task.insert(
+                "error".into(),
+                error.get("error").cloned().unwrap_or(Value::Null),
+            );
+            None
+        }
     }
 }
 
