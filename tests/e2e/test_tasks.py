@@ -18,8 +18,7 @@ import pytest
 
 from conftest import free_port, managed_process, system_node, wait_port
 from era_helpers import MODERN_FIXTURE, ModernMcp
-from helpers import RawMcp
-from warden_helpers import AuthedMcp, policy_doc, token_entry
+from warden_helpers import AuthedMcp, check_audit_record, policy_doc, token_entry
 
 ALICE, MALLORY = "alice-token-0123456789", "mallory-token-0123456789"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -69,7 +68,10 @@ def fa(module_facade, server, audit_path):
 
 
 def audit(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """Every audit line so far, each valid against the published schema."""
+    if not path.exists():
+        return []
+    return [check_audit_record(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
 def start_task(mcp: ModernMcp, seconds: float, label: str = "job", tool: str = "slow_compute", token=None) -> dict:
