@@ -38,6 +38,15 @@ const KNOWN_METHODS: &[&str] = &[
 /// identity had too many asks waiting already.
 pub const ASK_OUTCOMES: [&str; 4] = ["granted", "refused", "unreachable", "busy"];
 
+/// What became of a task (tasks extension): made, or how it ended.
+pub const TASK_EVENTS: [&str; 5] = [
+    "created",
+    "completed",
+    "failed",
+    "cancelled",
+    "wall_time_exceeded",
+];
+
 pub fn method_label(method: &str) -> &'static str {
     KNOWN_METHODS
         .iter()
@@ -88,6 +97,9 @@ pub struct Metrics {
     /// `identity_budget_asks_total{outcome}`: asks to the replica that
     /// counts an identity's calls ([`ASK_OUTCOMES`]).
     identity_budget_asks: IntCounterVec,
+    /// `tasks_total{event}`: tasks made through the facade and how they
+    /// ended ([`TASK_EVENTS`]).
+    tasks: IntCounterVec,
     /// Server notifications shed because the client was not reading.
     pub notifications_dropped: IntCounter,
     /// Messages no gate lets through, by where they came from.
@@ -293,6 +305,17 @@ impl Metrics {
         for outcome in ASK_OUTCOMES {
             identity_budget_asks.with_label_values(&[outcome]);
         }
+        let tasks = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_tasks_total",
+                "Tasks (tasks extension) made through the facade, and how they ended",
+            ),
+            &["event"],
+        )
+        .expect("valid metric");
+        for event in TASK_EVENTS {
+            tasks.with_label_values(&[event]);
+        }
         let messages_dropped = IntCounterVec::new(
             Opts::new(
                 "mcpwarden_messages_dropped_total",
@@ -335,6 +358,7 @@ impl Metrics {
             Box::new(upstream_recycled.clone()),
             Box::new(forwarded.clone()),
             Box::new(identity_budget_asks.clone()),
+            Box::new(tasks.clone()),
             Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
             Box::new(tool_output_bytes.clone()),
@@ -397,6 +421,7 @@ impl Metrics {
             calls_in_flight,
             forwarded,
             identity_budget_asks,
+            tasks,
             notifications_dropped,
             messages_dropped,
             upstream_recycled,
@@ -407,6 +432,13 @@ impl Metrics {
 
     /// Count an ask to an identity's owner replica that ended with
     /// `outcome` (one of [`ASK_OUTCOMES`]; anything else is not counted).
+    /// A task made, or ended (`event` one of [`TASK_EVENTS`]).
+    pub fn task(&self, event: &'static str) {
+        if TASK_EVENTS.contains(&event) {
+            self.tasks.with_label_values(&[event]).inc();
+        }
+    }
+
     pub fn identity_budget_ask(&self, outcome: &'static str) {
         if ASK_OUTCOMES.contains(&outcome) {
             self.identity_budget_asks

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import free_port, managed_process, system_node, wait_port
 from era_helpers import MODERN_FIXTURE, ModernMcp
+from helpers import metric
 from warden_helpers import AuthedMcp, check_audit_record, policy_doc, token_entry
 
 ALICE, MALLORY = "alice-token-0123456789", "mallory-token-0123456789"
@@ -178,6 +179,8 @@ def test_a_task_past_its_wall_time_is_cancelled_on_the_server_without_anyone_pol
     assert stats(alice)["cancelled"] == before["cancelled"] + 1
     walled = [r for r in audit(audit_path) if r["event"] == "task_ended" and r["reason"] == "wall_time_exceeded"]
     assert len(walled) == 1 and walled[0]["tool"] == "slow_compute" and walled[0]["duration_ms"] >= 3000, walled
+    assert metric(fa.admin_url, "mcpwarden_tasks_total", event="wall_time_exceeded") == 1
+    assert metric(fa.admin_url, "mcpwarden_tasks_total", event="created") >= 1
 
 
 def test_each_identity_has_a_cap_on_running_tasks(fa):

@@ -123,6 +123,7 @@ pub(crate) fn task_record(
     reason: Option<&'static str>,
     output_bytes: Option<u64>,
 ) {
+    app.metrics.task(reason.unwrap_or("created"));
     if !app.audit.is_on() {
         return;
     }
