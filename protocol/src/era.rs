@@ -120,12 +120,29 @@ pub fn encode_header_value(value: &str) -> String {
     }
 }
 
+/// The tasks extension's identifier (2026-07-28: `tasks/get`,
+/// `tasks/update`, `tasks/cancel`, task-creating `tools/call`).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether a modern request declares the tasks extension in its `_meta`'s
+/// client capabilities (negotiation is per request in 2026-07-28).
+pub fn declares_tasks(request: &Value) -> bool {
+    request
+        .pointer("/params/_meta")
+        .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some_and(|t| !t.is_null())
+}
+
 /// The body value `Mcp-Name` mirrors: `params.name` (tools/call,
-/// prompts/get) or `params.uri` (resources/read).
+/// prompts/get), `params.uri` (resources/read) or `params.taskId` (the
+/// tasks extension's `tasks/get`, `tasks/update`, `tasks/cancel`).
 pub fn mirrored_name<'v>(method: &str, request: &'v Value) -> Option<&'v str> {
     let key = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
     request
@@ -155,12 +172,19 @@ pub fn decorate_result(bytes: &[u8], method: &str) -> Option<bytes::Bytes> {
     let result = top.get("result")?;
     let mut members = Members::parse(result.get().as_bytes()).ok()?;
     let raw = |v: &str| RawValue::from_string(v.to_string()).expect("literal JSON");
-    // A task handle would be polled with `tasks/get`, which the facade does
-    // not serve (it tells servers the client has no tasks extension).
-    if members.get("resultType").map(|t| t.get()) == Some("\"task\"") {
+    // A task handle reaches a client only as the facade's own sealed id
+    // (bound to the caller; its `tasks/get` passes the facade's gates). One
+    // the server made up for a request the facade did not ask a task for,
+    // or did not seal, is never passed on.
+    if members.get("resultType").map(|t| t.get()) == Some("\"task\"")
+        && !members.get("taskId").is_some_and(|t| {
+            serde_json::from_str::<String>(t.get())
+                .is_ok_and(|t| crate::request_state::StateSeal::is_ours(&t))
+        })
+    {
         let id = top.get("id").map_or("null", |i| i.get()).to_string();
         let error = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{},"message":"the MCP server answered with a task handle; the facade does not serve the tasks extension","data":{{"reason":"upstream_failed"}}}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{},"message":"the MCP server answered with a task handle the facade did not ask for","data":{{"reason":"upstream_failed"}}}}}}"#,
             crate::jsonrpc::codes::INTERNAL_ERROR
         );
         return Some(bytes::Bytes::from(error));

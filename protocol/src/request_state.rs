@@ -42,6 +42,11 @@ pub enum StateKind {
     /// A legacy server asked for input in the middle of a call, which waits
     /// on the replica in `owner` under `park`.
     Parked,
+    /// Not a `requestState` but a task id of the tasks extension, as the
+    /// client sees it: the server's task (`task`) on the replica in `owner`,
+    /// created by the caller for the tool `tool`; `nonce` names it in that
+    /// replica's table of live tasks. Never accepted as a `requestState`.
+    Task,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +80,12 @@ pub struct Claims {
     /// the client's, which could widen the server's scope.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots_keys: Vec<String>,
+    /// A task id's server task id ([`StateKind::Task`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// A task id's tool, as the client named it ([`StateKind::Task`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 /// Why a retry's state is refused.
@@ -299,6 +310,8 @@ mod tests {
             owner: None,
             nonce: Some(nonce()),
             roots_keys: Vec::new(),
+            task: None,
+            tool: None,
         }
     }
 

@@ -186,6 +186,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.upstream_era
         },
         request_state_ttl: Duration::from_secs(args.request_state_ttl_secs.max(1)),
+        max_task_ttl: Duration::from_secs(args.max_task_ttl_secs.max(1)),
+        task_wall_time: Duration::from_secs(args.task_wall_time_secs.max(1)),
+        max_live_tasks_per_identity: args.max_live_tasks_per_identity,
         approval_timeout: Duration::from_secs(args.approval_timeout_secs),
         // Without an admin listener (stdio) nobody can decide.
         max_pending_approvals: if args.stdio {

@@ -27,6 +27,7 @@ const KNOWN_METHODS: &[&str] = &[
     "completion/complete",
     "logging/setLevel",
     "tasks/get",
+    "tasks/update",
     "tasks/list",
     "tasks/result",
     "tasks/cancel",
@@ -36,6 +37,15 @@ const KNOWN_METHODS: &[&str] = &[
 /// owner granted or refused the call, could not be asked in time, or the
 /// identity had too many asks waiting already.
 pub const ASK_OUTCOMES: [&str; 4] = ["granted", "refused", "unreachable", "busy"];
+
+/// What became of a task (tasks extension): made, or how it ended.
+pub const TASK_EVENTS: [&str; 5] = [
+    "created",
+    "completed",
+    "failed",
+    "cancelled",
+    "wall_time_exceeded",
+];
 
 pub fn method_label(method: &str) -> &'static str {
     KNOWN_METHODS
@@ -90,6 +100,9 @@ pub struct Metrics {
     /// `identity_budget_peers`: the replicas this one counts identity
     /// budgets with, itself included (0: it counts alone).
     pub identity_budget_peers: IntGauge,
+    /// `tasks_total{event}`: tasks made through the facade and how they
+    /// ended ([`TASK_EVENTS`]).
+    tasks: IntCounterVec,
     /// Server notifications shed because the client was not reading.
     pub notifications_dropped: IntCounter,
     /// Messages no gate lets through, by where they came from.
@@ -300,6 +313,17 @@ impl Metrics {
             "Replicas this one counts identity budgets with, itself included (0: alone)",
         )
         .expect("valid metric");
+        let tasks = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_tasks_total",
+                "Tasks (tasks extension) made through the facade, and how they ended",
+            ),
+            &["event"],
+        )
+        .expect("valid metric");
+        for event in TASK_EVENTS {
+            tasks.with_label_values(&[event]);
+        }
         let messages_dropped = IntCounterVec::new(
             Opts::new(
                 "mcpwarden_messages_dropped_total",
@@ -343,6 +367,7 @@ impl Metrics {
             Box::new(forwarded.clone()),
             Box::new(identity_budget_asks.clone()),
             Box::new(identity_budget_peers.clone()),
+            Box::new(tasks.clone()),
             Box::new(tool_calls.clone()),
             Box::new(tool_call_duration.clone()),
             Box::new(tool_output_bytes.clone()),
@@ -406,6 +431,7 @@ impl Metrics {
             forwarded,
             identity_budget_asks,
             identity_budget_peers,
+            tasks,
             notifications_dropped,
             messages_dropped,
             upstream_recycled,
@@ -416,6 +442,13 @@ impl Metrics {
 
     /// Count an ask to an identity's owner replica that ended with
     /// `outcome` (one of [`ASK_OUTCOMES`]; anything else is not counted).
+    /// A task made, or ended (`event` one of [`TASK_EVENTS`]).
+    pub fn task(&self, event: &'static str) {
+        if TASK_EVENTS.contains(&event) {
+            self.tasks.with_label_values(&[event]).inc();
+        }
+    }
+
     pub fn identity_budget_ask(&self, outcome: &'static str) {
         if ASK_OUTCOMES.contains(&outcome) {
             self.identity_budget_asks

@@ -10,7 +10,7 @@
 // One factory defines the tools/resources/prompts; both eras serve it.
 //
 //   node modern-fixture-server.mjs --http PORT [--legacy sessionful|stateless|reject]
-//                                  [--response-mode auto|sse|json] [--no-skills]
+//                                  [--response-mode auto|sse|json] [--no-skills] [--no-tasks]
 //       Streamable HTTP on 127.0.0.1:PORT/mcp (PORT 0 picks a free port; the
 //       line "listening on http://127.0.0.1:N/mcp" goes to stderr).
 //       Modern requests (carrying the `_meta` envelope claim) go to the SDK's
@@ -27,7 +27,8 @@
 //       then SSE), sse (always SSE), json (never SSE; mid-call notifications
 //       are dropped).
 //       --no-skills: do not attach the SEP-2640 skills extension.
-//   node modern-fixture-server.mjs --stdio [--legacy serve|reject] [--no-skills]
+//       --no-tasks: do not serve (or advertise) the tasks extension.
+//   node modern-fixture-server.mjs --stdio [--legacy serve|reject] [--no-skills] [--no-tasks]
 //       serveStdio: the opening message picks the era for the connection.
 //
 // Logs go to stderr only (stdout is the stdio transport).
@@ -55,6 +56,7 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/server';
 import { SkillsExtension, memorySkillFiles } from '@modelcontextprotocol/server/ext/skills';
+import { TASKS, TasksTransport, answer as answerTasks, isModern, registerTaskTools } from './tasks-extension.mjs';
 
 const log = (...args) => console.error('[modern-fixture]', ...args);
 
@@ -110,7 +112,7 @@ const SKILLS = await SkillsExtension.load(memorySkillFiles({
   ].join('\n'),
   'fixture-skill/references/GUIDE.md': '# Guide\n\nNothing to see here.\n',
 }), { onWarning: (w) => log(`skills: ${w.path}: ${w.message}`) });
-const options = { skills: true };
+const options = { skills: true, tasks: true };
 
 function eachConnected(fn) {
   for (const mcp of state.connectedServers) {
@@ -235,6 +237,12 @@ function buildServer(ctx = { era: 'modern' }) {
     },
   );
   if (options.skills) SKILLS.attach(mcp);
+  // The tasks extension (tasks-extension.mjs answers its requests before the
+  // SDK sees them); a legacy connection is never offered it.
+  if (options.tasks) {
+    if (ctx.era !== 'legacy') mcp.server.registerCapabilities({ extensions: { [TASKS]: {} } });
+    registerTaskTools(mcp, json, sleep);
+  }
   const tool = (name, description, inputSchema, run) =>
     mcp.registerTool(name, { description, inputSchema }, run);
 
@@ -789,7 +797,11 @@ async function runHttp(port, legacyMode, responseMode) {
       if (legacy && (await isLegacyRequest(request))) {
         response = await legacy(request, body.length > 0 ? body.toString('utf8') : undefined);
       } else {
-        response = await modern.fetch(request);
+        const msg = req.method === 'POST' ? safeParse(body.toString('utf8')) : undefined;
+        const reply = options.tasks && isModern(msg) ? await answerTasks(msg, request.headers, stateCodec) : null;
+        response = reply
+          ? new Response(JSON.stringify(reply.body), { status: reply.status, headers: { 'content-type': 'application/json' } })
+          : await modern.fetch(request);
       }
       await sendWebResponse(res, response);
     } catch (err) {
@@ -805,7 +817,7 @@ async function runHttp(port, legacyMode, responseMode) {
   httpServer.on('error', (err) => { log('listen failed:', err.message); process.exit(1); });
   httpServer.listen(port, '127.0.0.1', () => {
     port = httpServer.address().port;
-    log(`listening on http://127.0.0.1:${port}/mcp (legacy: ${legacyMode}, response mode: ${responseMode}, skills: ${options.skills})`);
+    log(`listening on http://127.0.0.1:${port}/mcp (legacy: ${legacyMode}, response mode: ${responseMode}, skills: ${options.skills}, tasks: ${options.tasks})`);
   });
   const shutdown = async () => {
     await modern.close().catch(() => {});
@@ -817,13 +829,16 @@ async function runHttp(port, legacyMode, responseMode) {
 }
 
 async function runStdio(legacyMode) {
-  const { serveStdio } = await import('@modelcontextprotocol/server/stdio');
+  const { serveStdio, StdioServerTransport } = await import('@modelcontextprotocol/server/stdio');
+  const stdio = new StdioServerTransport();
+  const transport = options.tasks ? new TasksTransport(stdio, stateCodec, log) : stdio;
   const handle = serveStdio((ctx) => {
     const mcp = buildServer(ctx);
     state.connectedServers.add(mcp);
     return mcp;
   }, {
     legacy: legacyMode === 'reject' ? 'reject' : 'serve',
+    transport,
     onerror: (err) => log('stdio:', err?.message ?? err),
   });
   log(`serving on stdio (legacy: ${legacyMode})`);
@@ -839,6 +854,7 @@ const opt = (name, dflt) => {
   return i >= 0 ? argv[i + 1] : dflt;
 };
 if (argv.includes('--no-skills')) options.skills = false;
+if (argv.includes('--no-tasks')) options.tasks = false;
 if (argv[0] === '--stdio') {
   const mode = opt('--legacy', 'serve');
   if (!['serve', 'reject'].includes(mode)) { console.error('--stdio: --legacy serve|reject'); process.exit(2); }
@@ -854,7 +870,7 @@ if (argv[0] === '--stdio') {
   }
   runHttp(Number(argv[1]), mode, responseMode).catch((err) => { log(err); process.exit(1); });
 } else {
-  console.error('usage: modern-fixture-server.mjs --http PORT [--legacy sessionful|stateless|reject] [--response-mode auto|sse|json] [--no-skills]\n'
-    + '       modern-fixture-server.mjs --stdio [--legacy serve|reject] [--no-skills]');
+  console.error('usage: modern-fixture-server.mjs --http PORT [--legacy sessionful|stateless|reject] [--response-mode auto|sse|json] [--no-skills] [--no-tasks]\n'
+    + '       modern-fixture-server.mjs --stdio [--legacy serve|reject] [--no-skills] [--no-tasks]');
   process.exit(2);
 }

@@ -17,8 +17,7 @@ the server's roots are the policy's through the facade (the client could
 widen the server's scope), so the facade answers the server's questions for
 roots itself and never puts them to the client; the scenarios that check
 the client is asked fail through it by design (ROOTS_ASKED_OF_CLIENT). The
-tasks extension scenarios are not run: the SDK has no tasks runtime, and the
-facade does not serve the extension (tells servers the client lacks it).
+tasks extension scenarios run in test_conformance_tasks.py.
 """
 from __future__ import annotations
 

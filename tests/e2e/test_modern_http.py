@@ -112,7 +112,7 @@ def test_versions_the_facade_does_not_serve_are_named_with_the_supported_list(fa
 
 
 @pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/subscribe",
-                                    "tasks/get", "tasks/update", "unknown/method"])
+                                    "tasks/list", "tasks/result", "unknown/method"])
 def test_methods_a_modern_client_cannot_use_are_404(fa, method):
     mcp = ModernMcp(fa.url)
     status, answer = mcp.request(method, {})
@@ -125,7 +125,10 @@ def test_discover_lists_what_the_facade_passes_and_is_never_public(fa):
     result = answer["result"]
     assert status == 200 and MODERN in result["supportedVersions"] and "2025-11-25" in result["supportedVersions"]
     assert result["cacheScope"] == "private" and result["resultType"] == "complete"
-    assert "extensions" not in result["capabilities"] and "tasks" not in result["capabilities"]
+    # Of the server's extensions only tasks, which the facade serves (the
+    # skills extension is withheld); never the 2025-11-25 tasks capability.
+    assert result["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}, result
+    assert "tasks" not in result["capabilities"]
     _, listed = mcp.request("tools/list", {})
     names = [t["name"] for t in listed["result"]["tools"]]
     assert sorted(names) == ["test_counters", "test_custom_header_param", "test_simple_text"], names

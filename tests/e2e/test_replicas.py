@@ -360,3 +360,47 @@ def test_only_a_peer_can_ask_for_an_identity_budget(start_process, tmp_path):
     assert outcomes[:4] == [f"Echo: m{i}" for i in range(4)], outcomes
     assert outcomes[4][1] == "calls_per_identity_exceeded", outcomes
 
+
+
+# ---------------------------------------------------------------------------
+# Tasks (io.modelcontextprotocol/tasks) across the replicas
+# ---------------------------------------------------------------------------
+def test_a_task_request_landing_on_another_replica_reaches_the_task(start_process, tmp_path):
+    """Each replica has a server of its own (as each pod does); a task lives
+    on the server of the replica whose facade made it. Its sealed task id
+    names that replica, so a tasks/get or tasks/cancel that lands on another
+    replica is relayed there and reaches the task."""
+    from era_helpers import MODERN_FIXTURE, ModernMcp
+    from conftest import system_node
+
+    key = tmp_path / "peer.key"
+    key.write_bytes(os.urandom(32))
+    replicas = []
+    for _ in range(2):
+        port, admin = free_port(), free_port()
+        proc = start_process([
+            str(sidecar_path()), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+            "--peer-key-file", str(key), "--advertise-addr", f"127.0.0.1:{port}",
+            "--", system_node(), str(MODERN_FIXTURE), "--stdio",
+        ])
+        replicas.append({"url": f"http://127.0.0.1:{port}/mcp", "admin": f"http://127.0.0.1:{admin}", "proc": proc})
+    for r in replicas:
+        wait_http_ok(r["admin"] + "/readyz", proc=r["proc"])
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    maker, other = ModernMcp(replicas[0]["url"]), ModernMcp(replicas[1]["url"])
+    _, answer = maker.request("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.5, "label": "far"}},
+                              capabilities=caps)
+    task_id = answer["result"]["taskId"]
+    before = metric(replicas[1]["admin"], "mcpwarden_forwarded_requests_total")
+    deadline = time.monotonic() + 15
+    while True:
+        _, got = other.request("tasks/get", {"taskId": task_id}, capabilities=caps, headers={"Mcp-Name": task_id})
+        assert "result" in got, got
+        if got["result"]["status"] == "completed" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got["result"]["taskId"] == task_id and got["result"]["result"]["content"][0]["text"] == "computed far in 0.5s"
+    assert metric(replicas[1]["admin"], "mcpwarden_forwarded_requests_total") > before
+    # The other replica's own server never heard of it.
+    _, stats = other.request("tools/call", {"name": "tasks_fixture_stats", "arguments": {}})
+    assert json.loads(stats["result"]["content"][0]["text"])["created"] == 0, stats

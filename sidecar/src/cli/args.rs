@@ -220,6 +220,18 @@ pub(super) struct RunArgs {
     /// signed `requestState` expires.
     #[arg(long, default_value_t = crate::request_state::LIFETIME.as_secs())]
     pub(super) request_state_ttl_secs: u64,
+    /// Tasks extension: the longest a task is kept (and its id honoured);
+    /// a server's longer `ttlMs` is cut to it.
+    #[arg(long, default_value_t = 3600)]
+    pub(super) max_task_ttl_secs: u64,
+    /// Tasks extension: how long a task may run before the facade cancels
+    /// it on the server (it polls the task itself, clients polling or not).
+    #[arg(long, default_value_t = 3600)]
+    pub(super) task_wall_time_secs: u64,
+    /// Tasks extension: tasks one identity may have running at once on a
+    /// replica (0: no limit); each also holds one of its concurrent calls.
+    #[arg(long, default_value_t = 16)]
+    pub(super) max_live_tasks_per_identity: usize,
     /// File holding the key shared by all replicas (at least 32 bytes): makes
     /// session ids routable between replicas and unforgeable.
     #[arg(long, env = "MCP_WARDEN_PEER_KEY_FILE", requires = "advertise_addr")]

@@ -59,6 +59,12 @@ pub enum Step {
     /// `subscriptions/listen`: a stream of the change notifications the
     /// client asked for, each filtered for this caller.
     Listen,
+    /// `tasks/get|update|cancel` (the tasks extension): the caller must
+    /// have declared the extension; the task id must be one the facade
+    /// sealed for this caller; the server's task id goes upstream in its
+    /// place; a task's result passes the output filter of the tool call
+    /// that made it, its input requests the rules for server requests.
+    Task,
 }
 
 /// The gates of one client request method.
@@ -86,9 +92,10 @@ const fn gates(who: Who, step: Step, eras: Eras) -> Gates {
 }
 
 /// Client → server requests the facade serves, in both revisions. Not
-/// here, deliberately: `tasks/*` (task-augmented requests could fetch a
-/// result around the output filter), and anything a later revision adds
-/// until it has its gates.
+/// here, deliberately: `tasks/result` and `tasks/list` (gone from the tasks
+/// extension of 2026-07-28; the first fetched a result around the output
+/// filter, the second listed other callers' tasks), and anything a later
+/// revision adds until it has its gates.
 #[rustfmt::skip]
 pub const CLIENT_REQUESTS: &[(&str, Gates)] = &[
     ("initialize",               gates(Who::AnyRole, Step::Handshake,    Eras::Legacy)),
@@ -106,6 +113,9 @@ pub const CLIENT_REQUESTS: &[(&str, Gates)] = &[
     ("prompts/list",             gates(Who::AnyRole, Step::PromptList,   Eras::Both)),
     ("prompts/get",              gates(Who::AnyRole, Step::Prompt,       Eras::Both)),
     ("completion/complete",      gates(Who::AnyRole, Step::Completion,   Eras::Both)),
+    ("tasks/get",                gates(Who::AnyRole, Step::Task,         Eras::Modern)),
+    ("tasks/update",             gates(Who::AnyRole, Step::Task,         Eras::Modern)),
+    ("tasks/cancel",             gates(Who::AnyRole, Step::Task,         Eras::Modern)),
 ];
 
 /// The gates of a client request method for a client of `modern` era;
@@ -229,12 +239,16 @@ mod tests {
         assert!(client_request("ping", true).is_none());
         assert!(client_request("server/discover", false).is_none());
         assert!(client_request("server/discover", true).is_some());
-        // Each revision's own methods only for its clients.
-        assert!(client_request("initialize", false).is_some());
-        assert!(client_request("initialize", true).is_none());
-        assert!(client_request("ping", true).is_none());
-        assert!(client_request("server/discover", false).is_none());
-        assert!(client_request("server/discover", true).is_some());
+        // The tasks extension is a modern client's only (a legacy client is
+        // never offered it).
+        for m in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            assert!(client_request(m, false).is_none(), "{m}");
+            assert_eq!(
+                client_request(m, true).map(|g| g.step),
+                Some(Step::Task),
+                "{m}"
+            );
+        }
         assert_eq!(server_request("tools/call"), None);
         assert_eq!(server_notification("notifications/tasks/status"), None);
         assert_eq!(client_notification("notifications/message"), None);

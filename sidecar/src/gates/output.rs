@@ -103,8 +103,12 @@ impl OutputCheck<'_> {
         let Some(result) = value.get_mut("result") else {
             return Ok((None, Filtered::default()));
         };
-        // A question for the client (`input_required`) has no output yet.
-        let asks = result.get("resultType").and_then(Value::as_str) == Some("input_required");
+        // A question for the client (`input_required`), or a task handle
+        // (its result comes with `tasks/get`), has no output yet.
+        let asks = matches!(
+            result.get("resultType").and_then(Value::as_str),
+            Some("input_required" | "task")
+        );
         if let (Some(def), true, false) = (self.definition, needs_schema, asks) {
             let is_error = result
                 .get("isError")

@@ -31,6 +31,8 @@ pub enum Budget {
     /// too many of the identity's asks wait): the call is refused, not
     /// guessed at, and may be retried.
     IdentityBudgetUnavailable,
+    /// Tasks (tasks extension) the identity has running on this replica.
+    LiveTasks,
 }
 
 impl Budget {
@@ -45,6 +47,7 @@ impl Budget {
             Budget::SessionWallTime => "session_wall_time_exceeded",
             Budget::CallsPerIdentity => "calls_per_identity_exceeded",
             Budget::IdentityBudgetUnavailable => "identity_budget_unavailable",
+            Budget::LiveTasks => "live_tasks_exceeded",
         }
     }
 
@@ -58,6 +61,37 @@ impl Budget {
             Budget::SessionWallTime => "This session has reached its time limit; start a new session.",
             Budget::CallsPerIdentity => "You have used your calls for this window across all your sessions (a new session does not reset it); wait for the next window.",
             Budget::IdentityBudgetUnavailable => "Your calls per window could not be counted just now (the replica that counts them did not answer); retry in a few seconds.",
+            Budget::LiveTasks => "You have as many tasks running as you may; wait for one to finish (or cancel one), then retry.",
+        }
+    }
+}
+
+/// Why a task id (the tasks extension's `params.taskId`) is refused. The
+/// ids clients see are the facade's own, sealed over the caller, the
+/// server's task and the replica: anything else is refused before the
+/// server hears of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TaskIdError {
+    #[error("the taskId was altered or was not issued by this facade")]
+    Tampered,
+    #[error("the taskId was issued to another caller")]
+    OtherCaller,
+    #[error("the task's time to live has passed")]
+    Expired,
+    #[error("the task is not known here any more (it ended and was forgotten, or its replica restarted)")]
+    Unknown,
+    #[error("the task is held by another replica that cannot be reached")]
+    OtherReplica,
+}
+
+impl TaskIdError {
+    pub fn reason(self) -> &'static str {
+        match self {
+            TaskIdError::Tampered => "task_id_tampered",
+            TaskIdError::OtherCaller => "task_other_caller",
+            TaskIdError::Expired => "task_expired",
+            TaskIdError::Unknown => "task_unknown",
+            TaskIdError::OtherReplica => "task_other_replica",
         }
     }
 }
@@ -90,6 +124,13 @@ pub enum Refusal {
     /// A retry without the answer its state asks for.
     #[error("Invalid params: inputResponses has no answer for {key:?}")]
     MissingInput { key: &'static str },
+    /// A task request whose `taskId` the facade will not pass on.
+    #[error("Invalid params: {0}")]
+    TaskId(TaskIdError),
+    /// A tasks extension request from a client that did not declare the
+    /// extension in this request's capabilities.
+    #[error("Missing required client capability: `{method}` needs the io.modelcontextprotocol/tasks extension")]
+    MissingTasksExtension { method: String },
     /// A forwarded request the server did not answer in time.
     #[error("the MCP server did not answer `{method}` within {limit_secs} s")]
     RequestTimeout {
@@ -150,9 +191,10 @@ impl Refusal {
             Refusal::UnsupportedVersion { .. } => crate::era::codes::UNSUPPORTED_VERSION,
             Refusal::MissingMeta { .. } => jsonrpc::codes::INVALID_PARAMS,
             Refusal::HeaderMismatch { .. } => crate::era::codes::HEADER_MISMATCH,
-            Refusal::RequestState(_) | Refusal::MissingInput { .. } => {
+            Refusal::RequestState(_) | Refusal::MissingInput { .. } | Refusal::TaskId(_) => {
                 jsonrpc::codes::INVALID_PARAMS
             }
+            Refusal::MissingTasksExtension { .. } => crate::era::codes::MISSING_CAPABILITY,
             Refusal::Policy(d) => d.code() as i64,
             Refusal::Budget { .. } => BUDGET_EXCEEDED,
             Refusal::Timeout { .. } => TIMEOUT,
@@ -174,7 +216,9 @@ impl Refusal {
             | Refusal::MissingMeta { .. }
             | Refusal::HeaderMismatch { .. }
             | Refusal::RequestState(_)
-            | Refusal::MissingInput { .. } => "request",
+            | Refusal::MissingInput { .. }
+            | Refusal::TaskId(_)
+            | Refusal::MissingTasksExtension { .. } => "request",
             Refusal::Policy(Denial::InvalidParams { .. }) => "schema",
             Refusal::Policy(Denial::ApprovalRequired { .. }) => "approval",
             Refusal::Policy(_) => "policy",
@@ -205,6 +249,8 @@ impl Refusal {
             Refusal::HeaderMismatch { .. } => "header_mismatch",
             Refusal::RequestState(e) => e.reason(),
             Refusal::MissingInput { .. } => "missing_input_response",
+            Refusal::TaskId(e) => e.reason(),
+            Refusal::MissingTasksExtension { .. } => "missing_tasks_extension",
             Refusal::Policy(d) => d.reason(),
             Refusal::Budget { budget, .. } => budget.reason(),
             Refusal::Timeout { .. } => "timeout",
@@ -227,6 +273,8 @@ impl Refusal {
             Refusal::HeaderMismatch { .. } => "Send MCP-Protocol-Version, Mcp-Method and Mcp-Name headers that match the body.",
             Refusal::RequestState(_) => "Send the request again without requestState and inputResponses.",
             Refusal::MissingInput { .. } => "Answer every input request, with the same requestState.",
+            Refusal::TaskId(_) => "Use the taskId this facade returned to you for a task you created; call the tool again for a new task.",
+            Refusal::MissingTasksExtension { .. } => "Declare the io.modelcontextprotocol/tasks extension in _meta's clientCapabilities.",
             Refusal::Policy(d) => d.hint(),
             Refusal::Budget { budget, .. } => budget.hint(),
             Refusal::Timeout { .. } => {
@@ -258,6 +306,10 @@ impl Refusal {
                 if let Some(observed) = observed {
                     data["observed"] = json!(observed);
                 }
+            }
+            Refusal::MissingTasksExtension { .. } => {
+                data["requiredCapabilities"] =
+                    json!({ "extensions": { crate::era::TASKS_EXTENSION: {} } });
             }
             Refusal::Timeout { limit_secs, .. }
             | Refusal::RequestTimeout { limit_secs, .. }

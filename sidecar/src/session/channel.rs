@@ -347,6 +347,19 @@ impl Channel {
         method: &str,
         params: &Value,
     ) -> Result<Message, String> {
+        self.internal_request_as(link, method, params, &serde_json::json!({}))
+            .await
+    }
+
+    /// [`Channel::internal_request`], declaring `capabilities` to a modern
+    /// server (the facade's own polls of a task declare the tasks extension).
+    pub(crate) async fn internal_request_as(
+        &self,
+        link: Option<&Link>,
+        method: &str,
+        params: &Value,
+        capabilities: &Value,
+    ) -> Result<Message, String> {
         // On the current link, `send` finds the credential itself.
         let credential = match link {
             Some(_) => self.own_credential().await?,
@@ -369,7 +382,7 @@ impl Channel {
         let params = match (self.era, params) {
             (Era::Modern, Value::Object(p)) => {
                 let mut p = p.clone();
-                let meta = crate::era::modern_meta(&serde_json::json!({}), &client_info());
+                let meta = crate::era::modern_meta(capabilities, &client_info());
                 p.insert("_meta".into(), Value::Object(meta));
                 with_meta = Value::Object(p);
                 &with_meta

@@ -65,6 +65,15 @@ pub struct Limits {
     pub upstream_era: EraChoice,
     /// How long a modern client's `requestState` stays good.
     pub request_state_ttl: Duration,
+    /// The tasks extension: how long the facade keeps a task and honours
+    /// its id at most (a server's longer `ttlMs` is cut to it).
+    pub max_task_ttl: Duration,
+    /// The tasks extension: how long a task may run before the facade
+    /// cancels it on the server (it polls the server itself to know).
+    pub task_wall_time: Duration,
+    /// The tasks extension: tasks one identity may have running at once on
+    /// this replica (0: no limit).
+    pub max_live_tasks_per_identity: usize,
     /// How long a call waits for an out-of-band approval.
     pub approval_timeout: Duration,
     /// Calls that may wait for an out-of-band approval at once (0: none can,
@@ -111,6 +120,9 @@ impl Default for Limits {
             max_upstream_message_bytes: 16 * 1024 * 1024,
             upstream_era: EraChoice::Auto,
             request_state_ttl: crate::request_state::LIFETIME,
+            max_task_ttl: Duration::from_secs(3600),
+            task_wall_time: Duration::from_secs(3600),
+            max_live_tasks_per_identity: 16,
             approval_timeout: Duration::from_secs(300),
             max_pending_approvals: 64,
             max_pending_approvals_per_identity: 0,
@@ -169,27 +181,37 @@ pub struct Context {
     pub spent_states: crate::request_state::Spent,
     /// Calls on legacy servers that wait for a modern client's answer, by key.
     pub parked: Mutex<HashMap<String, crate::session::Parked>>,
+    /// The tasks callers created through this replica (tasks extension).
+    pub tasks: crate::session::tasks::Tasks,
     /// Budgets of callers without a session (modern clients), per caller.
     pub budgets: Mutex<HashMap<String, Arc<SessionBudget>>>,
     /// Set on SIGTERM: no new sessions, live ones drain.
     pub draining: AtomicBool,
 }
 
-/// The tasks extension's identifier (the facade does not serve it).
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub use crate::era::TASKS_EXTENSION;
 
-/// The client's capabilities as the server is told them: no tasks
-/// extension (the facade does not serve it), and `roots` only when the
-/// facade has roots to answer `roots/list` with — itself, whatever the
-/// client declared. Every era's path uses it: the legacy handshake, the
-/// `_meta` of each modern request, the bridge's own handshake.
-pub fn fit_capabilities(caps: &mut serde_json::Map<String, serde_json::Value>, offer_roots: bool) {
+/// The client's capabilities as the server is told them: never the tasks
+/// capability of 2025-11-25 (its `tasks/result` would fetch a result around
+/// the output filter); the tasks extension only when `keep_tasks` (a modern
+/// client declared it on a request the facade serves tasks for, see
+/// `session::steps::task`); and `roots` only when the facade has roots to
+/// answer `roots/list` with — itself, whatever the client declared. Every
+/// era's path uses it: the legacy handshake, the `_meta` of each modern
+/// request, the bridge's own handshake.
+pub fn fit_capabilities(
+    caps: &mut serde_json::Map<String, serde_json::Value>,
+    offer_roots: bool,
+    keep_tasks: bool,
+) {
     caps.remove("tasks");
     if let Some(ext) = caps
         .get_mut("extensions")
         .and_then(serde_json::Value::as_object_mut)
     {
-        ext.remove(TASKS_EXTENSION);
+        if !keep_tasks {
+            ext.remove(TASKS_EXTENSION);
+        }
     }
     caps.remove("roots");
     if offer_roots {
@@ -218,8 +240,21 @@ impl Context {
     /// The client's capabilities as the server is told them
     /// ([`fit_capabilities`], offering `roots` when there are any).
     pub fn fit_client_capabilities(&self, caps: &mut serde_json::Map<String, serde_json::Value>) {
-        fit_capabilities(caps, !self.roots().is_empty());
+        fit_capabilities(caps, !self.roots().is_empty(), false);
     }
+    /// Whether the server offers the tasks extension (a modern server's
+    /// `server/discover` said so): only then are tasks served.
+    pub fn upstream_serves_tasks(&self) -> bool {
+        self.upstream.get().is_some_and(|info| {
+            info.era == Era::Modern
+                && info
+                    .capabilities
+                    .pointer("/extensions")
+                    .and_then(|e| e.get(TASKS_EXTENSION))
+                    .is_some_and(|t| !t.is_null())
+        })
+    }
+
     /// What the server is: waits (up to the upstream wait) for the probe.
     /// `None`: the server has not answered yet.
     pub async fn upstream_info(&self) -> Option<&UpstreamInfo> {
@@ -357,6 +392,7 @@ impl Context {
             upstream: OnceLock::new(),
             upstream_known: tokio::sync::Notify::new(),
             budgets: Mutex::new(HashMap::new()),
+            tasks: Default::default(),
             state_seal: session_ids.state_seal().with_lifetime(state_ttl),
             spent_states: Default::default(),
             session_ids,

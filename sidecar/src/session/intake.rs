@@ -326,7 +326,7 @@ impl Session {
         span
     }
 
-    fn refused(
+    pub(crate) fn refused(
         &self,
         id: &RequestId,
         method: &str,

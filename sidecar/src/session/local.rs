@@ -75,6 +75,11 @@ pub(crate) fn initialize_result(
         .filter(|v| era::LEGACY_VERSIONS.contains(v))
         .unwrap_or(era::LATEST_LEGACY);
     let mut capabilities = crate::session::steps::discover::served_capabilities(&info.capabilities);
+    // A legacy client is never offered the tasks extension: its calls
+    // cannot carry the per-request declaration a task needs.
+    if let Some(caps) = capabilities.as_object_mut() {
+        caps.remove("extensions");
+    }
     // The facade serves the log level itself (as `_meta` on each request).
     if info.capabilities.get("logging").is_some() {
         capabilities["logging"] = json!({});

@@ -50,6 +50,8 @@ mod mrtr;
 mod route;
 pub mod steps;
 pub mod stream;
+mod task_watch;
+pub mod tasks;
 mod upstream;
 pub mod work;
 

@@ -456,6 +456,8 @@ impl Session {
             // The parked call itself is continued once (see `resume_parked`).
             nonce: None,
             roots_keys: Vec::new(),
+            task: None,
+            tool: None,
         };
         let mut question = Map::new();
         question.insert("method".into(), json!(msg.method()));

@@ -292,11 +292,15 @@ pub(super) struct Adjust {
     /// the policy's roots, in place of whatever the client sent.
     answer_roots: Vec<(String, serde_json::Value)>,
     /// Fit the client's capabilities in `_meta` for the server (`Some`:
-    /// whether to offer `roots`): no tasks extension — a task handle would
-    /// be polled with `tasks/get`, which the facade does not serve, so the
-    /// server must answer the call itself — and `roots` only as the policy
-    /// has them, whatever the client declared.
+    /// whether to offer `roots`): `roots` only as the policy has them,
+    /// whatever the client declared; the tasks extension only if
+    /// `keep_tasks`.
     fit_caps: Option<bool>,
+    /// The client's tasks extension reaches the server: a modern client
+    /// declared it on a request the facade serves tasks for (`tools/call`,
+    /// `tasks/*`) and the server offers it. Anywhere else a task handle
+    /// would escape the facade's binding, so the server must answer itself.
+    keep_tasks: bool,
     /// The trace context the server is sent (`traceparent`, `tracestate`):
     /// the facade's span for the exchange, when tracing is on.
     trace: Vec<(&'static str, String)>,
@@ -340,9 +344,13 @@ impl Session {
                 let fit_caps = msg
                     .mentions(crate::era::meta::CLIENT_CAPABILITIES.as_bytes())
                     .then(|| !self.app.roots().is_empty());
+                let keep_tasks = fit_caps.is_some()
+                    && super::steps::task::TASK_METHODS.contains(&msg.method())
+                    && self.app.upstream_serves_tasks();
                 if !msg.mentions(b"requestState") && !msg.mentions(b"inputResponses") {
                     return Adjust {
                         fit_caps,
+                        keep_tasks,
                         ..Adjust::default()
                     };
                 }
@@ -365,6 +373,7 @@ impl Session {
                         })
                         .unwrap_or_default(),
                     fit_caps,
+                    keep_tasks,
                     ..Adjust::default()
                 }
             }
@@ -422,7 +431,7 @@ fn outgoing(
             }
         }
         if let Some(offer_roots) = adjust.fit_caps {
-            fit_meta_capabilities(params, offer_roots);
+            fit_meta_capabilities(params, offer_roots, adjust.keep_tasks);
         }
         let touch_meta =
             progress || adjust.add_meta.is_some() || adjust.to_legacy || !adjust.trace.is_empty();
@@ -474,7 +483,7 @@ fn outgoing(
 
 /// Fit `_meta`'s client capabilities for the server
 /// ([`crate::session::context::fit_capabilities`]).
-fn fit_meta_capabilities(params: &mut Members<'_>, offer_roots: bool) {
+fn fit_meta_capabilities(params: &mut Members<'_>, offer_roots: bool, keep_tasks: bool) {
     let Some(meta) = params.get("_meta") else {
         return;
     };
@@ -488,7 +497,7 @@ fn fit_meta_capabilities(params: &mut Members<'_>, offer_roots: bool) {
         return;
     };
     let before = caps.clone();
-    crate::session::context::fit_capabilities(caps, offer_roots);
+    crate::session::context::fit_capabilities(caps, offer_roots, keep_tasks);
     if *caps != before {
         let raw = serde_json::value::to_raw_value(&meta).expect("values serialize");
         params.set("_meta", raw);

@@ -55,6 +55,23 @@ fn a_modern_server_never_hears_the_client_supports_tasks_or_its_roots() {
 }
 
 #[test]
+fn the_tasks_extension_reaches_the_server_only_when_kept() {
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"tasks":{"list":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#,
+    );
+    let adjust = Adjust {
+        fit_caps: Some(false),
+        keep_tasks: true,
+        ..Adjust::default()
+    };
+    let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    assert!(text.contains("io.modelcontextprotocol/tasks"), "{text}");
+    // The 2025-11-25 tasks capability never passes.
+    assert!(!text.contains(r#""tasks":{"list""#), "{text}");
+}
+
+#[test]
 fn the_servers_roots_questions_get_the_policys_roots_never_the_clients() {
     let policy = serde_json::json!({"roots": [{"uri": "file:///workspace"}]});
     let adjust = Adjust {

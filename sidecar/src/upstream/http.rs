@@ -21,7 +21,8 @@
 //!
 //! A modern server (2026-07-28, [`LinkMode::modern`]) has no session and no
 //! GET stream: every POST carries `MCP-Protocol-Version`, `Mcp-Method`,
-//! `Mcp-Name` and the tool's `Mcp-Param-*` headers, taken from the body the
+//! `Mcp-Name` (for the tasks extension's requests: the task id) and the
+//! tool's `Mcp-Param-*` headers, taken from the body the
 //! facade sends (never from what a client sent), and a request is cancelled
 //! by closing its stream ([`abort`]).
 //!
@@ -240,7 +241,16 @@ impl State {
         if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(method)) {
             req = req.header(METHOD_HEADER, v);
         }
-        if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+        let named = matches!(method, "tools/call" | "prompts/get" | "resources/read");
+        // The tasks extension's requests carry the task id as `Mcp-Name`.
+        if matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
+            if let Some(id) = crate::era::mirrored_name(method, &msg.to_value()) {
+                if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(id)) {
+                    req = req.header(NAME_HEADER, v);
+                }
+            }
+        }
+        if named {
             let value = msg.to_value();
             if let Some(name) = crate::era::mirrored_name(method, &value) {
                 if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(name)) {

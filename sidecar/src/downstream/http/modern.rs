@@ -96,7 +96,8 @@ pub(super) async fn serve(
         }
     }
     let id = msg.id.clone().expect("requests have ids");
-    // A retry of a call another replica holds goes to that replica.
+    // A retry of a call another replica holds, or a request for a task
+    // another replica keeps, goes to that replica (which checks the rest).
     if let Some(owner) = parked_elsewhere(&app, &msg) {
         let mut builder = hyper::Request::builder()
             .method(hyper::Method::POST)
@@ -161,18 +162,25 @@ pub(super) async fn serve(
     respond(rx, stream, work, guard).await
 }
 
-/// The replica holding the call a retry continues, if not this one.
+/// The replica holding the call a retry continues, or the task a task
+/// request names, if not this one.
 fn parked_elsewhere(app: &App, msg: &Message) -> Option<String> {
-    if !era::INPUT_REQUIRED_METHODS.contains(&msg.method()) || !msg.mentions(b"requestState") {
+    let task = crate::session::steps::task::TASK_METHODS[1..].contains(&msg.method());
+    let (pointer, kind) = if task {
+        ("/params/taskId", crate::request_state::StateKind::Task)
+    } else if era::INPUT_REQUIRED_METHODS.contains(&msg.method()) && msg.mentions(b"requestState") {
+        (
+            "/params/requestState",
+            crate::request_state::StateKind::Parked,
+        )
+    } else {
         return None;
-    }
+    };
     let value = msg.to_value();
-    let state = value.pointer("/params/requestState")?.as_str()?;
-    let claims = app.state_seal.peek(state)?;
+    let sealed = value.pointer(pointer)?.as_str()?;
+    let claims = app.state_seal.peek(sealed)?;
     let owner = claims.owner?;
-    (claims.kind == crate::request_state::StateKind::Parked
-        && Some(owner.as_str()) != app.session_ids.me())
-    .then_some(owner)
+    (claims.kind == kind && Some(owner.as_str()) != app.session_ids.me()).then_some(owner)
 }
 
 /// Cancels the request if the client goes before its answer (the
@@ -265,7 +273,8 @@ fn status_of(bytes: &[u8]) -> StatusCode {
 }
 
 /// The spec's server validation: `MCP-Protocol-Version`, `Mcp-Method` and
-/// (for calls, reads and gets) `Mcp-Name` present and equal to the body,
+/// (for calls, reads, gets and the tasks extension's requests, whose
+/// `Mcp-Name` is the task id) `Mcp-Name` present and equal to the body,
 /// and every `Mcp-Param-*` header the called tool's schema designates equal
 /// to the argument it mirrors (present exactly when the argument is).
 fn check_headers(app: &App, headers: &HeaderMap, msg: &Message) -> Result<(), Refusal> {
@@ -306,7 +315,15 @@ fn check_headers(app: &App, headers: &HeaderMap, msg: &Message) -> Result<(), Re
         Some(_) => {}
     }
     let method = msg.method();
-    if matches!(method, "tools/call" | "resources/read" | "prompts/get") {
+    if matches!(
+        method,
+        "tools/call"
+            | "resources/read"
+            | "prompts/get"
+            | "tasks/get"
+            | "tasks/update"
+            | "tasks/cancel"
+    ) {
         let named = era::mirrored_name(method, &body);
         let given = header(NAME_HEADER)?;
         let decoded = match given.as_deref().map(era::decode_header_value) {

@@ -84,6 +84,8 @@ pub(crate) fn seal_answer(app: &Context, round: &Round, bytes: Bytes) -> Bytes {
         owner: None,
         nonce: Some(crate::request_state::nonce()),
         roots_keys,
+        task: None,
+        tool: None,
     };
     result.insert("requestState".into(), json!(app.state_seal.seal(&claims)));
     Bytes::from(serde_json::to_vec(&value).expect("values serialize"))
@@ -122,6 +124,8 @@ pub(crate) fn approval_request(
         owner: None,
         nonce: Some(crate::request_state::nonce()),
         roots_keys: Vec::new(),
+        task: None,
+        tool: None,
     };
     let result = json!({
         "resultType": "input_required",

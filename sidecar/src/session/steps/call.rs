@@ -104,9 +104,12 @@ impl Session {
 
         let mut lingering = None;
         let result: Result<(Bytes, Filtered), Refusal> = async {
-            // A task-augmented call would be fetched with tasks/result,
-            // around this filter: the facade does not serve it.
-            if params.get("task").is_some() {
+            // A task-augmented call of 2025-11-25 would be fetched with
+            // tasks/result, around this filter: not served (the tasks
+            // extension's calls carry no `task` param).
+            if params.get("task").is_some()
+                && self.client_era != crate::session::channel::Era::Modern
+            {
                 return Err(Refusal::MethodNotAllowed {
                     method: "tools/call with params.task (task-augmented calls)".into(),
                 });
@@ -185,6 +188,9 @@ impl Session {
             // call consumes no call). The permit frees the concurrency slots
             // when this step ends: after the server let go of the call, not
             // when the client stopped waiting.
+            // A call that may become a task: the identity's running tasks
+            // are capped (each also holds a concurrency slot, below).
+            super::task::check_cap(&self, &req, grant.exposed_name)?;
             let session_rate = policy.compiled.profile_limits().calls_per_minute;
             let permit = self.budget.admit(
                 grant.exposed_name,
@@ -263,12 +269,19 @@ impl Session {
             // rewritten), bounded in time.
             let upstream =
                 (grant.upstream_name != name).then(|| jsonrpc::raw_string(grant.upstream_name));
+            // A modern client's 2025-11-25 `task` hint means nothing in its
+            // revision (the server decides): it never reaches the server,
+            // which could read it as the old task augmentation.
+            let drop_hint = params.get("task").is_some();
             let mut rename = |p: &mut Members| {
                 if let Some(upstream) = &upstream {
                     p.set("name", upstream.clone());
                 }
+                if drop_hint {
+                    p.remove("task");
+                }
             };
-            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() {
+            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() || drop_hint {
                 Some(&mut rename)
             } else {
                 None
@@ -299,6 +312,19 @@ impl Session {
             };
             outcome.upstream_error = answer.is_error;
             req.span.gate("upstream", "pass");
+            // A task handle becomes the caller's (the facade's sealed id),
+            // and the facade watches it: the task keeps the call's
+            // concurrency slots until it ends.
+            let names = (grant.exposed_name, grant.upstream_name);
+            let (answer, task) = super::task::adopt(&self, &req, names, answer);
+            if let Some((key, poll_ms)) = task {
+                let watch = crate::session::task_watch::Watch {
+                    key,
+                    poll_ms,
+                    permit: Some(permit),
+                };
+                crate::session::task_watch::spawn(app.clone(), self.channel.clone(), watch);
+            }
 
             // Response filter: output cap, redaction, outputSchema.
             let check = OutputCheck {

@@ -1,7 +1,9 @@
 //! `server/discover`, answered by the facade: the versions it serves, and
 //! the server's capabilities, identity and instructions as the policy
 //! leaves them (what the facade does not pass through is not advertised:
-//! tasks, unknown extensions, experimental features).
+//! the 2025-11-25 tasks capability, extensions other than tasks,
+//! experimental features). The tasks extension is advertised exactly when
+//! the server offers it: the facade serves it then (`steps::task`).
 //!
 //! The same cut applies to the `initialize` result the facade gives a
 //! legacy client in front of a modern server.
@@ -63,8 +65,17 @@ pub fn served_capabilities(server: &Value) -> Value {
             "resources" => {
                 out.insert(key.clone(), value.clone());
             }
-            // Task-augmented requests, extensions and experimental features
-            // the facade does not police are not offered.
+            "extensions" => {
+                if let Some(tasks) = value.get(crate::era::TASKS_EXTENSION) {
+                    out.insert(
+                        key.clone(),
+                        json!({ crate::era::TASKS_EXTENSION: tasks.clone() }),
+                    );
+                }
+            }
+            // Task-augmented requests of 2025-11-25, extensions and
+            // experimental features the facade does not police are not
+            // offered.
             _ => {}
         }
     }
@@ -78,12 +89,22 @@ mod tests {
     #[test]
     fn capabilities_the_facade_does_not_pass_are_not_advertised() {
         let server = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true},
-            "tasks": {"list": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}},
+            "tasks": {"list": {}}, "extensions": {"io.modelcontextprotocol/skills": {}},
             "experimental": {"x": {}}, "prompts": {}});
         let served = served_capabilities(&server);
         assert_eq!(
             served,
             json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}})
+        );
+    }
+
+    #[test]
+    fn the_tasks_extension_is_advertised_when_the_server_offers_it() {
+        let server = json!({"tools": {}, "tasks": {"list": {}},
+            "extensions": {"io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/skills": {}}});
+        assert_eq!(
+            served_capabilities(&server),
+            json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
         );
     }
 }

@@ -42,7 +42,11 @@ pub async fn initialize(session: &Arc<Session>, req: Request) {
             .get_mut("capabilities")
             .and_then(Value::as_object_mut)
         {
+            // A legacy client is never offered tasks, of either revision.
             caps.remove("tasks");
+            if let Some(ext) = caps.get_mut("extensions").and_then(Value::as_object_mut) {
+                ext.remove(crate::era::TASKS_EXTENSION);
+            }
         }
         version = result
             .get("protocolVersion")

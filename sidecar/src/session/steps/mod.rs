@@ -16,7 +16,8 @@
 //! - everything else the table allows (`ping`, `logging/setLevel`) →
 //!   [`forward`]: sent on, the answer filtered;
 //! - `server/discover` → [`discover`], `subscriptions/listen` →
-//!   [`subscriptions`] (modern clients);
+//!   [`subscriptions`], `tasks/get|update|cancel` → [`task`] (modern
+//!   clients);
 //! - a legacy client in front of a modern server: its handshake, `ping` and
 //!   log level are the facade's own ([`local`]).
 //!
@@ -34,6 +35,7 @@ pub mod handshake;
 pub mod list;
 pub mod local;
 pub mod subscriptions;
+pub mod task;
 
 use std::sync::Arc;
 
@@ -61,5 +63,6 @@ pub async fn run(session: Arc<Session>, step: Step, req: Request) {
         | Step::Completion => catalog::run(&session, step, req).await,
         Step::Discover => discover::discover(&session, req).await,
         Step::Listen => subscriptions::listen(&session, req).await,
+        Step::Task => task::run(&session, req).await,
     }
 }
