@@ -8,6 +8,9 @@
 //! Accepted algorithms: RS256, ES256, EdDSA (`none` does not exist in the
 //! library, HMAC is refused: a shared secret is not an identity). `iss`,
 //! `aud`, `exp` and `nbf` are required and checked with bounded clock skew.
+//! An issuer with `resourceAudience` takes only tokens whose `aud` is one of
+//! the facade's URLs (RFC 8707); `requiredScopes` are checked last, on an
+//! otherwise valid token, so their absence can be told to the client.
 
 use std::path::Path;
 

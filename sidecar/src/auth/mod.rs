@@ -7,8 +7,11 @@
 //! `Authorization: Bearer` token, stdio passes `params.auth.token` (the stdio transport has no headers),
 //! which [`strip_params_auth`] removes before the message goes upstream.
 //! Failures say why only in the audit line (`reason`); the client just gets
-//! -32001, so a caller cannot tell an expired token from a forged one.
-//! Tokens are never logged, audited, counted or forwarded.
+//! -32001, so a caller cannot tell an expired token from a forged one. The
+//! one exception is a valid token without its issuer's required scopes: the
+//! client is told which scopes to log in for (HTTP 403 `insufficient_scope`).
+//! Tokens are never logged, audited, counted or forwarded. [`resource`] is
+//! what a client that has no token yet is told: where to log in.
 
 pub mod identity;
 mod jwt;
