@@ -13,7 +13,7 @@ Fixtures:
         captured to a temp file, the group killed on teardown; the logs of
         every process a failing test started are attached to its report.
     facade(upstream=None, upstream_url=None, upstream_socket=None, policy=None,
-           extra_args=()) -> Facade with .url, .admin_url, .proc, .stderr_text()
+           extra_args=(), port=None) -> Facade with .url, .admin_url, .proc, .stderr_text()
         runs `$MCP_WARDEN_SIDECAR run ...` (skips the test when the binary does
         not exist) and waits for the admin /readyz to answer 200.
     start_module_process, module_facade   the same with module lifetime, for
@@ -282,7 +282,8 @@ def _facade_factory(start_process, tmp_path: Path):
     def start(upstream: Sequence[str] | None = None, upstream_url: str | None = None,
               upstream_socket: str | None = None, policy: str | dict | None = None,
               extra_args: Sequence[str] = (), env: dict | None = None,
-              ready_timeout: float = READY_TIMEOUT, forward_env: bool = True) -> Facade:
+              ready_timeout: float = READY_TIMEOUT, forward_env: bool = True,
+              port: int | None = None) -> Facade:
         # The facade passes a server it starts only the variables it is told to
         # (`--server-env`); a test's `env` is mostly for that server (its log file,
         # its state), so each name is named for it unless `forward_env=False` —
@@ -290,7 +291,9 @@ def _facade_factory(start_process, tmp_path: Path):
         if not binary.exists():
             pytest.skip(f"facade binary {binary} does not exist (build it with `cargo build -p "
                         "mcp-warden-sidecar` or set MCP_WARDEN_SIDECAR)")
-        port, admin_port = free_port(), free_port()
+        # `port`: a test that must name the facade's URL before it starts
+        # (in its policy or flags) picks the port itself.
+        port, admin_port = port or free_port(), free_port()
         cmd = [str(binary), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin_port}"]
         if upstream_url:
             cmd += ["--upstream-url", upstream_url]

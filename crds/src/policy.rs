@@ -670,6 +670,16 @@ pub struct AuthConfig {
     /// JWT issuers verified against a JWKS file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jwt: Vec<JwtIssuer>,
+    /// This facade's own URLs, one per name clients reach it by
+    /// (`https://git.mcp.example.com/mcp`): the protected resource of
+    /// OAuth (RFC 9728 `resource`, RFC 8707 resource indicator). A request
+    /// whose `Host` matches one gets that URL's metadata at
+    /// `/.well-known/oauth-protected-resource` (and the path-suffixed
+    /// form) and a 401 that points there; issuers with `resourceAudience`
+    /// accept only tokens whose `aud` is one of them. Empty: no metadata
+    /// is served. The command line's `--resource-url` adds to these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_urls: Vec<String>,
     /// Kubernetes projected service-account tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_tokens: Option<ServiceAccountTokens>,
@@ -762,8 +772,29 @@ pub struct StaticToken {
 pub struct JwtIssuer {
     /// Expected `iss`.
     pub issuer: String,
-    /// Accepted `aud` values; at least one must match.
+    /// Accepted `aud` values; at least one must match. Leave empty with
+    /// `resourceAudience`, which replaces them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
+    /// People log in at this issuer: it is one of the
+    /// `authorization_servers` of the protected-resource metadata, where
+    /// MCP clients that implement the specification's authorization go
+    /// to get a token for this facade.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub login: bool,
+    /// Scopes every token of this issuer must carry (in its `scope`
+    /// claim, space-separated, or `scp`) to use this server at all, e.g.
+    /// `[mcp]`. A valid token without them gets HTTP 403
+    /// `insufficient_scope` naming them. Scopes admit a caller to the
+    /// server; what it may call there is its role's (`roles`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_scopes: Vec<String>,
+    /// Accept only tokens issued for this facade: `aud` must be one of
+    /// `auth.resourceUrls` (the resource indicator the client asked the
+    /// issuer for, RFC 8707), so a token for another server is refused.
+    /// Replaces `audiences`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resource_audience: bool,
     /// Path of the JWKS document.
     pub jwks_file: String,
     /// Allowed clock skew for `exp`/`nbf`, in seconds (default 60, at most 300).

@@ -187,15 +187,40 @@ pub struct SecretToken {
 /// A JWT/OIDC issuer.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("has(self.resourceAudience) && self.resourceAudience ? !has(self.audiences) || size(self.audiences) == 0 : has(self.audiences) && size(self.audiences) > 0").message("give audiences, or resourceAudience: true instead of them"))]
 pub struct OidcIssuer {
     /// The issuer URL, exactly as in the tokens' `iss` (e.g.
     /// `https://login.example.com/realms/team-a`); the name role bindings
     /// use in `issuer`.
     #[schemars(length(min = 9, max = 512), regex(pattern = r"^https://[^\s]+$"))]
     pub issuer: String,
-    /// Accepted `aud` values; a token must carry at least one.
-    #[schemars(length(min = 1, max = 16), inner(length(min = 1, max = 256)))]
+    /// Accepted `aud` values; a token must carry at least one. Left out
+    /// with `resourceAudience`, which replaces them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 256)))]
     pub audiences: Vec<String>,
+    /// Accept only tokens issued for this server: `aud` must be one of
+    /// its URLs (`status.endpoint`, the in-cluster URL, `https://<host>/mcp`
+    /// of each `expose.hosts` entry) — the resource indicator (RFC 8707) an
+    /// MCP client asks the issuer for — so a token for another server is
+    /// refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_audience: Option<bool>,
+    /// People log in at this issuer: the server's protected-resource
+    /// metadata lists it in `authorization_servers`, so MCP clients that
+    /// implement the specification's authorization find it from the 401
+    /// and get a token themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<bool>,
+    /// Scopes every token of this issuer must carry (`scope` or `scp`) to
+    /// use the server at all, e.g. `[mcp]`; without them HTTP 403
+    /// `insufficient_scope`. What a caller may call is its role's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 16),
+        inner(length(min = 1, max = 128), regex(pattern = r#"^[^\s"\\]+$"#))
+    )]
+    pub required_scopes: Vec<String>,
     /// Where the issuer's signing keys (a JWKS document) come from: a
     /// ConfigMap, or, when left out, the issuer itself: the operator reads
     /// its discovery document (`<issuer>/.well-known/openid-configuration`)

@@ -62,22 +62,52 @@ pub fn describe(
         ));
     }
     for j in profile.iter().flat_map(|p| &p.auth.jwt) {
+        let audience = if j.resource_audience == Some(true) {
+            format!("issued for this server ({url})")
+        } else {
+            format!("with audience {}", j.audiences.join(" or "))
+        };
+        let scopes = if j.required_scopes.is_empty() {
+            String::new()
+        } else {
+            format!(" and scope {:?}", j.required_scopes.join(" "))
+        };
         out.push_str(&format!(
-            "#   a token from {} with audience {} (the caller is its {:?} claim)\n",
+            "#   a token from {} {audience}{scopes} (the caller is its {:?} claim)\n",
             j.issuer,
-            j.audiences.join(" or "),
             j.username_claim.as_deref().unwrap_or("sub")
         ));
     }
-    let snippet = json!({
-        "mcpServers": {
-            name.clone(): {
-                "type": "http",
-                "url": url,
-                "headers": {"Authorization": format!("Bearer ${{{TOKEN_ENV}}}")}
-            }
-        }
-    });
+    let login: Vec<&str> = profile
+        .iter()
+        .flat_map(|p| &p.auth.jwt)
+        .filter(|j| j.login == Some(true))
+        .map(|j| j.issuer.as_str())
+        .collect();
+    let header = json!({"Authorization": format!("Bearer ${{{TOKEN_ENV}}}")});
+    // With a login issuer the URL is all a client that implements MCP's
+    // authorization needs: the 401 leads it to the metadata and the issuer,
+    // and it gets a token for this server itself. Nothing to paste, nothing
+    // to expire in a file.
+    let snippet = if login.is_empty() {
+        json!({"mcpServers": {name.clone(): {"type": "http", "url": url, "headers": header}}})
+    } else {
+        out.push_str(&format!(
+            concat!(
+                "# Log in (OAuth): clients that implement MCP authorization need only the URL;\n",
+                "#   they find {} from the server's 401 and its metadata\n",
+                "#   ({}), and get a token for this server themselves.\n",
+                "#   A client without it: add \"headers\": {} and set {}.\n",
+            ),
+            login.join(" or "),
+            mcp_warden_policy::login::ResourceUrl::parse(&url)
+                .map(|u| u.metadata_url())
+                .unwrap_or_default(),
+            header,
+            TOKEN_ENV,
+        ));
+        json!({"mcpServers": {name.clone(): {"type": "http", "url": url}}})
+    };
     out.push_str("# mcp.json:\n");
     out.push_str(&serde_json::to_string_pretty(&snippet).expect("JSON serializes"));
     out.push('\n');
@@ -158,6 +188,41 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("in the cluster:"), "one URL only: {text}");
+    }
+
+    #[test]
+    fn a_login_issuer_makes_the_url_enough() {
+        let login: ToolProfileSpec = serde_yaml_ng::from_str(
+            "auth:\n  jwt: [{issuer: 'https://login.example.com', resourceAudience: true, login: true, \
+             requiredScopes: [mcp], jwks: {configMap: {name: j}}}]\n",
+        )
+        .unwrap();
+        let text = describe(
+            &server(", expose: {hosts: [time.mcp.example.com]}"),
+            Some(&login),
+            &BuildConfig::default(),
+        );
+        let entry = &json_part(&text)["mcpServers"]["time"];
+        assert_eq!(
+            entry,
+            &json!({"type": "http", "url": "https://time.mcp.example.com/mcp"}),
+            "the URL only, no token: {text}"
+        );
+        assert!(
+            text.contains("they find https://login.example.com from the server's 401"),
+            "{text}"
+        );
+        assert!(
+            text.contains("https://time.mcp.example.com/.well-known/oauth-protected-resource/mcp"),
+            "{text}"
+        );
+        assert!(
+            text.contains("a token from https://login.example.com issued for this server (https://time.mcp.example.com/mcp) and scope \"mcp\""),
+            "{text}"
+        );
+        // Without a login issuer the token header stays.
+        let text = describe(&server(""), Some(&profile()), &BuildConfig::default());
+        assert!(json_part(&text)["mcpServers"]["time"]["headers"]["Authorization"].is_string());
     }
 
     #[test]

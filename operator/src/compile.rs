@@ -159,9 +159,13 @@ fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> Au
             clock_skew_seconds: j.clock_skew_seconds.map(|s| s.max(0) as u64),
             groups_claim: j.groups_claim.clone(),
             username_claim: j.username_claim.clone(),
+            login: j.login == Some(true),
+            required_scopes: j.required_scopes.clone(),
+            resource_audience: j.resource_audience == Some(true),
         })
         .collect();
     AuthConfig {
+        resource_urls: names::resource_urls(server, cfg),
         static_tokens,
         jwt,
         service_account_tokens: Some(ServiceAccountTokens {
@@ -412,6 +416,39 @@ mod tests {
                 "https://kubernetes.default.svc.cluster.local"
             ]
         );
+    }
+
+    #[test]
+    fn login_issuers_are_bound_to_every_url_of_the_server() {
+        let mut tools = profile();
+        tools.auth = serde_yaml_ng::from_str(
+            "jwt: [{issuer: 'https://login.example.com', resourceAudience: true, login: true, \
+             requiredScopes: [mcp], jwks: {configMap: {name: idp}}}]\n",
+        )
+        .unwrap();
+        let mut exposed = server();
+        exposed.spec.expose =
+            serde_yaml_ng::from_str("{hosts: [git.mcp.example.com, git.example.org]}").unwrap();
+        let p = compile_policy(
+            &exposed,
+            &tools,
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &BuildConfig::default(),
+        );
+        assert_eq!(
+            p.auth.resource_urls,
+            [
+                "https://git.mcp.example.com/mcp",
+                "http://git.team-a.svc.cluster.local:8080/mcp",
+                "https://git.example.org/mcp",
+            ]
+        );
+        let j = &p.auth.jwt[0];
+        assert!(j.login && j.resource_audience && j.audiences.is_empty());
+        assert_eq!(j.required_scopes, ["mcp"]);
+        // The facade takes it as it is.
+        mcp_warden_policy::CompiledPolicy::compile(&p).expect("compiles");
     }
 
     #[test]

@@ -295,6 +295,21 @@ pub fn endpoint(server: &MCPServer, cfg: &BuildConfig) -> String {
     }
 }
 
+/// Every URL agents reach the server by (the policy's `auth.resourceUrls`,
+/// its OAuth resource): `status.endpoint`, the in-cluster URL and
+/// `https://<host>/mcp` of each exposed host, each once.
+pub fn resource_urls(server: &MCPServer, cfg: &BuildConfig) -> Vec<String> {
+    let mut urls = vec![endpoint(server, cfg), cluster_endpoint(server, cfg)];
+    urls.extend(
+        exposed_hosts(server)
+            .iter()
+            .map(|host| format!("https://{host}/mcp")),
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    urls.retain(|u| seen.insert(u.clone()));
+    urls
+}
+
 /// The audience a caller's projected service-account token must carry.
 pub fn token_audience(server: &MCPServer) -> String {
     format!("mcpwarden.dev/{}/{}", namespace(server), server.name_any())
@@ -325,6 +340,18 @@ mod tests {
         let hosts = allowed_hosts(&outside, &cfg);
         assert_eq!(hosts[4..], ["git.mcp.example.com", "git.example.org"]);
         assert_eq!(endpoint(&outside, &cfg), "https://git.mcp.example.com/mcp");
+        assert_eq!(
+            resource_urls(&outside, &cfg),
+            [
+                "https://git.mcp.example.com/mcp",
+                "http://git.team-a.svc.cluster.local:8080/mcp",
+                "https://git.example.org/mcp",
+            ]
+        );
+        assert_eq!(
+            resource_urls(&inside, &cfg),
+            ["http://git.team-a.svc.cluster.local:8080/mcp"]
+        );
         assert_eq!(
             cluster_endpoint(&outside, &cfg),
             "http://git.team-a.svc.cluster.local:8080/mcp"

@@ -118,3 +118,16 @@ fn examples_are_accepted() {
     }
     assert!(seen >= 10, "only {seen} example objects");
 }
+
+#[test]
+fn an_issuer_bound_to_the_server_needs_no_audiences() {
+    // The shape "Agents log in" documents: the samples above refuse its
+    // two mistakes (audiences beside resourceAudience, neither given).
+    let doc: Value = serde_yaml_ng::from_str(
+        "apiVersion: mcpwarden.dev/v1alpha1\nkind: ToolProfile\nmetadata: {name: p, namespace: team-a}\n\
+         spec:\n  tools: [{name: t}]\n  auth:\n    jwt:\n    - issuer: https://login.example.com/realms/team-a\n      \
+         login: true\n      resourceAudience: true\n      requiredScopes: [mcp]\n",
+    )
+    .unwrap();
+    assert_eq!(errors(&schemas(), &doc), Vec::<String>::new());
+}

@@ -34,6 +34,7 @@ mod decision;
 mod denial;
 mod error;
 mod limits;
+pub mod login;
 mod path;
 pub mod pin;
 pub mod poison;

@@ -265,12 +265,6 @@ fn check_auth(auth: &AuthConfig, errors: &mut Vec<ConfigError>) {
                 ),
             ));
         }
-        if j.audiences.is_empty() || j.audiences.iter().any(|a| a.trim().is_empty()) {
-            errors.push(ConfigError::invalid(
-                format!("{at}.audiences"),
-                "needs at least one non-empty audience",
-            ));
-        }
         if j.jwks_file.trim().is_empty() {
             errors.push(ConfigError::invalid(
                 format!("{at}.jwksFile"),
@@ -284,6 +278,7 @@ fn check_auth(auth: &AuthConfig, errors: &mut Vec<ConfigError>) {
             ));
         }
     }
+    crate::login::check(auth, errors);
     if let Some(sa) = &auth.service_account_tokens {
         if sa.issuer.trim().is_empty() {
             errors.push(ConfigError::invalid(
@@ -328,9 +323,7 @@ mod tests {
             issuer: issuer.into(),
             audiences: vec!["mcp".into()],
             jwks_file: "jwks.json".into(),
-            clock_skew_seconds: None,
-            groups_claim: None,
-            username_claim: None,
+            ..JwtIssuer::default()
         }
     }
 
@@ -491,8 +484,7 @@ mod tests {
                     audiences: vec![],
                     jwks_file: "f".into(),
                     clock_skew_seconds: Some(301),
-                    groups_claim: None,
-                    username_claim: None,
+                    ..JwtIssuer::default()
                 }],
                 ..Default::default()
             },
@@ -514,8 +506,8 @@ mod tests {
                 "auth.staticTokens.tokens[1].subject",
                 "auth.staticTokens.tokens[2].sha256",
                 "auth.staticTokens.tokenFiles[0].path",
-                "auth.jwt[0].audiences",
                 "auth.jwt[0].clockSkewSeconds",
+                "auth.jwt[0].audiences",
             ]
         );
     }

@@ -115,9 +115,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
     };
     let policy = match &args.policy {
-        Some(path) => policy_file::load(path).map_err(anyhow::Error::msg)?,
-        None => LivePolicy::new(FacadePolicy::allow_all(), Path::new("."))
-            .expect("the allow-all policy compiles"),
+        Some(path) => policy_file::load(path, &args.resource_urls).map_err(anyhow::Error::msg)?,
+        None => {
+            let mut doc = FacadePolicy::allow_all();
+            policy_file::add_resource_urls(&mut doc, &args.resource_urls);
+            LivePolicy::new(doc, Path::new("."))
+                .map_err(|e| anyhow::anyhow!("invalid --resource-url:\n{e}"))?
+        }
     };
     let audit_sink = match args.audit.clone() {
         Some(sink) => sink,
@@ -299,6 +303,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             app.ctx.clone(),
             path,
             Duration::from_secs(args.policy_poll_secs.max(1)),
+            args.resource_urls.clone(),
         ));
     }
     tokio::spawn(crate::router::sessions::Sessions::reap(

@@ -17,11 +17,13 @@ use sha2::{Digest, Sha256};
 use crate::gates::policy::LivePolicy;
 use crate::session::context::Context;
 
-/// Read, parse and compile a policy file (every semantic check included).
-pub fn load(path: &Path) -> Result<Arc<LivePolicy>, String> {
+/// Read, parse and compile a policy file (every semantic check included),
+/// with the command line's `--resource-url`s added to its own.
+pub fn load(path: &Path, resource_urls: &[String]) -> Result<Arc<LivePolicy>, String> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {origin}: {e}"))?;
-    let policy = FacadePolicy::from_yaml_str(&text, &origin).map_err(|e| e.to_string())?;
+    let mut policy = FacadePolicy::from_yaml_str(&text, &origin).map_err(|e| e.to_string())?;
+    add_resource_urls(&mut policy, resource_urls);
     let base = path.parent().unwrap_or(Path::new("."));
     let mut live = LivePolicy::new(policy, base)
         .map_err(|errors| format!("invalid policy {}:\n{errors}", path.display()))?;
@@ -32,6 +34,16 @@ pub fn load(path: &Path) -> Result<Arc<LivePolicy>, String> {
         ));
     }
     Ok(live)
+}
+
+/// Add the command line's resource URLs to a policy's, each once: the
+/// facade's names are known where it is started as well as in its policy.
+pub fn add_resource_urls(policy: &mut FacadePolicy, urls: &[String]) {
+    for url in urls.iter().map(|u| u.trim()).filter(|u| !u.is_empty()) {
+        if !policy.auth.resource_urls.iter().any(|u| u == url) {
+            policy.auth.resource_urls.push(url.to_string());
+        }
+    }
 }
 
 /// The bytes of the policy file and every file it references.
@@ -45,7 +57,7 @@ fn fingerprint(path: &Path, policy: &LivePolicy) -> Option<Vec<u8>> {
 }
 
 /// Poll `path` and swap in each valid new version.
-pub async fn watch(app: Arc<Context>, path: PathBuf, every: Duration) {
+pub async fn watch(app: Arc<Context>, path: PathBuf, every: Duration, resource_urls: Vec<String>) {
     let mut last = fingerprint(&path, &app.policy.load());
     loop {
         tokio::time::sleep(every).await;
@@ -56,7 +68,7 @@ pub async fn watch(app: Arc<Context>, path: PathBuf, every: Duration) {
             continue;
         }
         last = Some(now);
-        match load(&path) {
+        match load(&path, &resource_urls) {
             Ok(policy) => {
                 app.registry.reassess(&policy, &app.metrics);
                 app.policy.store(policy);

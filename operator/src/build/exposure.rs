@@ -1,6 +1,8 @@
 //! The routes into the cluster that `spec.expose` asks for: an Ingress
 //! and/or a Gateway API HTTPRoute, both named `<name>`, both sending
-//! `expose.hosts`, path `/mcp`, to the Service's port 8080. The facade
+//! `expose.hosts`, paths `/mcp` and the protected-resource metadata
+//! (`/.well-known/oauth-protected-resource…`, where a client that got a 401
+//! learns where to log in), to the Service's port 8080. The facade
 //! accepts those host names (`names::allowed_hosts`); TLS is the Ingress's
 //! (`tlsSecretName`) or the Gateway listener's, or, with `expose.tls`, also
 //! the facade's own (then the proxy must speak TLS to the backend).
@@ -22,6 +24,9 @@ use crate::names::{self, FACADE_PORT};
 
 /// The path the facade serves MCP on.
 const MCP_PATH: &str = "/mcp";
+/// The facade's protected-resource metadata: the root form and the form
+/// suffixed with `/mcp`, both under this prefix.
+const METADATA_PATH: &str = mcp_warden_policy::login::METADATA_PATH;
 
 /// The Gateway API HTTPRoute kind.
 pub fn http_route_api() -> ApiResource {
@@ -55,11 +60,14 @@ pub fn desired_ingress(input: BuildInput<'_>) -> Option<Ingress> {
         .map(|host| IngressRule {
             host: Some(host.clone()),
             http: Some(HTTPIngressRuleValue {
-                paths: vec![HTTPIngressPath {
-                    path: Some(MCP_PATH.into()),
-                    path_type: "Prefix".into(),
-                    backend: backend.clone(),
-                }],
+                paths: [MCP_PATH, METADATA_PATH]
+                    .into_iter()
+                    .map(|path| HTTPIngressPath {
+                        path: Some(path.into()),
+                        path_type: "Prefix".into(),
+                        backend: backend.clone(),
+                    })
+                    .collect(),
             }),
         })
         .collect();
@@ -113,7 +121,8 @@ pub fn desired_http_route(input: BuildInput<'_>) -> Option<DynamicObject> {
             "parentRefs": parents,
             "hostnames": expose.hosts,
             "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": MCP_PATH}}],
+                "matches": [{"path": {"type": "PathPrefix", "value": MCP_PATH}},
+                            {"path": {"type": "PathPrefix", "value": METADATA_PATH}}],
                 "backendRefs": [{"name": names::object_name(server), "port": FACADE_PORT}],
             }],
         },
@@ -175,6 +184,8 @@ mod tests {
                 json!({
                     "host": h,
                     "http": {"paths": [{"path": "/mcp", "pathType": "Prefix",
+                        "backend": {"service": {"name": "git", "port": {"number": 8080}}}},
+                        {"path": "/.well-known/oauth-protected-resource", "pathType": "Prefix",
                         "backend": {"service": {"name": "git", "port": {"number": 8080}}}}]}
                 })
             })
@@ -216,7 +227,8 @@ mod tests {
                 "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
                                 "name": "public", "namespace": "infra", "sectionName": "https"}],
                 "hostnames": ["git.example.com"],
-                "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/mcp"}}],
+                "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/mcp"}},
+                                       {"path": {"type": "PathPrefix", "value": "/.well-known/oauth-protected-resource"}}],
                            "backendRefs": [{"name": "git", "port": 8080}]}]
             })
         );

@@ -8,6 +8,9 @@
 //! Accepted algorithms: RS256, ES256, EdDSA (`none` does not exist in the
 //! library, HMAC is refused: a shared secret is not an identity). `iss`,
 //! `aud`, `exp` and `nbf` are required and checked with bounded clock skew.
+//! An issuer with `resourceAudience` takes only tokens whose `aud` is one of
+//! the facade's URLs (RFC 8707); `requiredScopes` are checked last, on an
+//! otherwise valid token, so their absence can be told to the client.
 
 use std::path::Path;
 
@@ -19,6 +22,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::auth::identity::{AuthMethod, Identity};
+use mcp_warden_policy::login::ResourceUrl;
 
 const ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
 const DEFAULT_SKEW: u64 = 60;
@@ -29,6 +33,9 @@ pub enum Rejection {
     NotMine,
     /// This verifier's issuer, but invalid (stable reason).
     Invalid(&'static str),
+    /// A valid token of this issuer without the scopes it requires
+    /// (`requiredScopes`), space-separated.
+    InsufficientScope(String),
 }
 
 enum Kind {
@@ -47,6 +54,11 @@ pub struct JwtVerifier {
     keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
     validation: Validation,
     kind: Kind,
+    /// `resourceAudience`: the facade's URLs, one of which `aud` must name
+    /// (compared as URLs, so the library's exact-string check is off).
+    resources: Option<Vec<ResourceUrl>>,
+    /// Scopes every token must carry (`requiredScopes`).
+    required_scopes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -55,19 +67,42 @@ struct Unverified {
 }
 
 impl JwtVerifier {
-    pub fn issuer(cfg: &JwtIssuer, base: &Path) -> Result<JwtVerifier, String> {
+    /// An OIDC issuer; `resources` are the facade's URLs (`auth.resourceUrls`),
+    /// the audiences of an issuer with `resourceAudience`.
+    pub fn issuer(
+        cfg: &JwtIssuer,
+        resources: &[ResourceUrl],
+        base: &Path,
+    ) -> Result<JwtVerifier, String> {
         let kind = Kind::Oidc {
             groups_claim: cfg.groups_claim.clone().unwrap_or_else(|| "groups".into()),
             username_claim: cfg.username_claim.clone().unwrap_or_else(|| "sub".into()),
         };
-        Self::new(
+        let audiences: Vec<String> = if cfg.resource_audience {
+            if resources.is_empty() {
+                return Err(format!(
+                    "JWT issuer {}: resourceAudience needs auth.resourceUrls (or --resource-url)",
+                    cfg.issuer
+                ));
+            }
+            resources.iter().map(|r| r.url.clone()).collect()
+        } else {
+            cfg.audiences.clone()
+        };
+        let mut verifier = Self::new(
             &cfg.issuer,
-            &cfg.audiences,
+            &audiences,
             &cfg.jwks_file,
             cfg.clock_skew_seconds,
             kind,
             base,
-        )
+        )?;
+        if cfg.resource_audience {
+            verifier.validation.validate_aud = false;
+            verifier.resources = Some(resources.to_vec());
+        }
+        verifier.required_scopes = cfg.required_scopes.clone();
+        Ok(verifier)
     }
 
     pub fn service_accounts(
@@ -122,6 +157,8 @@ impl JwtVerifier {
             keys,
             validation: validation(issuer, audiences, skew),
             kind,
+            resources: None,
+            required_scopes: Vec::new(),
         })
     }
 
@@ -164,6 +201,8 @@ impl JwtVerifier {
             kind: Kind::Gateway {
                 caller_issuers: cfg.caller_issuers.clone(),
             },
+            resources: None,
+            required_scopes: Vec::new(),
         })
     }
 
@@ -229,7 +268,12 @@ impl JwtVerifier {
             let mut validation = self.validation.clone();
             validation.algorithms = vec![header.alg];
             match decode::<Value>(token, key, &validation) {
-                Ok(data) => return self.identity(data.claims),
+                Ok(data) => {
+                    self.bound_to_resource(&data.claims)?;
+                    let identity = self.identity(&data.claims)?;
+                    self.scoped(&data.claims)?;
+                    return Ok(identity);
+                }
                 Err(e) if *e.kind() == ErrorKind::InvalidSignature => {
                     last = Rejection::Invalid("bad_signature")
                 }
@@ -239,7 +283,52 @@ impl JwtVerifier {
         Err(last)
     }
 
-    fn identity(&self, claims: Value) -> Result<Identity, Rejection> {
+    /// With `resourceAudience`: `aud` (a string or a list) names one of
+    /// the facade's URLs, so a token the issuer minted for another
+    /// resource is refused, as RFC 8707 and the MCP spec require.
+    fn bound_to_resource(&self, claims: &Value) -> Result<(), Rejection> {
+        let Some(resources) = &self.resources else {
+            return Ok(());
+        };
+        let auds: Vec<&str> = match claims.get("aud") {
+            Some(Value::String(a)) => vec![a.as_str()],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            _ => return Err(Rejection::Invalid("missing_claim")),
+        };
+        if auds.iter().any(|a| resources.iter().any(|r| r.is(a))) {
+            Ok(())
+        } else {
+            Err(Rejection::Invalid("wrong_audience"))
+        }
+    }
+
+    /// The token carries every required scope: `scope` (RFC 9068,
+    /// space-separated) or `scp` (a list, or a string, as some issuers
+    /// write it).
+    fn scoped(&self, claims: &Value) -> Result<(), Rejection> {
+        if self.required_scopes.is_empty() {
+            return Ok(());
+        }
+        let mut granted: Vec<&str> = Vec::new();
+        for name in ["scope", "scp"] {
+            match claims.get(name) {
+                Some(Value::String(s)) => granted.extend(s.split_whitespace()),
+                Some(Value::Array(a)) => granted.extend(a.iter().filter_map(Value::as_str)),
+                _ => {}
+            }
+        }
+        if self
+            .required_scopes
+            .iter()
+            .all(|s| granted.contains(&s.as_str()))
+        {
+            Ok(())
+        } else {
+            Err(Rejection::InsufficientScope(self.required_scopes.join(" ")))
+        }
+    }
+
+    fn identity(&self, claims: &Value) -> Result<Identity, Rejection> {
         let sub = claims
             .get("sub")
             .and_then(Value::as_str)
@@ -250,12 +339,12 @@ impl JwtVerifier {
                 groups_claim,
                 username_claim,
             } => {
-                let subject = claim(&claims, username_claim)
+                let subject = claim(claims, username_claim)
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
                     .ok_or(Rejection::Invalid("missing_claim"))?
                     .to_string();
-                let groups = match claim(&claims, groups_claim) {
+                let groups = match claim(claims, groups_claim) {
                     Some(Value::Array(a)) => a
                         .iter()
                         .filter_map(Value::as_str)
@@ -399,7 +488,7 @@ mod tests {
                 jwks_file: file.into(),
                 ..JwtIssuer::default()
             };
-            let verifier = JwtVerifier::issuer(&cfg, &dir).expect("the policy still loads");
+            let verifier = JwtVerifier::issuer(&cfg, &[], &dir).expect("the policy still loads");
             let token =
                 unsigned(&serde_json::json!({"iss": "https://login.example.com", "sub": "a"}));
             assert!(

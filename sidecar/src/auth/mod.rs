@@ -7,11 +7,15 @@
 //! `Authorization: Bearer` token, stdio passes `params.auth.token` (the stdio transport has no headers),
 //! which [`strip_params_auth`] removes before the message goes upstream.
 //! Failures say why only in the audit line (`reason`); the client just gets
-//! -32001, so a caller cannot tell an expired token from a forged one.
-//! Tokens are never logged, audited, counted or forwarded.
+//! -32001, so a caller cannot tell an expired token from a forged one. The
+//! one exception is a valid token without its issuer's required scopes: the
+//! client is told which scopes to log in for (HTTP 403 `insufficient_scope`).
+//! Tokens are never logged, audited, counted or forwarded. [`resource`] is
+//! what a client that has no token yet is told: where to log in.
 
 pub mod identity;
 mod jwt;
+pub mod resource;
 mod static_tokens;
 
 use std::path::Path;
@@ -22,22 +26,27 @@ use mcp_warden_crds::ServerRef;
 use crate::auth::identity::Identity;
 use crate::jsonrpc::Message;
 use jwt::JwtVerifier;
+use resource::ProtectedResource;
 use static_tokens::StaticTokens;
 
 /// Why a caller could not be authenticated (stable audit reasons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthFailure {
     /// No token, and anonymous access is off.
     Missing,
     /// A token no authenticator accepts; the reason says what was wrong.
     Invalid(&'static str),
+    /// A valid token of an issuer that requires scopes it lacks: these
+    /// (space-separated). HTTP answers 403 `insufficient_scope`.
+    InsufficientScope(String),
 }
 
 impl AuthFailure {
-    pub fn reason(self) -> &'static str {
+    pub fn reason(&self) -> &'static str {
         match self {
             AuthFailure::Missing => "token_missing",
             AuthFailure::Invalid(reason) => reason,
+            AuthFailure::InsufficientScope(_) => "insufficient_scope",
         }
     }
 }
@@ -47,6 +56,8 @@ pub struct Authenticator {
     anonymous: bool,
     static_tokens: StaticTokens,
     jwt: Vec<JwtVerifier>,
+    /// The protected resource this facade is (its URLs, login issuers).
+    pub resource: ProtectedResource,
 }
 
 impl Authenticator {
@@ -58,9 +69,10 @@ impl Authenticator {
         base: &Path,
     ) -> Result<Authenticator, String> {
         let static_tokens = StaticTokens::load(cfg.static_tokens.as_ref(), base)?;
+        let resource = ProtectedResource::from_config(cfg);
         let mut jwt = Vec::new();
         for issuer in &cfg.jwt {
-            jwt.push(JwtVerifier::issuer(issuer, base)?);
+            jwt.push(JwtVerifier::issuer(issuer, &resource.urls, base)?);
         }
         if let Some(sa) = &cfg.service_account_tokens {
             let audience = match (&sa.audience, server) {
@@ -79,6 +91,7 @@ impl Authenticator {
             anonymous: cfg.anonymous.is_some(),
             static_tokens,
             jwt,
+            resource,
         })
     }
 
@@ -110,6 +123,11 @@ impl Authenticator {
                 // specific reason from the verifier it was meant for wins.
                 Err(jwt::Rejection::NotMine) => {}
                 Err(jwt::Rejection::Invalid(reason)) => failure = AuthFailure::Invalid(reason),
+                // Its issuer's token, valid but without the scopes to use
+                // this server: no other verifier would take it either.
+                Err(jwt::Rejection::InsufficientScope(scopes)) => {
+                    return Err(AuthFailure::InsufficientScope(scopes))
+                }
             }
         }
         Err(failure)
@@ -195,3 +213,6 @@ mod tests {
 
 #[cfg(test)]
 mod gateway_tests;
+
+#[cfg(test)]
+mod login_tests;

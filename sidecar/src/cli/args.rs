@@ -102,6 +102,18 @@ pub(super) struct RunArgs {
     /// Default: the loopback names when listening on loopback, else any.
     #[arg(long, value_delimiter = ',')]
     pub(super) allowed_host: Vec<String>,
+    /// This facade's URL as clients reach it (`https://mcp.example.com/mcp`):
+    /// the OAuth protected resource whose metadata a request with that
+    /// host gets at `/.well-known/oauth-protected-resource`, and the
+    /// audience of issuers with `resourceAudience`. Repeat per name;
+    /// added to the policy's `auth.resourceUrls`.
+    #[arg(
+        long = "resource-url",
+        env = "MCP_WARDEN_RESOURCE_URLS",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub(super) resource_urls: Vec<String>,
     /// PEM certificate (chain) of the MCP endpoint: with `--tls-key-file`,
     /// `/mcp` is served over TLS only (the admin port stays plain HTTP). The
     /// files are re-read every 10 s, so a renewed certificate (cert-manager)

@@ -93,14 +93,19 @@ pub async fn run(app: Arc<App>) -> anyhow::Result<()> {
         match app.policy.load().auth.authenticate(token.as_deref()) {
             Ok(caller) => Work::new(session, msg, *stream, &Arc::new(caller)).start(),
             Err(failure) => {
-                crate::downstream::http::audit_auth_failure(&app, failure);
+                crate::downstream::http::audit_auth_failure(&app, failure.clone());
                 app.metrics
                     .policy_denials
                     .with_label_values(&["auth_required"])
                     .inc();
                 if msg.kind == crate::jsonrpc::Kind::Request {
-                    let refusal = Refusal::Auth {
-                        hint: "Send a valid token in params.auth.token.",
+                    let refusal = match failure {
+                        crate::auth::AuthFailure::InsufficientScope(scope) => {
+                            Refusal::Scope { scope }
+                        }
+                        _ => Refusal::Auth {
+                            hint: "Send a valid token in params.auth.token.",
+                        },
                     };
                     session.answer_error(*stream, refusal.to_response(msg.id.as_ref()));
                 }

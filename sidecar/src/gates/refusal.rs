@@ -101,6 +101,11 @@ impl TaskIdError {
 pub enum Refusal {
     #[error("Authentication required: {hint}")]
     Auth { hint: &'static str },
+    /// A valid token without the scopes its issuer requires to use this
+    /// server at all (HTTP 403 `insufficient_scope`); a role missing for
+    /// one tool is a policy denial instead.
+    #[error("Insufficient scope: this server needs a token with scope {scope:?}")]
+    Scope { scope: String },
     /// A method the facade does not serve (not in the method table).
     #[error("Method not found: `{}` is not served through this facade", crate::gates::audit::bounded(.method))]
     MethodNotAllowed { method: String },
@@ -185,6 +190,7 @@ impl Refusal {
     pub fn code(&self) -> i64 {
         match self {
             Refusal::Auth { .. } => AUTH_REQUIRED,
+            Refusal::Scope { .. } => PERMISSION_DENIED,
             Refusal::MethodNotAllowed { .. } => jsonrpc::codes::METHOD_NOT_FOUND,
             Refusal::Unreadable { .. } => jsonrpc::codes::INVALID_PARAMS,
             Refusal::RequestTimeout { .. } => TIMEOUT,
@@ -209,7 +215,7 @@ impl Refusal {
     /// `budget`, `schema`, `approval`, `upstream` or `output`.
     pub fn gate(&self) -> &'static str {
         match self {
-            Refusal::Auth { .. } => "auth",
+            Refusal::Auth { .. } | Refusal::Scope { .. } => "auth",
             Refusal::MethodNotAllowed { .. }
             | Refusal::Unreadable { .. }
             | Refusal::UnsupportedVersion { .. }
@@ -238,6 +244,7 @@ impl Refusal {
     pub fn reason(&self) -> &'static str {
         match self {
             Refusal::Auth { .. } => "auth_required",
+            Refusal::Scope { .. } => "insufficient_scope",
             Refusal::MethodNotAllowed { .. } => "method_not_allowed",
             Refusal::Unreadable {
                 duplicate: true, ..
@@ -263,6 +270,7 @@ impl Refusal {
     fn hint(&self) -> &'static str {
         match self {
             Refusal::Auth { hint } => hint,
+            Refusal::Scope { .. } => "Log in again asking for the scopes the WWW-Authenticate challenge names.",
             Refusal::MethodNotAllowed { .. } => {
                 "Use the methods the server's capabilities offer (tools, resources, prompts, completion, logging)."
             }
@@ -311,6 +319,7 @@ impl Refusal {
                 data["requiredCapabilities"] =
                     json!({ "extensions": { crate::era::TASKS_EXTENSION: {} } });
             }
+            Refusal::Scope { scope } => data["scope"] = json!(scope),
             Refusal::Timeout { limit_secs, .. }
             | Refusal::RequestTimeout { limit_secs, .. }
             | Refusal::ApprovalUnavailable { limit_secs, .. } => data["limit"] = json!(limit_secs),

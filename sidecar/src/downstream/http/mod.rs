@@ -18,6 +18,10 @@
 //! ([`modern`]): its headers are checked against its body, and it is
 //! answered on its own stream; GET and DELETE are the legacy revisions'.
 //!
+//! The protected-resource metadata (`/.well-known/oauth-protected-resource`
+//! and its path-suffixed forms, [`metadata`]) shares the listener: public,
+//! answered for the facade's own URLs only.
+//!
 //! One other path shares the listener, with peers configured only: another
 //! replica's signed ask for a call of an identity budget this replica
 //! counts (`gates::shared_budget::ASK_PATH`, answered by
@@ -28,6 +32,7 @@
 #![allow(clippy::result_large_err)]
 
 mod checks;
+mod metadata;
 mod modern;
 mod post;
 mod reply;
@@ -45,6 +50,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::forward;
 use crate::app::App;
 use crate::auth;
+use crate::auth::resource::ProtectedResource;
 use crate::jsonrpc::codes;
 use crate::session::ids::Owner;
 
@@ -96,6 +102,10 @@ async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> 
     {
         return forward::answer_ask(&app, req).await;
     }
+    // Where to log in (RFC 9728): public, for the URL the Host names.
+    if ProtectedResource::is_metadata_path(req.uri().path()) {
+        return metadata::serve(&app, &req);
+    }
     if req.uri().path() != "/mcp" {
         return json_error(
             StatusCode::NOT_FOUND,
@@ -118,7 +128,7 @@ async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> 
     );
     let caller = match app.policy.load().auth.authenticate(token) {
         Ok(identity) => Arc::new(identity),
-        Err(failure) => return unauthorized(&app, failure),
+        Err(failure) => return unauthorized(&app, failure, host_of(&req).as_deref()),
     };
     // Another replica's session: relay it there (forged ids answer 404).
     let owner = req
@@ -153,4 +163,13 @@ async fn route(app: Arc<App>, req: Request<Incoming>) -> Response<ResponseBody> 
             resp
         }
     }
+}
+
+/// The host a request names: `Host`, or the HTTP/2 authority.
+fn host_of<B>(req: &Request<B>) -> Option<String> {
+    req.headers()
+        .get(hyper::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
 }

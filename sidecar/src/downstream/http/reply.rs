@@ -55,26 +55,46 @@ pub(super) fn close_if_refused(mut resp: Response<ResponseBody>) -> Response<Res
     resp
 }
 
-/// 401 with a -32001 body. Why the token failed goes to the audit line
-/// only, so a caller cannot tell an expired token from a forged one.
-pub(super) fn unauthorized(app: &App, failure: AuthFailure) -> Response<ResponseBody> {
+/// A refused authentication: 401 with a -32001 body, or, for a valid token
+/// without its issuer's required scopes, 403 with -32003 and
+/// `insufficient_scope`. Why a token failed goes to the audit line only, so
+/// a caller cannot tell an expired token from a forged one. The challenge
+/// points to the metadata of the URL the request used (`host`), so a
+/// client can find where to log in.
+pub(super) fn unauthorized(
+    app: &App,
+    failure: AuthFailure,
+    host: Option<&str>,
+) -> Response<ResponseBody> {
+    let label = match failure {
+        AuthFailure::InsufficientScope(_) => "insufficient_scope",
+        _ => "unauthenticated",
+    };
     app.metrics
         .http_rejections
-        .with_label_values(&["unauthenticated"])
+        .with_label_values(&[label])
         .inc();
     app.metrics
         .policy_denials
         .with_label_values(&["auth_required"])
         .inc();
-    audit_auth_failure(app, failure);
-    let refusal = Refusal::Auth {
-        hint: "Send a valid bearer token in the Authorization header.",
+    audit_auth_failure(app, failure.clone());
+    let policy = app.policy.load();
+    let resource = &policy.auth.resource;
+    let challenge = resource.challenge(resource.for_host(host), &failure);
+    let (status, refusal) = match failure {
+        AuthFailure::InsufficientScope(scope) => (StatusCode::FORBIDDEN, Refusal::Scope { scope }),
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            Refusal::Auth {
+                hint: "Send a valid bearer token in the Authorization header.",
+            },
+        ),
     };
-    let mut resp = json_response(StatusCode::UNAUTHORIZED, refusal.to_response(None));
-    resp.headers_mut().insert(
-        WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"mcp-warden\""),
-    );
+    let mut resp = json_response(status, refusal.to_response(None));
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        resp.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
     resp
 }
 
