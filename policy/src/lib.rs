@@ -12,7 +12,7 @@
 //!  upstream tools/list entry ──► ObservedTool (hash, inferred risk) ... tools.rs
 //!        pin.rs (definition_hash) · risk.rs (infer) · poison.rs (scan)
 //!        └─► CompiledPolicy::assess ─► quarantine state
-//!  tools/list: by_upstream ─┐
+//!  tools/list: by_upstream ─┐  (+ planning mode, effect tags: risk.rs)
 //!  tools/call: by_exposed  ─┴► decide ─► Decision::{Allow(Grant), Deny(Denial)}  decision.rs
 //!  resources/*, prompts/*, completion ──► decide_resource / decide_template
 //!        / decide_prompt (same role rule as tools)                   resources.rs
@@ -47,7 +47,7 @@ mod shell;
 mod tools;
 
 pub use args::{channel_strength, ArgRules, ArgVerdict, RuleHit};
-pub use compile::{CompiledPolicy, ToolPolicy};
+pub use compile::{CompiledPolicy, Restriction, ToolPolicy};
 pub use decision::{
     decide, describe, risk_name, role_name, Approval, Decision, Denial, ErrorCode, Grant, Query,
     RuleReason,

@@ -146,7 +146,7 @@ impl Registry {
                 quarantined += 1;
             } else if policy
                 .compiled
-                .decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin))
+                .decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin), false)
                 .is_allow()
             {
                 exposed += 1;
@@ -173,7 +173,7 @@ impl Registry {
                 let e = &map[name];
                 let (state, reason, exposed_as) = match e.tool.quarantine {
                     Some(q) => ("quarantined", Some(q.reason()), None),
-                    None => match policy.compiled.decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin)) {
+                    None => match policy.compiled.decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin), false) {
                         Decision::Allow(g) => ("exposed", None, Some(g.exposed_name.to_string())),
                         Decision::Deny(d) => ("hidden", Some(d.reason()), None),
                     },

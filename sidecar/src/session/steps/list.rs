@@ -82,13 +82,15 @@ impl Session {
             .app
             .registry
             .observe(definitions, &policy, &self.app.metrics);
-        let role = req.role;
+        let (role, planning) = (req.role, req.planning);
         let visible: Vec<Value> = observed
             .iter()
-            .filter_map(|tool| match policy.compiled.decide_list(tool, role) {
-                Decision::Allow(grant) => Some(expose(tool, &grant, policy.doc.clean_schemas)),
-                Decision::Deny(_) => None,
-            })
+            .filter_map(
+                |tool| match policy.compiled.decide_list(tool, role, planning) {
+                    Decision::Allow(grant) => Some(expose(tool, &grant, policy.doc.clean_schemas)),
+                    Decision::Deny(_) => None,
+                },
+            )
             .collect();
         let visible_count = visible.len();
         if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
