@@ -95,6 +95,11 @@ pub struct FacadePolicy {
     /// profile's `mode` and `denySideEffects`, never lift them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub role_restrictions: Vec<RoleRestriction>,
+    /// The `search_tools` and `call_tool` meta-tools: `off` (default),
+    /// `alongside` the tools in `tools/list`, or `only` them (an agent with
+    /// hundreds of tools is shown two and searches).
+    #[serde(default, skip_serializing_if = "ToolSearch::is_off")]
+    pub tool_search: ToolSearch,
     /// Who may decide out-of-band approvals on the admin port.
     #[serde(default, skip_serializing_if = "ApprovalPolicy::is_default")]
     pub approval: ApprovalPolicy,
@@ -139,6 +144,7 @@ impl Default for FacadePolicy {
             mode: Mode::Normal,
             deny_side_effects: Vec::new(),
             role_restrictions: Vec::new(),
+            tool_search: ToolSearch::Off,
             approval: ApprovalPolicy::default(),
             roots: Vec::new(),
             auth: AuthConfig::default(),
@@ -298,6 +304,27 @@ impl Mode {
     /// Whether this is the default (`normal`).
     pub fn is_normal(&self) -> bool {
         *self == Mode::Normal
+    }
+}
+
+/// Whether the facade offers the tool-search meta-tools.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolSearch {
+    /// No meta-tools.
+    #[default]
+    Off,
+    /// `search_tools` and `call_tool` listed beside the tools.
+    Alongside,
+    /// Only `search_tools` and `call_tool` listed; every allowed tool is
+    /// still callable by its name.
+    Only,
+}
+
+impl ToolSearch {
+    /// Whether this is the default (`off`).
+    pub fn is_off(&self) -> bool {
+        *self == ToolSearch::Off
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::policy::{
     DefaultAction, Limits, Mode, PromptPolicy, Redaction, ResourcePolicy, RoleBinding,
-    RoleRestriction, ScanAction, SideEffect, ToolRule,
+    RoleRestriction, ScanAction, SideEffect, ToolRule, ToolSearch,
 };
 use crate::schema::set_at;
 
@@ -116,6 +116,12 @@ pub struct ToolProfileSpec {
     #[schemars(length(max = 3))]
     #[schemars(transform = restriction_bounds)]
     pub role_restrictions: Vec<RoleRestriction>,
+    /// The `search_tools(query, limit)` and `call_tool(id, arguments)`
+    /// meta-tools, ranking the tools a caller may call by relevance:
+    /// `off` (default), `alongside` the tools in `tools/list`, or `only`
+    /// them (every allowed tool stays callable by its name).
+    #[serde(default, skip_serializing_if = "ToolSearch::is_off")]
+    pub tool_search: ToolSearch,
     /// Quarantine a tool whose definition changes while the server runs
     /// (default true).
     #[serde(default = "default_true")]

@@ -109,6 +109,7 @@ pub fn compile_policy(
         mode: tools.mode,
         deny_side_effects: tools.deny_side_effects.clone(),
         role_restrictions: tools.role_restrictions.clone(),
+        tool_search: tools.tool_search,
         auth: compile_auth(server, &tools.auth, cfg),
         sandbox: SandboxGrant { write_allowed },
         // The server's scope is its workspace mount: the facade answers the
@@ -304,6 +305,18 @@ mod tests {
         assert_eq!(p.mode, Mode::Planning);
         assert_eq!(p.deny_side_effects, [SideEffect::Network]);
         assert_eq!(p.role_restrictions, tools.role_restrictions);
+        let search = ToolProfileSpec {
+            tool_search: mcp_warden_crds::policy::ToolSearch::Only,
+            ..profile()
+        };
+        let p = compile_policy(
+            &server(),
+            &search,
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &BuildConfig::default(),
+        );
+        assert_eq!(p.tool_search, mcp_warden_crds::policy::ToolSearch::Only);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //!  tools/call arguments ──► SchemaCache::validate_input (-32602)        schema.rs
 //!  tools/list schemas   ──► clean_schema                                schema.rs
 //!  results ──► Redactor::redact_json · SchemaCache::validate_output
+//!  search_tools ──► ToolIndex (BM25 over the caller's visible tools)    search.rs
 //! ```
 //!
 //! Errors: [`ConfigError`] (a policy that cannot compile), [`Denial`] (a
@@ -42,6 +43,7 @@ mod resources;
 pub mod risk;
 mod roles;
 mod schema;
+pub mod search;
 mod secrets;
 mod shell;
 mod tools;

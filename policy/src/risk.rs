@@ -319,7 +319,7 @@ fn mark(
 }
 
 /// Split an identifier into lowercase words: `_ - . /` and camelCase humps.
-fn words(name: &str) -> Vec<String> {
+pub(crate) fn words(name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;

@@ -122,6 +122,21 @@ impl GatewayTarget {
             .collect()
     }
 
+    /// The canonical id `mcp:{backend}:{tool}` of a tool name a client
+    /// sees (`None`: unknown or withheld).
+    pub fn canonical_id(&self, exposed: &str) -> Option<String> {
+        let names = self.names.lock().unwrap();
+        let (b, name) = names.route(Catalog::Tools, exposed).ok()?;
+        Some(format!("mcp:{}:{name}", names.backend_name(b)))
+    }
+
+    /// The name a client sees for backend `backend`'s tool `tool` (the
+    /// inverse of [`GatewayTarget::canonical_id`]).
+    pub fn exposed_name(&self, backend: &str, tool: &str) -> Option<String> {
+        let b = self.backends.iter().position(|x| x.name == backend)?;
+        Some(self.names.lock().unwrap().exposed(b, tool))
+    }
+
     /// Tell the observer when the conflicts changed.
     pub(super) fn report(&self) {
         let now = self.names.lock().unwrap().conflicts();
