@@ -1,6 +1,6 @@
 """The harness's report (run_bench.py): ratios against `direct` and peers,
 the goal rows, the tables printed at the end and the plot. The section
-modules (amplification.py, before_after.py) add their own goals and tables."""
+modules (amplification.py, before_after.py, gateway.py) add their own goals and tables."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import amplification
 import before_after
+import gateway
 from common import fmt, human_ns, log
 
 def add_ratios(up_res: dict) -> None:
@@ -110,7 +111,7 @@ def goals(res: dict) -> list[dict]:
         if "sessions_rss_mib" in idle:
             g("facade RSS with 1,000 sessions <= 64 MiB", round(idle["sessions_rss_mib"], 1), 64,
               idle["sessions_rss_mib"] <= 64)
-    return out + amplification.goals(res) + before_after.goals(res)
+    return out + amplification.goals(res) + before_after.goals(res) + gateway.goals(res)
 
 
 def print_tables(res: dict) -> None:
@@ -216,6 +217,7 @@ def print_tables(res: dict) -> None:
               "end, including the mock API's copy of every object")
     amplification.print_tables(res)
     before_after.print_tables(res)
+    gateway.print_tables(res)
     print("\n### goals")
     for g in res.get("goals", []):
         print(f"  [{'MET ' if g['met'] else 'MISS'}] {g['goal']}: {json.dumps(g['value'])}"

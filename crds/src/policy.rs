@@ -83,6 +83,23 @@ pub struct FacadePolicy {
     /// Who gets which role.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<RoleBinding>,
+    /// `planning`: no tool with a side effect is listed or called (a caller
+    /// may ask for planning mode itself, never leave it). Default `normal`.
+    #[serde(default, skip_serializing_if = "Mode::is_normal")]
+    pub mode: Mode,
+    /// Side effects no tool may have: a tool with any of these effect tags
+    /// is hidden and refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_side_effects: Vec<SideEffect>,
+    /// Further restrictions for callers of one role (they add to the
+    /// profile's `mode` and `denySideEffects`, never lift them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub role_restrictions: Vec<RoleRestriction>,
+    /// The `search_tools` and `call_tool` meta-tools: `off` (default),
+    /// `alongside` the tools in `tools/list`, or `only` them (an agent with
+    /// hundreds of tools is shown two and searches).
+    #[serde(default, skip_serializing_if = "ToolSearch::is_off")]
+    pub tool_search: ToolSearch,
     /// Who may decide out-of-band approvals on the admin port.
     #[serde(default, skip_serializing_if = "ApprovalPolicy::is_default")]
     pub approval: ApprovalPolicy,
@@ -124,6 +141,10 @@ impl Default for FacadePolicy {
             risk_ceiling: default_risk_ceiling(),
             approved_tools: Vec::new(),
             roles: Vec::new(),
+            mode: Mode::Normal,
+            deny_side_effects: Vec::new(),
+            role_restrictions: Vec::new(),
+            tool_search: ToolSearch::Off,
             approval: ApprovalPolicy::default(),
             roots: Vec::new(),
             auth: AuthConfig::default(),
@@ -268,6 +289,75 @@ pub enum RiskLevel {
     Critical,
 }
 
+/// Whether tools with side effects may run.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    /// Every tool the rest of the policy allows.
+    #[default]
+    Normal,
+    /// Only tools without side effects: an agent plans, nothing changes.
+    Planning,
+}
+
+impl Mode {
+    /// Whether this is the default (`normal`).
+    pub fn is_normal(&self) -> bool {
+        *self == Mode::Normal
+    }
+}
+
+/// Whether the facade offers the tool-search meta-tools.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolSearch {
+    /// No meta-tools.
+    #[default]
+    Off,
+    /// `search_tools` and `call_tool` listed beside the tools.
+    Alongside,
+    /// Only `search_tools` and `call_tool` listed; every allowed tool is
+    /// still callable by its name.
+    Only,
+}
+
+impl ToolSearch {
+    /// Whether this is the default (`off`).
+    pub fn is_off(&self) -> bool {
+        *self == ToolSearch::Off
+    }
+}
+
+/// A side effect a tool may have (the effect tags of a tool).
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum SideEffect {
+    /// Writes or changes data.
+    Write,
+    /// Deletes data.
+    Delete,
+    /// Runs commands or code.
+    Exec,
+    /// Reaches the network beyond the server.
+    Network,
+}
+
+/// Restrictions for the callers of one role.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleRestriction {
+    /// The role these apply to.
+    pub role: Role,
+    /// `planning`: callers of this role see and call no tool with a side effect.
+    #[serde(default, skip_serializing_if = "Mode::is_normal")]
+    pub mode: Mode,
+    /// Side effects no tool may have for callers of this role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_side_effects: Vec<SideEffect>,
+}
+
 /// One upstream tool's rule.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -290,6 +380,12 @@ pub struct ToolRule {
     /// Whether the tool writes; when unset it is inferred (not `readOnlyHint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writes: Option<bool>,
+    /// The tool's side effects, replacing the ones inferred from its name
+    /// and description (`[]`: none). What its annotations declare
+    /// (`readOnlyHint: false` → write, `destructiveHint` → delete,
+    /// `openWorldHint` → network) and `writes: true` still count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<Vec<SideEffect>>,
     /// Expected definition hash, `sha256:<hex>`; a mismatch quarantines the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin: Option<String>,

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::policy::{
-    DefaultAction, Limits, PromptPolicy, Redaction, ResourcePolicy, RoleBinding, ScanAction,
-    ToolRule,
+    DefaultAction, Limits, Mode, PromptPolicy, Redaction, ResourcePolicy, RoleBinding,
+    RoleRestriction, ScanAction, SideEffect, ToolRule, ToolSearch,
 };
 use crate::schema::set_at;
 
@@ -98,6 +98,30 @@ pub struct ToolProfileSpec {
     #[schemars(length(max = 64))]
     #[schemars(transform = role_bounds)]
     pub roles: Vec<RoleBinding>,
+    /// `planning`: no tool with a side effect (write, delete, exec,
+    /// network; inferred from annotations and names, or the tool's
+    /// `sideEffects`) is listed or called. A caller may ask for planning
+    /// mode itself (`_meta` `mcpwarden.dev/mode: planning` or the header
+    /// `Mcp-Warden-Mode: planning`) but never leave it. Default `normal`.
+    #[serde(default, skip_serializing_if = "Mode::is_normal")]
+    pub mode: Mode,
+    /// Effect tags no tool may have: a tool with any of them is hidden and
+    /// refused (`write`, `delete`, `exec`, `network`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4))]
+    pub deny_side_effects: Vec<SideEffect>,
+    /// Further restrictions for callers of one role (`mode`,
+    /// `denySideEffects`); they add to the profile's, never lift them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    #[schemars(transform = restriction_bounds)]
+    pub role_restrictions: Vec<RoleRestriction>,
+    /// The `search_tools(query, limit)` and `call_tool(id, arguments)`
+    /// meta-tools, ranking the tools a caller may call by relevance:
+    /// `off` (default), `alongside` the tools in `tools/list`, or `only`
+    /// them (every allowed tool stays callable by its name).
+    #[serde(default, skip_serializing_if = "ToolSearch::is_off")]
+    pub tool_search: ToolSearch,
     /// Quarantine a tool whose definition changes while the server runs
     /// (default true).
     #[serde(default = "default_true")]
@@ -303,6 +327,11 @@ fn tool_bounds(schema: &mut Schema) {
     set_at(schema, &format!("{item}/pin"), &[("maxLength", json!(71))]);
     set_at(
         schema,
+        &format!("{item}/sideEffects"),
+        &[("maxItems", json!(4))],
+    );
+    set_at(
+        schema,
         &format!("{item}/arguments"),
         &[("maxItems", json!(32))],
     );
@@ -352,6 +381,15 @@ fn role_bounds(schema: &mut Schema) {
             &[("maxLength", json!(len))],
         );
     }
+}
+
+/// `roleRestrictions[]`: one entry per role at most, four tags at most.
+fn restriction_bounds(schema: &mut Schema) {
+    set_at(
+        schema,
+        "/items/properties/denySideEffects",
+        &[("maxItems", json!(4))],
+    );
 }
 
 /// `resources.rules[]`: URI globs, in order (not a map: order matters).

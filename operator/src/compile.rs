@@ -106,6 +106,10 @@ pub fn compile_policy(
         risk_ceiling: RiskLevel::Medium,
         approved_tools: approved.tools.iter().cloned().collect(),
         roles: tools.roles.clone(),
+        mode: tools.mode,
+        deny_side_effects: tools.deny_side_effects.clone(),
+        role_restrictions: tools.role_restrictions.clone(),
+        tool_search: tools.tool_search,
         auth: compile_auth(server, &tools.auth, cfg),
         sandbox: SandboxGrant { write_allowed },
         // The server's scope is its workspace mount: the facade answers the
@@ -280,6 +284,43 @@ mod tests {
         let sa = p.auth.service_account_tokens.unwrap();
         assert_eq!(sa.audience.as_deref(), Some("mcpwarden.dev/team-a/git"));
         assert!(p.auth.anonymous.is_none(), "nobody is anonymous");
+    }
+
+    #[test]
+    fn planning_mode_and_effect_tags_pass_through() {
+        use mcp_warden_crds::policy::{Mode, RoleRestriction, SideEffect};
+        let tools = ToolProfileSpec {
+            mode: Mode::Planning,
+            deny_side_effects: vec![SideEffect::Network],
+            role_restrictions: vec![RoleRestriction {
+                role: mcp_warden_crds::Role::Viewer,
+                mode: Mode::Planning,
+                deny_side_effects: vec![SideEffect::Exec],
+            }],
+            ..profile()
+        };
+        let p = compile_policy(
+            &server(),
+            &tools,
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &BuildConfig::default(),
+        );
+        assert_eq!(p.mode, Mode::Planning);
+        assert_eq!(p.deny_side_effects, [SideEffect::Network]);
+        assert_eq!(p.role_restrictions, tools.role_restrictions);
+        let search = ToolProfileSpec {
+            tool_search: mcp_warden_crds::policy::ToolSearch::Only,
+            ..profile()
+        };
+        let p = compile_policy(
+            &server(),
+            &search,
+            &SandboxProfileSpec::default(),
+            &Approved::default(),
+            &BuildConfig::default(),
+        );
+        assert_eq!(p.tool_search, mcp_warden_crds::policy::ToolSearch::Only);
     }
 
     #[test]

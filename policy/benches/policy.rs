@@ -51,7 +51,7 @@ fn decision(c: &mut Criterion) {
     let mut g = c.benchmark_group("decision");
     g.bench_function("call_200_tool_profile_with_path_rule", |b| {
         b.iter(|| {
-            let d = policy.decide_call(black_box("t_137"), Some(Role::User), &args, |n| {
+            let d = policy.decide_call(black_box("t_137"), Some(Role::User), false, &args, |n| {
                 upstream.get(n)
             });
             black_box(d.is_allow())
@@ -61,7 +61,7 @@ fn decision(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 policy
-                    .decide_call(black_box("nope"), Some(Role::User), &args, |n| {
+                    .decide_call(black_box("nope"), Some(Role::User), false, &args, |n| {
                         upstream.get(n)
                     })
                     .is_allow(),
@@ -79,16 +79,20 @@ fn decision(c: &mut Criterion) {
     let shell_args = json!({"path": "git log --oneline -n 20 -- src/lib.rs && ls -la src"});
     assert!(
         shell_policy
-            .decide_call("tool_1", Some(Role::User), &shell_args, |n| upstream.get(n))
+            .decide_call("tool_1", Some(Role::User), false, &shell_args, |n| upstream
+                .get(n))
             .is_allow(),
         "the benchmark measures an allowed call"
     );
     g.bench_function("call_command_rule", |b| {
         b.iter(|| {
-            let d =
-                shell_policy.decide_call(black_box("tool_1"), Some(Role::User), &shell_args, |n| {
-                    upstream.get(n)
-                });
+            let d = shell_policy.decide_call(
+                black_box("tool_1"),
+                Some(Role::User),
+                false,
+                &shell_args,
+                |n| upstream.get(n),
+            );
             black_box(d.is_allow())
         })
     });
@@ -98,7 +102,7 @@ fn decision(c: &mut Criterion) {
         b.iter(|| {
             tools
                 .iter()
-                .filter(|t| policy.decide_list(t, Some(Role::User)).is_allow())
+                .filter(|t| policy.decide_list(t, Some(Role::User), false).is_allow())
                 .count()
         })
     });

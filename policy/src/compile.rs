@@ -38,7 +38,7 @@
 use std::collections::{HashMap, HashSet};
 
 use mcp_warden_crds::policy::{
-    DefaultAction, FacadePolicy, RiskLevel, Role, ScanAction, API_VERSION, KIND,
+    DefaultAction, FacadePolicy, Mode, RiskLevel, Role, ScanAction, SideEffect, API_VERSION, KIND,
 };
 
 use crate::args::ArgRules;
@@ -47,6 +47,7 @@ use crate::limits::ResolvedLimits;
 use crate::pin::is_pin;
 use crate::redact::Redactor;
 use crate::resources::{PromptRules, ResourceRules};
+use crate::risk::Effects;
 use crate::roles::RoleIndex;
 
 /// One listed tool, compiled (a read-only view for callers).
@@ -64,6 +65,8 @@ pub struct ToolPolicy {
     pub risk: Option<RiskLevel>,
     /// Profile `writes` (combined with annotations at decision time).
     pub writes: Option<bool>,
+    /// Profile `sideEffects` (combined with annotations at decision time).
+    pub side_effects: Option<Vec<SideEffect>>,
     /// Expected definition hash.
     pub pin: Option<String>,
     /// Argument rules.
@@ -88,6 +91,9 @@ pub struct CompiledPolicy {
     pub(crate) profile_limits: ResolvedLimits,
     pub(crate) resources: ResourceRules,
     pub(crate) prompts: PromptRules,
+    /// What a caller of each role may not run, the profile's joined with
+    /// the role's (index: viewer, user, admin).
+    pub(crate) restrictions: [Restriction; 3],
     redactor: Redactor,
     roles: RoleIndex,
 }
@@ -177,6 +183,7 @@ impl CompiledPolicy {
                 required_role: rule.required_role,
                 risk: rule.risk,
                 writes: rule.writes,
+                side_effects: rule.side_effects.clone(),
                 pin: rule.pin.clone(),
                 arguments,
                 limits,
@@ -224,6 +231,7 @@ impl CompiledPolicy {
         let resources = ResourceRules::compile(&p.resources, &mut errors);
         let prompts = PromptRules::compile(&p.prompts, &mut errors);
         let roles = RoleIndex::compile(&p.roles, &p.auth, &mut errors);
+        let restrictions = Restriction::compile(p, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -241,9 +249,15 @@ impl CompiledPolicy {
             profile_limits,
             resources,
             prompts,
+            restrictions,
             redactor,
             roles,
         })
+    }
+
+    /// What callers of `role` may not run (the profile's and the role's).
+    pub fn restriction(&self, role: Role) -> Restriction {
+        self.restrictions[role_index(role)]
     }
 
     /// The listed tools, in policy order.
@@ -274,6 +288,52 @@ impl CompiledPolicy {
     /// Whether definitions changing in the sidecar's life are quarantined.
     pub fn quarantine_on_drift(&self) -> bool {
         self.quarantine_on_drift
+    }
+}
+
+/// Side effects a caller may not run: planning mode (none at all) and the
+/// effect tags denied outright.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restriction {
+    /// Planning mode: no tool with any side effect.
+    pub planning: bool,
+    /// Effect tags no tool may have.
+    pub denied: Effects,
+}
+
+impl Restriction {
+    /// Per role (viewer, user, admin): the profile's `mode` and
+    /// `denySideEffects` joined with the role's entry in
+    /// `roleRestrictions` (a role's entry only adds; one entry per role).
+    fn compile(p: &FacadePolicy, errors: &mut Vec<ConfigError>) -> [Restriction; 3] {
+        let profile = Restriction {
+            planning: p.mode == Mode::Planning,
+            denied: Effects::from_tags(&p.deny_side_effects),
+        };
+        let mut out = [profile; 3];
+        let mut seen = [false; 3];
+        for (i, r) in p.role_restrictions.iter().enumerate() {
+            let k = role_index(r.role);
+            if std::mem::replace(&mut seen[k], true) {
+                errors.push(ConfigError::invalid(
+                    format!("roleRestrictions[{i}].role"),
+                    "a second entry for this role: give each role one entry",
+                ));
+            }
+            out[k].planning |= r.mode == Mode::Planning;
+            out[k].denied = out[k]
+                .denied
+                .union(Effects::from_tags(&r.deny_side_effects));
+        }
+        out
+    }
+}
+
+fn role_index(role: Role) -> usize {
+    match role {
+        Role::Viewer => 0,
+        Role::User => 1,
+        Role::Admin => 2,
     }
 }
 

@@ -17,18 +17,26 @@
 //!    cannot probe what the server has)
 //! 5. quarantined (pin mismatch, drift, poison)  → -32004 `pin_mismatch` |
 //!    `definition_drift` | `poisoned_definition`
-//! 6. risk above `riskCeiling`, not approved     → -32004 `risk_above_ceiling`
-//! 7. (calls) an argument rule says deny         → -32004, naming every
+//! 6. side effects (the tool's effect tags, [`crate::risk::effect_tags`]):
+//!    planning mode and any tag                  → -32004 `planning_mode`;
+//!    a tag in `denySideEffects`                 → -32004 `side_effect_denied`.
+//!    Planning mode is on when the profile's `mode`, the caller's role's
+//!    entry in `roleRestrictions`, **or the caller** ([`Query::planning`])
+//!    says so: asking can only turn it on, so a caller never leaves the
+//!    planning mode its profile or role imposes; the denied tags are the
+//!    profile's and the role's, joined.
+//! 7. risk above `riskCeiling`, not approved     → -32004 `risk_above_ceiling`
+//! 8. (calls) an argument rule says deny         → -32004, naming every
 //!    rule that refused
-//! 8. write-capable and no `sandbox.writeAllowed`→ -32006 `write_without_sandbox`
-//! 9. allow; argument rules saying `check` are carried in the grant
-//!    ([`Grant::approval`]): the sidecar asks the person at the client
-//!    (elicitation) or waits for an approval on its admin port (out of
-//!    band), else answers [`Grant::approval_denial`] (-32008).
+//! 9. write-capable and no `sandbox.writeAllowed`→ -32006 `write_without_sandbox`
+//! 10. allow; argument rules saying `check` are carried in the grant
+//!     ([`Grant::approval`]): the sidecar asks the person at the client
+//!     (elicitation) or waits for an approval on its admin port (out of
+//!     band), else answers [`Grant::approval_denial`] (-32008).
 //!
 //! How several matching rules compose: this is a **join**, never "the
 //! first one found". Outcomes are ordered `allow < check(elicitation) <
-//! check(outOfBand) < deny`; every tool-level step (1–6, 8) and every
+//! check(outOfBand) < deny`; every tool-level step (1–7, 9) and every
 //! argument rule contributes, and the decision is the highest of them. A
 //! tool-level refusal therefore beats an argument's check, any argument's
 //! deny beats every check, and among checks the strongest channel any
@@ -51,7 +59,7 @@
 //! caller whose role is too low learns only what the profile lists, never
 //! what the server has. Budgets (-32005), timeouts (-32007) and schema
 //! validation (-32602, [`crate::SchemaCache`]) are the sidecar's steps
-//! after this one; sandbox (8) comes before budgets so a call that can never
+//! after this one; sandbox (9) comes before budgets so a call that can never
 //! run does not spend budget.
 
 use std::borrow::Cow;
@@ -64,7 +72,7 @@ use crate::compile::CompiledPolicy;
 pub use crate::denial::{describe, risk_name, role_name, Denial, ErrorCode, RuleReason};
 use crate::limits::ResolvedLimits;
 use crate::resources::Hidden;
-use crate::risk::effective;
+use crate::risk::{effect_tags, effective, Effects};
 use crate::tools::{ObservedTool, Target};
 
 /// What [`decide`] looks at.
@@ -78,6 +86,9 @@ pub struct Query<'a> {
     pub upstream: Option<&'a ObservedTool>,
     /// The call's `arguments` (`None` for tools/list).
     pub arguments: Option<&'a Value>,
+    /// The caller asked for planning mode (for its session or this
+    /// request); `false` never lifts the planning mode the policy imposes.
+    pub planning: bool,
 }
 
 /// Arguments that need a person's approval: every rule that asked.
@@ -210,6 +221,15 @@ pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
             cause,
         });
     }
+    let restriction = policy.restriction(role);
+    let effects = effect_tags(
+        rule.and_then(|t| t.side_effects.as_deref()),
+        rule.and_then(|t| t.writes),
+        &up.inferred,
+    );
+    if let Some(denial) = side_effect_denial(exposed, effects, restriction, q.planning) {
+        return Decision::Deny(denial);
+    }
     let (risk, writes) = effective(
         rule.and_then(|t| t.risk),
         rule.and_then(|t| t.writes),
@@ -259,6 +279,29 @@ pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
         approval,
         prefix,
     })
+}
+
+/// Step 6: planning mode first (any tag), then the denied tags.
+fn side_effect_denial(
+    tool: &str,
+    effects: Effects,
+    restriction: crate::compile::Restriction,
+    asked: bool,
+) -> Option<Denial> {
+    if restriction.planning || asked {
+        if let Some(effect) = effects.tags().first().copied() {
+            return Some(Denial::PlanningMode {
+                tool: tool.to_string(),
+                effect,
+            });
+        }
+    }
+    effects
+        .first_shared(restriction.denied)
+        .map(|effect| Denial::SideEffectDenied {
+            tool: tool.to_string(),
+            effect,
+        })
 }
 
 /// The shared tail of the resource and prompt decisions: no role first,
@@ -311,8 +354,14 @@ impl CompiledPolicy {
         decide_item("prompt", name, role, self.prompts.required_role(name))
     }
 
-    /// [`decide`] for one upstream tool in a tools/list answer.
-    pub fn decide_list<'a>(&'a self, tool: &'a ObservedTool, role: Option<Role>) -> Decision<'a> {
+    /// [`decide`] for one upstream tool in a tools/list answer;
+    /// `planning`: the caller asked for planning mode.
+    pub fn decide_list<'a>(
+        &'a self,
+        tool: &'a ObservedTool,
+        role: Option<Role>,
+        planning: bool,
+    ) -> Decision<'a> {
         decide(
             self,
             Query {
@@ -320,6 +369,7 @@ impl CompiledPolicy {
                 role,
                 upstream: Some(tool),
                 arguments: None,
+                planning,
             },
         )
     }
@@ -330,6 +380,7 @@ impl CompiledPolicy {
         &'a self,
         name: &'a str,
         role: Option<Role>,
+        planning: bool,
         arguments: &'a Value,
         upstream: impl FnOnce(&str) -> Option<&'a ObservedTool>,
     ) -> Decision<'a> {
@@ -342,6 +393,7 @@ impl CompiledPolicy {
                 role,
                 upstream: up,
                 arguments: Some(arguments),
+                planning,
             },
         )
     }
@@ -350,3 +402,7 @@ impl CompiledPolicy {
 #[cfg(test)]
 #[path = "decision_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "side_effect_tests.rs"]
+mod side_effect_tests;

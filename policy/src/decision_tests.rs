@@ -73,7 +73,7 @@ impl World {
         let name: &'static str = Box::leak(name.to_string().into_boxed_str());
         match self
             .policy
-            .decide_call(name, role, args, |n| self.upstream.get(n))
+            .decide_call(name, role, false, args, |n| self.upstream.get(n))
         {
             Decision::Allow(g) => Ok(g),
             Decision::Deny(d) => Err(d),
@@ -96,7 +96,7 @@ fn unmapped_callers_get_permission_denied_for_everything() {
     assert!(w
         .upstream
         .values()
-        .all(|t| !w.policy.decide_list(t, None).is_allow()));
+        .all(|t| !w.policy.decide_list(t, None, false).is_allow()));
 }
 
 #[test]
@@ -147,11 +147,11 @@ fn a_tool_hidden_by_role_answers_permission_denied() {
     );
     assert!(!w
         .policy
-        .decide_list(&w.upstream["admin_tool"], Some(Role::User))
+        .decide_list(&w.upstream["admin_tool"], Some(Role::User), false)
         .is_allow());
     assert!(w
         .policy
-        .decide_list(&w.upstream["admin_tool"], Some(Role::Admin))
+        .decide_list(&w.upstream["admin_tool"], Some(Role::Admin), false)
         .is_allow());
     // Role is judged on the profile, before existence: no probing by low roles.
     assert_eq!(
@@ -182,7 +182,7 @@ fn quarantine_is_policy_blocked_with_its_cause() {
     assert_eq!((d.code(), d.reason()), (-32004, "poisoned_definition"));
     assert!(!w
         .policy
-        .decide_list(&w.upstream["read-file"], Some(Role::Admin))
+        .decide_list(&w.upstream["read-file"], Some(Role::Admin), false)
         .is_allow());
 }
 
@@ -294,7 +294,7 @@ fn default_allow_gates_unlisted_tools_like_listed_ones() {
     // `unlisted_writer` upstream is shadowed by the alias; the alias points at `a`, which the server lacks.
     assert!(!w
         .policy
-        .decide_list(&w.upstream["unlisted_writer"], Some(Role::Admin))
+        .decide_list(&w.upstream["unlisted_writer"], Some(Role::Admin), false)
         .is_allow());
     assert_eq!(
         w.denial("unlisted_writer", Some(Role::Admin)).reason(),
@@ -317,7 +317,7 @@ fn list_and_call_agree() {
             Some(Role::Admin),
         ] {
             for tool in w.upstream.values() {
-                let listed = match w.policy.decide_list(tool, role) {
+                let listed = match w.policy.decide_list(tool, role, false) {
                     Decision::Allow(g) => Some(g.exposed_name.to_string()),
                     Decision::Deny(_) => None,
                 };
@@ -347,9 +347,9 @@ fn list_and_call_agree() {
 #[test]
 fn grant_carries_alias_description_and_prefix() {
     let w = world(&format!("{POLICY}sandbox: {{writeAllowed: true}}\n"));
-    let Decision::Allow(g) = w
-        .policy
-        .decide_list(&w.upstream["read-file"], Some(Role::Viewer))
+    let Decision::Allow(g) =
+        w.policy
+            .decide_list(&w.upstream["read-file"], Some(Role::Viewer), false)
     else {
         panic!()
     };
@@ -361,9 +361,9 @@ fn grant_carries_alias_description_and_prefix() {
         g.exposed_description(w.upstream["read-file"].description()),
         "Read a workspace file."
     );
-    let Decision::Allow(g) = w
-        .policy
-        .decide_list(&w.upstream["write_file"], Some(Role::User))
+    let Decision::Allow(g) =
+        w.policy
+            .decide_list(&w.upstream["write_file"], Some(Role::User), false)
     else {
         panic!()
     };

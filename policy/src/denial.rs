@@ -6,9 +6,10 @@
 //! Messages name the tool, rule or URI as the caller sent it (bounded in
 //! length), never argument values.
 
-use mcp_warden_crds::policy::{RiskLevel, Role};
+use mcp_warden_crds::policy::{RiskLevel, Role, SideEffect};
 
 use crate::args::RuleHit;
+use crate::risk::effect_name;
 use crate::schema::Violation;
 use crate::tools::Quarantine;
 
@@ -131,6 +132,23 @@ pub enum Denial {
         /// The policy's `riskCeiling`.
         ceiling: RiskLevel,
     },
+    /// Planning mode (the profile's, the role's or the caller's own) and
+    /// the tool has a side effect.
+    #[error("Tool `{tool}` has side effects ({}), and this session is in planning mode, where only tools without side effects run. {}", effect_name(*.effect), self.hint())]
+    PlanningMode {
+        /// Exposed name.
+        tool: String,
+        /// The first of its effect tags (exec, delete, write, network).
+        effect: SideEffect,
+    },
+    /// The tool has an effect tag the profile (or the caller's role) denies.
+    #[error("Tool `{tool}` has a side effect this server does not allow ({}). {}", effect_name(*.effect), self.hint())]
+    SideEffectDenied {
+        /// Exposed name.
+        tool: String,
+        /// The first denied tag it has.
+        effect: SideEffect,
+    },
     /// Write-capable tool without a write-enabled sandbox.
     #[error("Tool `{tool}` can write, and this server's sandbox does not allow writes. {}", self.hint())]
     WriteWithoutSandbox {
@@ -195,6 +213,8 @@ impl Denial {
             Denial::NotAvailable { .. }
             | Denial::Quarantined { .. }
             | Denial::RiskAboveCeiling { .. }
+            | Denial::PlanningMode { .. }
+            | Denial::SideEffectDenied { .. }
             | Denial::ArgumentDenied { .. } => ErrorCode::PolicyBlocked,
             Denial::WriteWithoutSandbox { .. } => ErrorCode::SandboxViolation,
             Denial::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
@@ -217,6 +237,8 @@ impl Denial {
             Denial::PromptNotAvailable { .. } => "prompt_not_available",
             Denial::Quarantined { cause, .. } => cause.reason(),
             Denial::RiskAboveCeiling { .. } => "risk_above_ceiling",
+            Denial::PlanningMode { .. } => "planning_mode",
+            Denial::SideEffectDenied { .. } => "side_effect_denied",
             Denial::WriteWithoutSandbox { .. } => "write_without_sandbox",
             Denial::ArgumentDenied { rules, .. } | Denial::ApprovalRequired { rules, .. } => {
                 rules.first().map_or("argument_denied", |r| r.reason)
@@ -241,6 +263,7 @@ impl Denial {
                 Some(role_name(*required))
             }
             Denial::RiskAboveCeiling { ceiling, .. } => Some(risk_name(*ceiling)),
+            Denial::PlanningMode { .. } => Some("planning"),
             _ => None,
         }
     }
@@ -252,6 +275,9 @@ impl Denial {
                 Some(role_name(*actual))
             }
             Denial::RiskAboveCeiling { risk, .. } => Some(risk_name(*risk)),
+            Denial::PlanningMode { effect, .. } | Denial::SideEffectDenied { effect, .. } => {
+                Some(effect_name(*effect))
+            }
             _ => None,
         }
     }
@@ -270,6 +296,8 @@ impl Denial {
             Denial::Quarantined { .. } | Denial::RiskAboveCeiling { .. } => {
                 "Use another tool, or ask an administrator to approve this one."
             }
+            Denial::PlanningMode { .. } => "Plan with the read-only tools that tools/list shows; a tool with side effects runs only in a session outside planning mode, and only if the server's policy does not impose planning mode.",
+            Denial::SideEffectDenied { .. } => "Use a tool without that side effect; tools/list shows the ones you can use.",
             Denial::WriteWithoutSandbox { .. } => "Use a read-only tool, or ask an administrator for a write-enabled sandbox.",
             Denial::ArgumentDenied { .. } => "Change that argument to a value the policy allows (for paths: stay inside the workspace) and try again.",
             Denial::ApprovalRequired { .. } => "Use a client that supports elicitation, or choose a value that needs no approval.",

@@ -12,13 +12,14 @@
 //!  upstream tools/list entry ──► ObservedTool (hash, inferred risk) ... tools.rs
 //!        pin.rs (definition_hash) · risk.rs (infer) · poison.rs (scan)
 //!        └─► CompiledPolicy::assess ─► quarantine state
-//!  tools/list: by_upstream ─┐
+//!  tools/list: by_upstream ─┐  (+ planning mode, effect tags: risk.rs)
 //!  tools/call: by_exposed  ─┴► decide ─► Decision::{Allow(Grant), Deny(Denial)}  decision.rs
 //!  resources/*, prompts/*, completion ──► decide_resource / decide_template
 //!        / decide_prompt (same role rule as tools)                   resources.rs
 //!  tools/call arguments ──► SchemaCache::validate_input (-32602)        schema.rs
 //!  tools/list schemas   ──► clean_schema                                schema.rs
 //!  results ──► Redactor::redact_json · SchemaCache::validate_output
+//!  search_tools ──► ToolIndex (BM25 over the caller's visible tools)    search.rs
 //! ```
 //!
 //! Errors: [`ConfigError`] (a policy that cannot compile), [`Denial`] (a
@@ -43,12 +44,13 @@ mod resources;
 pub mod risk;
 mod roles;
 mod schema;
+pub mod search;
 mod secrets;
 mod shell;
 mod tools;
 
 pub use args::{channel_strength, ArgRules, ArgVerdict, RuleHit};
-pub use compile::{CompiledPolicy, ToolPolicy};
+pub use compile::{CompiledPolicy, Restriction, ToolPolicy};
 pub use decision::{
     decide, describe, risk_name, role_name, Approval, Decision, Denial, ErrorCode, Grant, Query,
     RuleReason,

@@ -26,7 +26,7 @@
 //! "not `readOnlyHint: true`" (the MCP default) or any write/delete/exec
 //! keyword.
 
-use mcp_warden_crds::policy::RiskLevel;
+use mcp_warden_crds::policy::{RiskLevel, SideEffect};
 use serde_json::Value;
 
 /// Side effects named by keywords or annotations (bounded set).
@@ -42,6 +42,83 @@ pub struct Effects {
     pub network: bool,
 }
 
+impl Effects {
+    /// No side effect at all.
+    pub const NONE: Effects = Effects {
+        exec: false,
+        delete: false,
+        write: false,
+        network: false,
+    };
+
+    /// The effects a profile names.
+    pub fn from_tags(tags: &[SideEffect]) -> Effects {
+        let mut e = Effects::NONE;
+        for t in tags {
+            *e.slot(*t) = true;
+        }
+        e
+    }
+
+    /// Whether the tool has effect `tag`.
+    pub fn has(self, tag: SideEffect) -> bool {
+        let mut e = self;
+        *e.slot(tag)
+    }
+
+    /// Whether the tool has any side effect.
+    pub fn any(self) -> bool {
+        self != Effects::NONE
+    }
+
+    /// The effects both have (the first of them is what a refusal names).
+    pub fn first_shared(self, other: Effects) -> Option<SideEffect> {
+        self.tags().into_iter().find(|t| other.has(*t))
+    }
+
+    /// The union.
+    pub fn union(self, o: Effects) -> Effects {
+        Effects {
+            exec: self.exec || o.exec,
+            delete: self.delete || o.delete,
+            write: self.write || o.write,
+            network: self.network || o.network,
+        }
+    }
+
+    /// The tags, in a fixed order (exec, delete, write, network).
+    pub fn tags(self) -> Vec<SideEffect> {
+        [
+            (self.exec, SideEffect::Exec),
+            (self.delete, SideEffect::Delete),
+            (self.write, SideEffect::Write),
+            (self.network, SideEffect::Network),
+        ]
+        .into_iter()
+        .filter_map(|(on, t)| on.then_some(t))
+        .collect()
+    }
+
+    fn slot(&mut self, tag: SideEffect) -> &mut bool {
+        match tag {
+            SideEffect::Exec => &mut self.exec,
+            SideEffect::Delete => &mut self.delete,
+            SideEffect::Write => &mut self.write,
+            SideEffect::Network => &mut self.network,
+        }
+    }
+}
+
+/// `write`, `delete`, `exec`, `network` (metric label and `data.observed`).
+pub fn effect_name(t: SideEffect) -> &'static str {
+    match t {
+        SideEffect::Write => "write",
+        SideEffect::Delete => "delete",
+        SideEffect::Exec => "exec",
+        SideEffect::Network => "network",
+    }
+}
+
 /// What a definition says about itself, before the profile has its say.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inferred {
@@ -53,8 +130,11 @@ pub struct Inferred {
     pub writes: bool,
     /// The annotations themselves say the tool writes.
     pub annotation_writes: bool,
-    /// Named side effects.
+    /// Named side effects (annotations and keywords).
     pub effects: Effects,
+    /// The side effects the annotations alone declare (a profile's
+    /// `sideEffects` cannot take these away).
+    pub annotation_effects: Effects,
     /// Description prefix such as `[runs commands] `, empty when none applies.
     pub prefix: String,
 }
@@ -127,6 +207,7 @@ pub fn infer(tool: &Value) -> Inferred {
     }
     let annotation_writes =
         read_only == Some(false) || (destructive == Some(true) && read_only != Some(true));
+    let annotation_effects = effects;
 
     let mut kw = Effects::default();
     let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
@@ -176,6 +257,7 @@ pub fn infer(tool: &Value) -> Inferred {
         writes,
         annotation_writes,
         effects,
+        annotation_effects,
         prefix,
     }
 }
@@ -197,6 +279,31 @@ pub fn effective(
     (risk, writes)
 }
 
+/// The effect tags the decision gates on: the profile's `sideEffects`
+/// (plus what the annotations declare and `writes: true`) when it gives
+/// them, else the inferred effects plus `write` for any tool that writes
+/// (a deleting or executing tool writes too; and by the MCP default, a tool
+/// without `readOnlyHint: true` does, unless the profile says `writes:
+/// false`).
+pub fn effect_tags(
+    rule_tags: Option<&[SideEffect]>,
+    rule_writes: Option<bool>,
+    inferred: &Inferred,
+) -> Effects {
+    match rule_tags {
+        Some(tags) => {
+            let mut e = Effects::from_tags(tags).union(inferred.annotation_effects);
+            e.write |= rule_writes == Some(true) || inferred.annotation_writes;
+            e
+        }
+        None => {
+            let mut e = inferred.effects;
+            e.write |= effective(None, rule_writes, inferred).1;
+            e
+        }
+    }
+}
+
 fn mark(
     word: &str,
     exec: &[&str],
@@ -212,7 +319,7 @@ fn mark(
 }
 
 /// Split an identifier into lowercase words: `_ - . /` and camelCase humps.
-fn words(name: &str) -> Vec<String> {
+pub(crate) fn words(name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;

@@ -64,7 +64,7 @@ fn argument_corpus(name: &str, min_cases: usize) {
             "cmd"
         };
         let args = json!({ field: case["value"] });
-        let got = match policy.decide_call("t", Some(Role::Admin), &args, |_| Some(tool)) {
+        let got = match policy.decide_call("t", Some(Role::Admin), false, &args, |_| Some(tool)) {
             Decision::Allow(g) if g.approval.is_some() => "check",
             Decision::Allow(_) => "pass",
             Decision::Deny(Denial::ArgumentDenied { .. }) => "deny",

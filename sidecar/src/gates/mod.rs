@@ -9,6 +9,7 @@
 //! - [`methods`]: every method the facade lets through and the gates each
 //!   one passes;
 //! - [`policy`]: the live policy, swapped atomically on reload;
+//! - [`planning`]: planning mode as a caller asks for it;
 //! - [`budget`]: per-session and facade-wide call budgets;
 //! - [`shared_budget`]: calls per identity across replicas (each
 //!   identity's owner replica counts; the others ask it);
@@ -25,6 +26,7 @@ pub mod budget;
 pub mod input;
 pub mod methods;
 pub mod output;
+pub mod planning;
 pub mod policy;
 pub mod refusal;
 pub mod registry;
@@ -53,6 +55,8 @@ pub struct Request {
     pub caller: Arc<Identity>,
     /// The caller's role under `policy` (checked by the role gate).
     pub role: Option<mcp_warden_crds::Role>,
+    /// The caller asked for planning mode (its session or this request).
+    pub planning: bool,
     /// The policy this request is judged by, start to end.
     pub policy: Arc<LivePolicy>,
     pub started: Instant,

@@ -5,11 +5,13 @@
 //! read by every tools/call; served as JSON on the admin port (`/tools`) so
 //! the operator can publish it in `MCPServer.status.tools`. `listed` says
 //! whether a whole list has been read yet (the operator waits for it rather
-//! than publish an empty inventory).
+//! than publish an empty inventory). It also keeps the tool-search index
+//! over every definition ([`Registry::search_set`]), rebuilt only when a
+//! name or a definition changed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use mcp_warden_policy::poison;
 use mcp_warden_policy::{Decision, Finding};
@@ -44,6 +46,17 @@ fn invalid_definition(tool: &ObservedTool) -> Option<mcp_warden_policy::Quaranti
 pub struct Registry {
     tools: RwLock<HashMap<String, Entry>>,
     listed: AtomicBool,
+    /// Bumped whenever a name is new or a definition changed.
+    generation: AtomicU64,
+    search: Mutex<Option<(u64, Arc<SearchSet>)>>,
+}
+
+/// Every definition the registry holds, indexed for tool search: position
+/// `i` of a result is upstream tool `names[i]` (look it up again for its
+/// live quarantine state).
+pub struct SearchSet {
+    pub index: mcp_warden_policy::search::ToolIndex,
+    pub names: Vec<String>,
 }
 
 impl Registry {
@@ -61,6 +74,32 @@ impl Registry {
 
     pub fn is_empty(&self) -> bool {
         self.tools.read().unwrap().is_empty()
+    }
+
+    /// The search index over every definition, built on first use after a
+    /// change (building is the cost: ~40 ms at 1,000 tools; a search is
+    /// well under a millisecond).
+    pub fn search_set(&self) -> Arc<SearchSet> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some((g, set)) = self.search.lock().unwrap().as_ref() {
+            if *g == generation {
+                return set.clone();
+            }
+        }
+        let (names, definitions): (Vec<String>, Vec<Value>) = {
+            let map = self.tools.read().unwrap();
+            let mut all: Vec<(&String, &Entry)> = map.iter().collect();
+            all.sort_by(|a, b| a.0.cmp(b.0));
+            all.into_iter()
+                .map(|(n, e)| (n.clone(), e.tool.definition.clone()))
+                .unzip()
+        };
+        let set = Arc::new(SearchSet {
+            index: mcp_warden_policy::search::ToolIndex::build(&definitions),
+            names,
+        });
+        *self.search.lock().unwrap() = Some((generation, set.clone()));
+        set
     }
 
     /// A server with no tools to list: the inventory is complete as it is.
@@ -89,6 +128,9 @@ impl Registry {
             let Some(mut tool) = ObservedTool::new(def) else {
                 continue;
             };
+            if map.get(&tool.name).is_none_or(|e| e.tool.hash != tool.hash) {
+                self.generation.fetch_add(1, Ordering::AcqRel);
+            }
             let (first_seen, findings) = match map.get(&tool.name) {
                 Some(e) if e.tool.hash == tool.hash => (e.first_seen.clone(), e.findings.clone()),
                 Some(e) => (e.first_seen.clone(), scan(&tool, &names, policy)),
@@ -146,7 +188,7 @@ impl Registry {
                 quarantined += 1;
             } else if policy
                 .compiled
-                .decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin))
+                .decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin), false)
                 .is_allow()
             {
                 exposed += 1;
@@ -173,7 +215,7 @@ impl Registry {
                 let e = &map[name];
                 let (state, reason, exposed_as) = match e.tool.quarantine {
                     Some(q) => ("quarantined", Some(q.reason()), None),
-                    None => match policy.compiled.decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin)) {
+                    None => match policy.compiled.decide_list(&e.tool, Some(mcp_warden_crds::Role::Admin), false) {
                         Decision::Allow(g) => ("exposed", None, Some(g.exposed_name.to_string())),
                         Decision::Deny(d) => ("hidden", Some(d.reason()), None),
                     },

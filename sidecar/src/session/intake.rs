@@ -143,6 +143,14 @@ impl Session {
                 p.progress_token = RawValue::from_string(token.to_string()).ok();
             }
         }
+        // Planning mode a caller asks for: on `initialize`, for the whole
+        // session; on any request, for that request. Only ever turned on.
+        let planning = {
+            let asks = crate::gates::planning::asks(&request);
+            let mut st = self.state.lock().unwrap();
+            st.planning |= asks && msg.method() == "initialize";
+            st.planning || asks
+        };
         let ctx = crate::gates::Request {
             id,
             msg,
@@ -150,6 +158,7 @@ impl Session {
             stream,
             caller: caller.clone(),
             role,
+            planning,
             policy,
             started,
             span,

@@ -131,6 +131,8 @@ struct State {
     protocol_version: Option<String>,
     /// The client declared the elicitation capability.
     client_elicits: bool,
+    /// The client asked for planning mode when it opened the session.
+    planning: bool,
     closed: bool,
     /// A modern client's open subscriptions: its `subscriptions/listen`
     /// request id → the filter it may have.

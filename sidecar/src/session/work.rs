@@ -25,6 +25,11 @@ impl Work {
         let session = session.clone();
         let caller = caller.clone();
         let work = async move { session.client_message(msg, stream, &caller).await };
+        // So does the header's ask for planning mode (always: it is policy).
+        let planning = crate::gates::planning::HEADER_ASKS
+            .try_with(|b| *b)
+            .unwrap_or(false);
+        let work = crate::gates::planning::HEADER_ASKS.scope(planning, work);
         // The trace context of the HTTP request that brought it goes with
         // the work, wherever it ends up running (tracing on only).
         if crate::spans::enabled() {

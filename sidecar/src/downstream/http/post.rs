@@ -103,6 +103,9 @@ pub(super) async fn post(
         }
     };
     let parent = crate::spans::header_parent(&parts.headers);
+    // A caller asking for planning mode by header: every request of this
+    // POST is judged in it (see gates::planning).
+    let planning = crate::gates::planning::header_asks(&parts.headers);
     let dispatch = async move {
         if session.is_none() && super::modern::wants(&parts.headers, &body) {
             return super::modern::serve(app, &parts.headers, body, caller, peer).await;
@@ -113,6 +116,7 @@ pub(super) async fn post(
             Ok(None) => single(app, session, body, caller, peer).await,
         }
     };
+    let dispatch = crate::gates::planning::HEADER_ASKS.scope(planning, dispatch);
     // Tracing on and a `traceparent` header: requests without trace
     // context in `_meta` continue the header's trace.
     match parent {

@@ -114,16 +114,19 @@ impl Session {
                     method: "tools/call with params.task (task-augmented calls)".into(),
                 });
             }
-            // Policy: allowlist, role, quarantine, risk ceiling, argument
-            // rules, sandbox — one pure decision shared with tools/list.
+            // Policy: allowlist, role, quarantine, planning mode and effect
+            // tags, risk ceiling, argument rules, sandbox — one pure decision shared with tools/list.
             let observed = policy
                 .compiled
                 .by_exposed(&name)
                 .upstream_name()
                 .and_then(|n| app.registry.get(n));
-            let decision = policy
-                .compiled
-                .decide_call(&name, role, arguments, |_| observed.as_deref());
+            let decision =
+                policy
+                    .compiled
+                    .decide_call(&name, role, req.planning, arguments, |_| {
+                        observed.as_deref()
+                    });
             let grant = match decision {
                 Decision::Allow(grant) => grant,
                 Decision::Deny(denial) => return Err(Refusal::Policy(denial)),

@@ -5,7 +5,8 @@
 //! cursor never points into a list the client cannot see) → record each
 //! definition in the registry (hash, drift, poisoning) → keep what the
 //! policy lets this caller see → rewrite (alias, description, risk prefix,
-//! portable schema).
+//! portable schema) → the tool-search meta-tools, beside or instead of the
+//! tools (the policy's `toolSearch`, [`super::search`]).
 //!
 //! list_changed: the channel re-reads the list (re-checking pins and
 //! drift) before telling any client, so a changed definition is quarantined
@@ -14,10 +15,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use mcp_warden_crds::policy::ToolSearch;
 use mcp_warden_policy::{clean_schema, Decision};
 use mcp_warden_telemetry::opentelemetry::KeyValue;
 use serde_json::{json, Value};
 
+use super::search;
 use crate::gates::output;
 use crate::gates::registry::ObservedTool;
 use crate::gates::Request;
@@ -82,14 +85,25 @@ impl Session {
             .app
             .registry
             .observe(definitions, &policy, &self.app.metrics);
-        let role = req.role;
-        let visible: Vec<Value> = observed
+        let (role, planning) = (req.role, req.planning);
+        let search = policy.doc.tool_search;
+        let mut visible: Vec<Value> = observed
             .iter()
-            .filter_map(|tool| match policy.compiled.decide_list(tool, role) {
-                Decision::Allow(grant) => Some(expose(tool, &grant, policy.doc.clean_schemas)),
-                Decision::Deny(_) => None,
-            })
+            .filter_map(
+                |tool| match policy.compiled.decide_list(tool, role, planning) {
+                    Decision::Allow(grant) if !search::is_meta(search, grant.exposed_name) => {
+                        Some(expose(tool, &grant, policy.doc.clean_schemas))
+                    }
+                    _ => None,
+                },
+            )
             .collect();
+        // Tool search: the meta-tools beside the tools, or instead of them.
+        match search {
+            ToolSearch::Off => {}
+            ToolSearch::Alongside => visible.extend(search::definitions()),
+            ToolSearch::Only => visible = search::definitions().into(),
+        }
         let visible_count = visible.len();
         if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
             result.insert("tools".into(), Value::Array(visible));
@@ -130,7 +144,11 @@ fn list_error(id: &jsonrpc::RequestId, text: &str, reason: &str) -> Bytes {
 }
 
 /// A tool definition as this caller sees it.
-fn expose(tool: &ObservedTool, grant: &mcp_warden_policy::Grant<'_>, clean: bool) -> Value {
+pub(crate) fn expose(
+    tool: &ObservedTool,
+    grant: &mcp_warden_policy::Grant<'_>,
+    clean: bool,
+) -> Value {
     let mut def = tool.definition.clone();
     let Some(obj) = def.as_object_mut() else {
         return def;

@@ -8,7 +8,8 @@
 //! chosen:
 //! - `initialize` → [`handshake`]: capabilities cut to what the facade serves;
 //! - `tools/call` → [`call`]: policy → budget → schema → approval →
-//!   upstream with timeout → response filter → audit/metrics;
+//!   upstream with timeout → response filter → audit/metrics (the
+//!   tool-search meta-tools first, [`search`]);
 //! - `tools/list` → [`list`]: all pages → registry (pins, drift,
 //!   poisoning) → filter by the same decision → rewrite;
 //! - resources, prompts, completion → [`catalog`]: the resource and prompt
@@ -34,6 +35,7 @@ pub mod forward;
 pub mod handshake;
 pub mod list;
 pub mod local;
+pub mod search;
 pub mod subscriptions;
 pub mod task;
 
@@ -53,7 +55,7 @@ pub async fn run(session: Arc<Session>, step: Step, req: Request) {
     match step {
         Step::Handshake => handshake::initialize(&session, req).await,
         Step::Forward => forward::plain(&session, req).await,
-        Step::ToolCall => session.tools_call(req).await,
+        Step::ToolCall => search::tool_call(&session, req).await,
         Step::ToolList => session.tools_list(req).await,
         Step::ResourceList
         | Step::TemplateList

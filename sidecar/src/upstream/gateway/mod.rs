@@ -122,6 +122,21 @@ impl GatewayTarget {
             .collect()
     }
 
+    /// The canonical id `mcp:{backend}:{tool}` of a tool name a client
+    /// sees (`None`: unknown or withheld).
+    pub fn canonical_id(&self, exposed: &str) -> Option<String> {
+        let names = self.names.lock().unwrap();
+        let (b, name) = names.route(Catalog::Tools, exposed).ok()?;
+        Some(format!("mcp:{}:{name}", names.backend_name(b)))
+    }
+
+    /// The name a client sees for backend `backend`'s tool `tool` (the
+    /// inverse of [`GatewayTarget::canonical_id`]).
+    pub fn exposed_name(&self, backend: &str, tool: &str) -> Option<String> {
+        let b = self.backends.iter().position(|x| x.name == backend)?;
+        Some(self.names.lock().unwrap().exposed(b, tool))
+    }
+
     /// Tell the observer when the conflicts changed.
     pub(super) fn report(&self) {
         let now = self.names.lock().unwrap().conflicts();
@@ -380,6 +395,22 @@ fn with_params(msg: &Message, params: &Value) -> Result<Message, String> {
     Message::parse(jsonrpc::request(&id, msg.method(), params)).map_err(|_| "bad request".into())
 }
 
+/// A request's params (an empty object when it has none) and its string
+/// parameter `key` (empty when absent or not a string).
+fn param_str(msg: &Message, key: &str) -> (Value, String) {
+    let params = msg
+        .to_value()
+        .get("params")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let value = params
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    (params, value)
+}
+
 /// A call or prompt: to the backend its name routes to, as its own name.
 async fn routed(
     state: &Arc<State>,
@@ -388,16 +419,7 @@ async fn routed(
     catalog: Catalog,
     credential: Option<&Credential>,
 ) -> Result<Bytes, UpstreamError> {
-    let mut params = msg
-        .to_value()
-        .get("params")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let exposed = params
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let (mut params, exposed) = param_str(msg, "name");
     let gateway = state.gateway();
     let route = gateway.names.lock().unwrap().route(catalog, &exposed);
     let (b, name) = match route {
@@ -419,16 +441,7 @@ async fn by_uri(
     msg: &Message,
     credential: Option<&Credential>,
 ) -> Result<Bytes, UpstreamError> {
-    let mut params = msg
-        .to_value()
-        .get("params")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let uri = params
-        .get("uri")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let (mut params, uri) = param_str(msg, "uri");
     let gateway = state.gateway();
     let route = gateway.names.lock().unwrap().route_uri(&uri);
     let Some((b, own)) = route else {
