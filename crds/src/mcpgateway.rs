@@ -73,7 +73,10 @@ pub struct MCPGatewaySpec {
 pub struct GatewayBackend {
     /// An MCPServer of the gateway's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 57), regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 57),
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub name: Option<String>,
     /// MCPServers of the gateway's namespace by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,7 +88,10 @@ pub struct GatewayBackend {
     /// collides; until it can, the gateway is not built (condition
     /// `Ready=False`, reason `PrefixNoneUnproven`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"))]
+    #[schemars(
+        length(min = 1, max = 32),
+        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    )]
     pub prefix: Option<String>,
 }
 

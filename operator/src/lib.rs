@@ -11,6 +11,8 @@
 //!   approval puts in force; [`egress_scope`] names broad egress), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
 //!   both go through [`plan`], so what `render` prints is what `run` applies.
 //! - [`reconcile`]: the controller (watches, the pipeline, error policy).
+//! - [`gateway`]: the MCPGateway's own pipeline (backends, the signing key,
+//!   the gateway's pod), and the key's way into its backends' policies.
 //! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
 //!   metrics, logging.
@@ -26,6 +28,7 @@ pub mod compile;
 pub mod config;
 pub mod crdgen;
 pub mod egress_scope;
+pub mod gateway;
 pub mod names;
 pub mod plan;
 pub mod pss;

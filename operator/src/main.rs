@@ -249,6 +249,7 @@ impl BuildArgs {
                 services: config::parse_cidrs(&self.cluster_service_cidrs)?,
                 nodes: config::parse_cidrs(&self.cluster_node_cidrs)?,
             },
+            trusted_gateways: Vec::new(),
         })
     }
 

@@ -27,6 +27,8 @@ async fn create_applies_every_object_with_owner_references() {
     let sequence: Vec<String> = calls.iter().map(Call::short).collect();
     let expected = [
         format!("GET {TP_PATH}"),
+        // the gateways of the namespace: does one select this server? (none here)
+        "GET /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways".into(),
         "GET /.well-known/openid-configuration".into(),
         // no Cilium, no Calico here: named egress has no engine (and no object is read for it)
         "GET /apis/cilium.io/v2".into(),
@@ -68,7 +70,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[25].body;
+    let event = &calls[26].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -160,6 +162,7 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         sequence,
         [
             format!("GET {TP_PATH}"),
+            "GET /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways".into(),
             "GET /.well-known/openid-configuration".into(),
             "GET /apis/cilium.io/v2".into(),
             "GET /apis/projectcalico.org/v3".into(),
@@ -171,7 +174,7 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[7].body;
+    let event = &calls[8].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();
