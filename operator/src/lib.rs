@@ -16,7 +16,7 @@
 //! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
 //!   metrics, logging.
-//! - [`crdgen`], [`render`], [`client_config`], [`check`] (`validate`): the subcommands that print; [`pss`] checks pods
+//! - [`crdgen`], [`render`], [`client_config`] (read by [`client_config_source`]), [`check`] (`validate`): the subcommands that print; [`pss`] checks pods
 //!   against Pod Security "restricted".
 #![forbid(unsafe_code)]
 
@@ -24,6 +24,7 @@ pub mod build;
 pub mod capabilities;
 pub mod check;
 pub mod client_config;
+pub mod client_config_source;
 pub mod compile;
 pub mod config;
 pub mod crdgen;
