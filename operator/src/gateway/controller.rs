@@ -120,6 +120,11 @@ pub async fn run(
         .for_each(|result| async move {
             match result {
                 Ok((obj, action)) => debug!(object = %obj, ?action, "gateway reconciled"),
+                // A gateway deleted while a reconcile of it was queued (a
+                // server's change woke it): nothing to do.
+                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                    debug!(object = %obj, "gateway gone before its reconcile")
+                }
                 Err(e) => warn!(error = %e, "gateway reconcile error"),
             }
         })
