@@ -6,7 +6,7 @@
 //!   is a YAML/JSON file). The shared building blocks (tool rules, argument
 //!   rules, limits, roles) are defined once here and reused by the CRDs.
 //! - the CRD types (feature `kube`), generated into `crds/*.yaml`:
-//!   [`mcpserver`] (with [`remote`]), [`toolprofile`], [`sandboxprofile`]
+//!   [`mcpserver`] (with [`remote`]), [`mcpgateway`], [`toolprofile`], [`sandboxprofile`]
 //!   (with the [`profile_status`] both profiles share); [`schema`] holds the
 //!   schema helpers they share.
 #![forbid(unsafe_code)]
@@ -15,6 +15,8 @@ pub mod policy;
 
 pub use policy::*;
 
+#[cfg(feature = "kube")]
+pub mod mcpgateway;
 #[cfg(feature = "kube")]
 pub mod mcpserver;
 /// `MCPServer.status` (re-exported from [`mcpserver`]).
@@ -31,6 +33,8 @@ pub mod schema;
 #[cfg(feature = "kube")]
 pub mod toolprofile;
 
+#[cfg(feature = "kube")]
+pub use mcpgateway::{MCPGateway, MCPGatewaySpec, MCPGatewayStatus};
 #[cfg(feature = "kube")]
 pub use mcpserver::{MCPServer, MCPServerSpec, MCPServerStatus};
 #[cfg(feature = "kube")]

@@ -17,7 +17,7 @@
 use std::{collections::BTreeMap, fmt, path::Path};
 
 use kube::CustomResourceExt;
-use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
+use mcp_warden_crds::{MCPGateway, MCPServer, SandboxProfile, ToolProfile};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -45,17 +45,22 @@ impl fmt::Display for Problem {
 
 /// `kind` → openAPIV3Schema, from the CRD types.
 pub fn schemas() -> BTreeMap<String, Value> {
-    [MCPServer::crd(), ToolProfile::crd(), SandboxProfile::crd()]
-        .into_iter()
-        .map(|crd| {
-            let crd = serde_json::to_value(crd).expect("CRDs serialize");
-            let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or_default();
-            (
-                kind.to_string(),
-                crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone(),
-            )
-        })
-        .collect()
+    [
+        MCPServer::crd(),
+        MCPGateway::crd(),
+        ToolProfile::crd(),
+        SandboxProfile::crd(),
+    ]
+    .into_iter()
+    .map(|crd| {
+        let crd = serde_json::to_value(crd).expect("CRDs serialize");
+        let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or_default();
+        (
+            kind.to_string(),
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone(),
+        )
+    })
+    .collect()
 }
 
 /// Every error the API server would report for `object` (schema, then CEL).

@@ -1,4 +1,5 @@
-//! `client-config NAME`: what an agent needs to call one MCPServer — the URL,
+//! `client-config NAME` (`--gateway`: of an MCPGateway): what an agent needs
+//! to call one MCPServer or gateway — the URL,
 //! where each accepted kind of token comes from, and a ready `mcp.json`
 //! snippet (the `mcpServers` shape Claude Code, Claude Desktop's remote
 //! servers, Cursor and VS Code read). Pure: the caller reads the server and
@@ -8,10 +9,67 @@
 //! valid `.mcp.json`. It never contains a token, only how to get one: the
 //! snippet reads it from the `MCP_WARDEN_TOKEN` environment variable.
 
-use mcp_warden_crds::{MCPServer, ToolProfileSpec};
+use mcp_warden_crds::{MCPGateway, MCPServer, ToolProfileSpec};
 use serde_json::json;
 
-use crate::{config::BuildConfig, names};
+use crate::{config::BuildConfig, gateway, names};
+
+/// What the description is of: its kind, where, and the audience its
+/// service-account callers' tokens carry.
+struct Endpoint<'a> {
+    kind: &'a str,
+    namespace: String,
+    name: String,
+    url: String,
+    in_cluster: String,
+    audience: String,
+    /// Extra comment lines after the URL (a gateway's backends).
+    notes: Vec<String>,
+}
+
+/// The client configuration of `gw` (its status names the backends).
+pub fn describe_gateway(
+    gw: &MCPGateway,
+    profile: Option<&ToolProfileSpec>,
+    cfg: &BuildConfig,
+) -> String {
+    let backends: Vec<String> = gw
+        .status
+        .iter()
+        .flat_map(|s| &s.backends)
+        .map(|b| {
+            let prefix = if b.prefix == mcp_warden_crds::mcpgateway::PREFIX_NONE {
+                "no prefix".to_string()
+            } else {
+                format!("tools as {}<tool>", b.prefix)
+            };
+            let ready = if b.ready { "ready" } else { "not ready" };
+            format!("#   {} ({prefix}; {ready})", b.name)
+        })
+        .collect();
+    let mut notes = vec![if backends.is_empty() {
+        "# Backends: none reported yet (kubectl get mcpgw shows them once reconciled)".to_string()
+    } else {
+        "# Backends (each keeps its own policy; you see what each allows you):".to_string()
+    }];
+    notes.extend(backends);
+    describe_endpoint(
+        Endpoint {
+            kind: "MCPGateway",
+            namespace: gateway::names::namespace(gw),
+            name: gateway::names::object_name(gw),
+            url: gw
+                .status
+                .as_ref()
+                .and_then(|s| s.endpoint.clone())
+                .unwrap_or_else(|| gateway::names::endpoint(gw, cfg)),
+            in_cluster: gateway::names::cluster_endpoint(gw, cfg),
+            audience: gateway::names::token_audience(gw),
+            notes,
+        },
+        profile,
+    )
+}
 
 /// The environment variable the snippet takes the bearer token from.
 pub const TOKEN_ENV: &str = "MCP_WARDEN_TOKEN";
@@ -23,19 +81,35 @@ pub fn describe(
     profile: Option<&ToolProfileSpec>,
     cfg: &BuildConfig,
 ) -> String {
-    let (ns, name) = (names::namespace(server), names::object_name(server));
-    let url = server
-        .status
-        .as_ref()
-        .and_then(|s| s.endpoint.clone())
-        .unwrap_or_else(|| names::endpoint(server, cfg));
-    let mut out = format!("# MCPServer {ns}/{name}\n# URL: {url}\n");
-    let in_cluster = names::cluster_endpoint(server, cfg);
-    if in_cluster != url {
-        out.push_str(&format!("#   in the cluster: {in_cluster}\n"));
+    describe_endpoint(
+        Endpoint {
+            kind: "MCPServer",
+            namespace: names::namespace(server),
+            name: names::object_name(server),
+            url: server
+                .status
+                .as_ref()
+                .and_then(|s| s.endpoint.clone())
+                .unwrap_or_else(|| names::endpoint(server, cfg)),
+            in_cluster: names::cluster_endpoint(server, cfg),
+            audience: names::token_audience(server),
+            notes: Vec::new(),
+        },
+        profile,
+    )
+}
+
+fn describe_endpoint(e: Endpoint<'_>, profile: Option<&ToolProfileSpec>) -> String {
+    let (ns, name, url, audience) = (&e.namespace, &e.name, &e.url, &e.audience);
+    let mut out = format!("# {} {ns}/{name}\n# URL: {url}\n", e.kind);
+    if e.in_cluster != *url {
+        out.push_str(&format!("#   in the cluster: {}\n", e.in_cluster));
+    }
+    for note in &e.notes {
+        out.push_str(note);
+        out.push('\n');
     }
     out.push_str(&format!("# Tokens it accepts (put one in {TOKEN_ENV}):\n"));
-    let audience = names::token_audience(server);
     out.push_str(&format!(
         "#   a Kubernetes service-account token with audience {audience}:\n\
          #     kubectl -n {ns} create token <service-account> --audience {audience}\n"
@@ -237,6 +311,41 @@ mod tests {
             "https://time.mcp.example.com/mcp"
         );
         assert!(text.contains("#   in the cluster: http://time.team-a.svc.cluster.local:8080/mcp"));
+    }
+
+    #[test]
+    fn a_gateway_gets_its_own_url_audience_and_backends() {
+        let mut gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: tools, namespace: team-a}\n\
+             spec: {backends: [{name: git, prefix: vcs_}, {name: fs}]}\n",
+        )
+        .unwrap();
+        let before = describe_gateway(&gw, Some(&profile()), &BuildConfig::default());
+        assert!(before.contains("# Backends: none reported yet"), "{before}");
+        gw.status = Some(
+            serde_json::from_value(serde_json::json!({"backends": [
+                {"name": "fs", "prefix": "none", "ready": false},
+                {"name": "git", "prefix": "vcs_", "ready": true, "tools": 2}]}))
+            .unwrap(),
+        );
+        let text = describe_gateway(&gw, Some(&profile()), &BuildConfig::default());
+        assert!(text.starts_with("# MCPGateway team-a/tools\n"), "{text}");
+        assert_eq!(
+            json_part(&text)["mcpServers"]["tools"]["url"],
+            "http://tools.team-a.svc.cluster.local:8080/mcp"
+        );
+        assert!(text.contains(
+            "kubectl -n team-a create token <service-account> --audience mcpwarden.dev/team-a/mcpgateway/tools"
+        ), "{text}");
+        assert!(
+            text.contains("#   git (tools as vcs_<tool>; ready)"),
+            "{text}"
+        );
+        assert!(text.contains("#   fs (no prefix; not ready)"), "{text}");
+        assert!(
+            text.contains("kubectl -n team-a get secret tokens"),
+            "the gateway's own tokens: {text}"
+        );
     }
 
     #[test]

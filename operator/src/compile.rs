@@ -10,12 +10,13 @@
 
 use std::collections::BTreeSet;
 
+use kube::ResourceExt;
 use mcp_warden_crds::remote::{KeyRef, RemoteAuth, RemoteClientCredentials};
 use mcp_warden_crds::{
     sandboxprofile::WorkspaceAccess, toolprofile::ProfileAuth, AuthConfig, ClientCredentials,
     FacadeCredential, FacadePolicy, JwtIssuer, MCPServer, RiskLevel, Root, SandboxGrant,
     SandboxProfileSpec, ServerRef, ServiceAccountTokens, StaticTokenFile, StaticTokens,
-    TokenExchange, ToolProfileSpec, UpstreamAuth, UpstreamCredentialRule,
+    TokenExchange, ToolProfileSpec, TrustedGateway, UpstreamAuth, UpstreamCredentialRule,
 };
 
 use crate::{capabilities::Capability, config::BuildConfig, egress_scope::Scope, names};
@@ -140,6 +141,30 @@ pub fn compile_policy(
 /// [`names::token_file`] and [`names::issuer_jwks_file`]): token values stay
 /// in their Secrets, and the facade hashes them when it reads the files.
 fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> AuthConfig {
+    let mut compiled = compile_auth_for(names::token_audience(server), auth, cfg);
+    // The gateways that select this server (the reconcile reads them into
+    // `cfg`): their public keys sit beside the policy in its ConfigMap.
+    compiled.gateways = cfg
+        .trusted_gateways
+        .iter()
+        .map(|g| TrustedGateway {
+            issuer: g.issuer.clone(),
+            public_key_file: crate::gateway::names::backend_public_key_file(&g.name),
+            audience: server.name_any(),
+            caller_issuers: g.caller_issuers.clone(),
+            clock_skew_seconds: None,
+        })
+        .collect();
+    compiled
+}
+
+/// The `auth` of a facade whose service-account callers present tokens for
+/// `audience` (an MCPServer's, or a gateway's); no gateway is trusted.
+pub(crate) fn compile_auth_for(
+    audience: String,
+    auth: &ProfileAuth,
+    cfg: &BuildConfig,
+) -> AuthConfig {
     let static_tokens = (!auth.static_tokens.is_empty()).then(|| StaticTokens {
         token_files: auth
             .static_tokens
@@ -175,10 +200,9 @@ fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> Au
         service_account_tokens: Some(ServiceAccountTokens {
             issuer: cfg.service_account_issuer.clone(),
             jwks_file: names::JWKS_FILE.into(),
-            audience: Some(names::token_audience(server)),
+            audience: Some(audience),
         }),
         anonymous: None,
-        // The MCPGateway resource that would fill this is later work.
         gateways: Vec::new(),
     }
 }

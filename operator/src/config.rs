@@ -34,6 +34,23 @@ pub struct BuildConfig {
     /// merged in at each reconcile. They name egress into the cluster
     /// `network.egress.cluster` and are excepted from broad egress.
     pub cluster_ranges: ClusterRanges,
+    /// The MCPGateways that select the server being built, read at each
+    /// reconcile: its policy trusts their assertions (`auth.gateways`).
+    /// Empty outside a server's reconcile.
+    pub trusted_gateways: Vec<TrustedGatewayKey>,
+}
+
+/// A gateway a backend trusts: what its `auth.gateways` entry needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedGatewayKey {
+    /// The MCPGateway's name.
+    pub name: String,
+    /// Its `iss`.
+    pub issuer: String,
+    /// Its public key (SPKI PEM).
+    pub public_key_pem: String,
+    /// The issuers of the callers it may vouch for.
+    pub caller_issuers: Vec<String>,
 }
 
 /// The facades' OpenTelemetry and audit destinations.
@@ -177,6 +194,7 @@ impl Default for BuildConfig {
             named_egress: NamedEgress::None,
             facade_telemetry: FacadeTelemetry::default(),
             cluster_ranges: ClusterRanges::default(),
+            trusted_gateways: Vec::new(),
         }
     }
 }

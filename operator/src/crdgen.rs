@@ -1,10 +1,10 @@
-//! `crdgen`: write the three CRDs as YAML (one file each) or, with `--check`,
+//! `crdgen`: write the CRDs as YAML (one file each) or, with `--check`,
 //! fail when the committed files differ from what the types generate.
 
 use std::path::{Path, PathBuf};
 
 use kube::CustomResourceExt;
-use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
+use mcp_warden_crds::{MCPGateway, MCPServer, SandboxProfile, ToolProfile};
 
 /// Why crdgen failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,7 @@ pub fn crd_files() -> Vec<(&'static str, String)> {
     };
     vec![
         ("mcpserver.yaml", yaml(MCPServer::crd())),
+        ("mcpgateway.yaml", yaml(MCPGateway::crd())),
         ("toolprofile.yaml", yaml(ToolProfile::crd())),
         ("sandboxprofile.yaml", yaml(SandboxProfile::crd())),
     ]

@@ -12,10 +12,12 @@
 //!   approval runs), [`validate`], [`compile`], [`build`]: pure; `render` and the controller
 //!   both go through [`plan`], so what `render` prints is what `run` applies.
 //! - [`reconcile`]: the controller (watches, the pipeline, error policy).
+//! - [`gateway`]: the MCPGateway's own pipeline (backends, the signing key,
+//!   the gateway's pod), and the key's way into its backends' policies.
 //! - [`webhook`]: the TLS admission webhook (who may approve capabilities).
 //! - [`runtime`]: leader election, HTTP (`/metrics`, `/healthz`, `/readyz`),
 //!   metrics, logging.
-//! - [`crdgen`], [`render`], [`client_config`], [`check`] (`validate`): the subcommands that print; [`pss`] checks pods
+//! - [`crdgen`], [`render`], [`client_config`] (read by [`client_config_source`]), [`check`] (`validate`): the subcommands that print; [`pss`] checks pods
 //!   against Pod Security "restricted".
 #![forbid(unsafe_code)]
 
@@ -23,10 +25,12 @@ pub mod build;
 pub mod capabilities;
 pub mod check;
 pub mod client_config;
+pub mod client_config_source;
 pub mod compile;
 pub mod config;
 pub mod crdgen;
 pub mod egress_scope;
+pub mod gateway;
 pub mod names;
 pub mod pin;
 pub mod plan;

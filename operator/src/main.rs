@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Du
 
 use clap::{Parser, Subcommand};
 use mcp_warden_operator::{
-    check, client_config,
+    check, client_config_source,
     config::{self, BuildConfig},
     crdgen,
     egress_scope::ClusterRanges,
@@ -69,6 +69,9 @@ enum Command {
         /// Read the resources from these YAML files instead of the cluster.
         #[arg(short = 'f', long = "filename", num_args = 1..)]
         files: Vec<PathBuf>,
+        /// NAME is an MCPGateway: one URL and token for all its backends.
+        #[arg(long)]
+        gateway: bool,
         #[command(flatten)]
         build: BuildArgs,
     },
@@ -249,6 +252,7 @@ impl BuildArgs {
                 services: config::parse_cidrs(&self.cluster_service_cidrs)?,
                 nodes: config::parse_cidrs(&self.cluster_node_cidrs)?,
             },
+            trusted_gateways: Vec::new(),
         })
     }
 
@@ -329,18 +333,26 @@ fn main() -> ExitCode {
             name,
             namespace,
             files,
+            gateway,
             build,
         } => build
             .config()
             .and_then(|cfg| {
+                let kind = if gateway {
+                    client_config_source::Kind::Gateway
+                } else {
+                    client_config_source::Kind::Server
+                };
                 if files.is_empty() {
                     tokio::runtime::Runtime::new()
                         .map_err(|e| e.to_string())
                         .and_then(|rt| {
-                            rt.block_on(client_config_from_cluster(&name, namespace, &cfg))
+                            rt.block_on(client_config_source::from_cluster(
+                                kind, &name, namespace, &cfg,
+                            ))
                         })
                 } else {
-                    client_config_from_files(&files, &name, namespace, &cfg)
+                    client_config_source::from_files(&files, kind, &name, namespace, &cfg)
                 }
             })
             .map(|text| print!("{text}")),
@@ -355,66 +367,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// `client-config` from files (as `render` reads them).
-fn client_config_from_files(
-    files: &[PathBuf],
-    name: &str,
-    namespace: Option<String>,
-    cfg: &BuildConfig,
-) -> Result<String, String> {
-    let catalog = render::load_files(files).map_err(|e| e.to_string())?;
-    let found: Vec<_> = catalog
-        .servers
-        .iter()
-        .filter(|((ns, n), _)| n == name && namespace.as_ref().is_none_or(|want| want == ns))
-        .collect();
-    let ((ns, _), server) = match found.as_slice() {
-        [one] => *one,
-        [] => return Err(format!("no MCPServer {name:?} in the files")),
-        _ => {
-            return Err(format!(
-                "MCPServer {name:?} is in several namespaces: give -n"
-            ))
-        }
-    };
-    let profile = catalog
-        .tool_profiles
-        .get(&(ns.clone(), server.spec.tool_profile_ref.name.clone()))
-        .map(|p| &p.spec);
-    Ok(client_config::describe(server, profile, cfg))
-}
-
-/// `client-config` from the cluster: the MCPServer (with its status) and its ToolProfile.
-async fn client_config_from_cluster(
-    name: &str,
-    namespace: Option<String>,
-    cfg: &BuildConfig,
-) -> Result<String, String> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("cannot connect to the API server: {e}"))?;
-    let ns = namespace.unwrap_or_else(|| client.default_namespace().to_string());
-    let servers: kube::Api<mcp_warden_crds::MCPServer> = kube::Api::namespaced(client.clone(), &ns);
-    let server = servers
-        .get_opt(name)
-        .await
-        .map_err(|e| client_config::api_error(&format!("MCPServer {ns}/{name}"), &e))?
-        .ok_or_else(|| {
-            format!("no MCPServer {name:?} in namespace {ns:?} (kubectl get mcpservers -n {ns})")
-        })?;
-    let profiles: kube::Api<mcp_warden_crds::ToolProfile> = kube::Api::namespaced(client, &ns);
-    let profile_name = &server.spec.tool_profile_ref.name;
-    let profile = profiles
-        .get_opt(profile_name)
-        .await
-        .map_err(|e| client_config::api_error(&format!("ToolProfile {ns}/{profile_name}"), &e))?;
-    Ok(client_config::describe(
-        &server,
-        profile.as_ref().map(|p| &p.spec),
-        cfg,
-    ))
 }
 
 /// The controller process: admin endpoints, leader election, the controller,

@@ -30,6 +30,8 @@ const WATCHED_OWNED: &[&str] = &["get", "list", "watch", "create", "patch"];
 pub const API_CALLS: &[Rule] = &[
     rule("mcpwarden.dev", "mcpservers", &["get", "list", "watch"]),
     rule("mcpwarden.dev", "mcpservers/status", &["get", "patch"]),
+    rule("mcpwarden.dev", "mcpgateways", &["get", "list", "watch"]),
+    rule("mcpwarden.dev", "mcpgateways/status", &["get", "patch"]),
     rule("mcpwarden.dev", "toolprofiles", &["get", "list", "watch"]),
     rule(
         "mcpwarden.dev",

@@ -9,7 +9,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
+use mcp_warden_crds::{MCPGateway, MCPServer, SandboxProfile, ToolProfile};
 use serde::Deserialize;
 
 use crate::{
@@ -50,6 +50,12 @@ pub enum RenderError {
         source: plan::PlanError,
     },
     /// The files hold no MCPServer.
+    #[error("MCPGateway {namespace}/{name}: {reason}: {source}", reason = source.reason())]
+    Gateway {
+        namespace: String,
+        name: String,
+        source: Box<crate::gateway::validate::GatewayInvalid>,
+    },
     #[error("no MCPServer in the given files")]
     NoServers,
 }
@@ -65,6 +71,7 @@ pub struct Catalog {
     pub tool_profiles: BTreeMap<Key, ToolProfile>,
     /// The SandboxProfiles.
     pub sandbox_profiles: BTreeMap<Key, SandboxProfile>,
+    pub gateways: BTreeMap<Key, MCPGateway>,
 }
 
 /// Read the mcp-warden resources of `files` (other kinds are skipped).
@@ -119,6 +126,54 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
         }
     }
+    for ((ns, name), gw) in &catalog.gateways {
+        out.push_str(&render_gateway(&catalog, gw, config).map_err(|source| {
+            RenderError::Gateway {
+                namespace: ns.clone(),
+                name: name.clone(),
+                source: Box::new(source),
+            }
+        })?);
+    }
+    Ok(out)
+}
+
+/// A gateway's objects among the files' servers. The signing key is made
+/// in the cluster, so its public ConfigMap is not printed, and the
+/// backends' policies print without the gateway's trust (a cluster read).
+fn render_gateway(
+    catalog: &Catalog,
+    gw: &MCPGateway,
+    config: &BuildConfig,
+) -> Result<String, crate::gateway::validate::GatewayInvalid> {
+    use crate::gateway::{build, names, resolve, validate};
+    let ns = names::namespace(gw);
+    let selection = resolve::select(gw, catalog.servers.values());
+    let profile = gw
+        .spec
+        .tool_profile_ref
+        .as_ref()
+        .and_then(|r| catalog.tool_profiles.get(&(ns.clone(), r.name.clone())))
+        .map(|p| &p.spec);
+    validate::check(gw, profile, &selection)?;
+    let input = build::GatewayInput {
+        gateway: gw,
+        backends: &selection.backends,
+        profile,
+        jwks: None,
+        public_key: None,
+        config,
+    };
+    build::check_policy(input)?;
+    let name = gw.metadata.name.clone().unwrap_or_default();
+    let mut out = format!(
+        "# MCPGateway {ns}/{name}
+"
+    );
+    for value in build::desired_objects(input).to_values() {
+        out.push_str(&format!("---\n# MCPGateway {ns}/{name}\n"));
+        out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
+    }
     Ok(out)
 }
 
@@ -156,6 +211,12 @@ fn load(catalog: &mut Catalog, path: &std::path::Path, text: &str) -> Result<(),
             "ToolProfile" => {
                 let p = serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
                 catalog.tool_profiles.insert(k, p);
+            }
+            "MCPGateway" => {
+                let mut gw: MCPGateway =
+                    serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;
+                gw.metadata.namespace = Some(k.0.clone());
+                catalog.gateways.insert(k, gw);
             }
             "SandboxProfile" => {
                 let p = serde_json::from_value(value).map_err(|e| parse(e.to_string()))?;

@@ -20,18 +20,20 @@ fn root() -> PathBuf {
 
 /// `kind` → openAPIV3Schema, from the committed `crds/*.yaml`.
 fn schemas() -> BTreeMap<String, Value> {
-    let committed: BTreeMap<String, Value> = ["mcpserver", "toolprofile", "sandboxprofile"]
-        .iter()
-        .map(|name| {
-            let text = std::fs::read_to_string(root().join(format!("crds/{name}.yaml"))).unwrap();
-            let crd: Value = serde_yaml_ng::from_str(&text).unwrap();
-            let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_string();
-            (
-                kind,
-                crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone(),
-            )
-        })
-        .collect();
+    let committed: BTreeMap<String, Value> =
+        ["mcpserver", "mcpgateway", "toolprofile", "sandboxprofile"]
+            .iter()
+            .map(|name| {
+                let text =
+                    std::fs::read_to_string(root().join(format!("crds/{name}.yaml"))).unwrap();
+                let crd: Value = serde_yaml_ng::from_str(&text).unwrap();
+                let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_string();
+                (
+                    kind,
+                    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone(),
+                )
+            })
+            .collect();
     assert_eq!(
         committed,
         check::schemas(),

@@ -29,6 +29,8 @@ async fn create_applies_every_object_with_owner_references() {
         format!("GET {TP_PATH}"),
         // the replicas' addresses (for <name>-peers) and what their facades report
         "GET /api/v1/namespaces/team-a/pods".into(),
+        // the gateways of the namespace: does one select this server? (none here)
+        "GET /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways".into(),
         "GET /.well-known/openid-configuration".into(),
         // no Cilium, no Calico here: named egress has no engine (and no object is read for it)
         "GET /apis/cilium.io/v2".into(),
@@ -71,7 +73,7 @@ async fn create_applies_every_object_with_owner_references() {
         assert_eq!(owners[0]["kind"], "MCPServer");
         assert_eq!(owners[0]["controller"], true);
     }
-    let event = &calls[27].body;
+    let event = &calls[28].body;
     assert_eq!(event["reason"], "Applied");
     assert_eq!(event["type"], "Normal");
     let server = after.server();
@@ -164,6 +166,7 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
         [
             format!("GET {TP_PATH}"),
             "GET /api/v1/namespaces/team-a/pods".into(),
+            "GET /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways".into(),
             "GET /.well-known/openid-configuration".into(),
             "GET /apis/cilium.io/v2".into(),
             "GET /apis/projectcalico.org/v3".into(),

@@ -296,3 +296,72 @@ fn broad_egress_network_policy_matches_snapshot() {
         path.display()
     );
 }
+
+/// The gateway example with the three servers it names: the gateway's
+/// policy, Deployment, Service and NetworkPolicy, whole (the servers'
+/// objects are the other snapshots'; the signing key is made in the cluster).
+#[test]
+fn gateway_render_matches_snapshot() {
+    let files: Vec<PathBuf> = ["http-server", "with-workspace", "stdio-server"]
+        .iter()
+        .map(|n| root().join(format!("examples/{n}.yaml")))
+        .chain([root().join("examples/gateway/gateway.yaml")])
+        .collect();
+    let out = render(&files);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let gateway = &text[text
+        .find("# MCPGateway team-a/team-a-tools\n")
+        .expect("the gateway is rendered")..];
+    for wanted in [
+        "--backend\n        - everything=http://everything.team-a.svc.cluster.local:8080/mcp",
+        "--backend-prefix\n        - git=vcs_",
+        "--gateway-key-file\n        - /etc/mcp-warden/gateway/key.pem",
+        "audience: mcpwarden.dev/team-a/mcpgateway/team-a-tools",
+        "mcpwarden.dev/server: files",
+    ] {
+        assert!(gateway.contains(wanted), "{wanted:?} missing:\n{gateway}");
+    }
+    assert!(
+        !gateway.contains("kind: Secret"),
+        "no key material is rendered"
+    );
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/gateway.yaml");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, gateway).unwrap();
+    } else {
+        assert_eq!(
+            std::fs::read_to_string(&path).ok().as_deref(),
+            Some(gateway),
+            "snapshot {} differs (UPDATE_SNAPSHOTS=1 to refresh, then review)",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn a_gateway_that_cannot_be_built_fails_render_with_its_reason() {
+    let dir = std::env::temp_dir().join(format!("render-gateway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gw.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: team-a}\n\
+         spec: {image: i, command: [x], toolProfileRef: {name: p}}\n---\n\
+         apiVersion: mcpwarden.dev/v1alpha1\nkind: ToolProfile\nmetadata: {name: p, namespace: team-a}\nspec: {tools: [{name: a}]}\n---\n\
+         apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: gw, namespace: team-a}\n\
+         spec: {backends: [{name: git, prefix: none}]}\n",
+    )
+    .unwrap();
+    let out = render(&[file]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("MCPGateway team-a/gw: PrefixNoneUnproven"),
+        "{err}"
+    );
+}

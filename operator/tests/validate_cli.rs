@@ -96,3 +96,43 @@ fn every_invalid_policy_fails_with_the_loaders_message() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{} problem(s)", files.len())));
 }
+
+/// `client-config --gateway` from the example files: the gateway's URL and
+/// token audience, as an `mcp.json` entry named after it.
+#[test]
+fn client_config_describes_a_gateway_from_files() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .args(["client-config", "team-a-tools", "--gateway", "-f"])
+        .arg(root.join("examples/gateway/gateway.yaml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("# MCPGateway team-a/team-a-tools\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--audience mcpwarden.dev/team-a/mcpgateway/team-a-tools"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"url\": \"http://team-a-tools.team-a.svc.cluster.local:8080/mcp\""),
+        "{text}"
+    );
+    // Without --gateway the name is looked up among the servers.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .args(["client-config", "team-a-tools", "-f"])
+        .arg(root.join("examples/gateway/gateway.yaml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no MCPServer \"team-a-tools\" in the files")
+    );
+}

@@ -86,12 +86,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.command.split_first(),
     ) {
         (None, None, None) if args.gateway.enabled() => {
-            gateway::target(&args.gateway, |url| http_target(url, &args))?
+            gateway::target(&args.gateway, |url| http_target(url, &args, true))?
         }
         _ if args.gateway.enabled() => anyhow::bail!(
             "--backend makes a gateway: give no other upstream (a command, --upstream-url or --upstream-socket)"
         ),
-        (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args)?),
+        (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args, false)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => {
             let names_var = std::env::var(child_env::ENV_VAR).ok();
@@ -418,16 +418,20 @@ fn admin_token(args: &RunArgs) -> anyhow::Result<String> {
 
 /// An HTTP(S) upstream: `https://` anywhere (the SSRF guard judges where it
 /// leads), `http://` only on loopback — the server in the same pod, where
-/// TLS would protect nothing and the loopback addresses are its own.
-fn http_target(url: &hyper::Uri, args: &RunArgs) -> anyhow::Result<HttpTarget> {
+/// TLS would protect nothing and the loopback addresses are its own. A
+/// gateway's `backend` may also be plain inside `--backend-allow-cidr` (the
+/// cluster's Services, whose reach a NetworkPolicy confines).
+fn http_target(url: &hyper::Uri, args: &RunArgs, backend: bool) -> anyhow::Result<HttpTarget> {
     let endpoint = crate::net::Endpoint::of(url)
         .map_err(|e| anyhow::anyhow!("--upstream-url `{url}`: {e}"))?;
+    let in_cluster = backend && !args.gateway.backend_allow_cidrs.is_empty();
     anyhow::ensure!(
-        endpoint.tls || endpoint.is_local_plain(),
+        endpoint.tls || endpoint.is_local_plain() || in_cluster,
         "--upstream-url `{url}`: http:// is only for a server on loopback (in the pod); use https:// for a remote server"
     );
     let mut allow = Vec::new();
-    for cidr in &args.upstream_allow_cidr {
+    let backend_cidrs = args.gateway.backend_allow_cidrs.iter().filter(|_| backend);
+    for cidr in args.upstream_allow_cidr.iter().chain(backend_cidrs) {
         allow.push(
             crate::net::guard::parse_cidr(cidr)
                 .map_err(|e| anyhow::anyhow!("--upstream-allow-cidr: {e}"))?,
@@ -469,4 +473,46 @@ async fn drain(app: &Arc<App>, timeout: Duration) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     app.router.sessions.close_all("the facade is shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let mut argv = vec![
+            "mcp-warden-sidecar",
+            "run",
+            "--backend",
+            "git=http://git.a.svc:8080/mcp",
+        ];
+        argv.extend(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(args) => args,
+            _ => unreachable!("run"),
+        }
+    }
+
+    /// A gateway's in-cluster backend is plain HTTP only inside the blocks
+    /// the operator names; an upstream server never is, flag or not.
+    #[test]
+    fn plain_http_backends_need_their_blocks_named() {
+        let url: hyper::Uri = "http://git.a.svc:8080/mcp".parse().unwrap();
+        let err = match http_target(&url, &run_args(&[]), true) {
+            Ok(_) => panic!("plain http to a cluster name without --backend-allow-cidr"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("http:// is only for a server on loopback"),
+            "{err}"
+        );
+        let named = run_args(&["--backend-allow-cidr", "10.96.0.0/12,10.244.0.0/16"]);
+        assert!(http_target(&url, &named, true).is_ok());
+        assert!(
+            http_target(&url, &named, false).is_err(),
+            "not for --upstream-url"
+        );
+        let bad = run_args(&["--backend-allow-cidr", "not-a-block"]);
+        assert!(http_target(&url, &bad, true).is_err());
+    }
 }

@@ -22,7 +22,7 @@ INVALID = sorted((REPO_ROOT / "examples" / "invalid").glob("*.yaml"))
 
 
 def test_the_files_are_there():
-    assert len(CRDS) == 3 and len(CHART_CRDS) == 3
+    assert len(CRDS) == 4 and len(CHART_CRDS) == 4
     assert len(EXAMPLES) >= 6 and len(INVALID) >= 15
 
 

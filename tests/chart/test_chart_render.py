@@ -303,7 +303,7 @@ def test_webhook_contract(variant):
     # The profiles' webhook: the facade loader refuses what it would refuse, and a profile in use is
     # not deleted; only spec writes and deletions come.
     validating = find(objs, "ValidatingWebhookConfiguration", "mcp-warden")
-    assert len(validating["webhooks"]) == 2
+    assert len(validating["webhooks"]) == 3
     assert len(find(objs, "MutatingWebhookConfiguration", "mcp-warden")["webhooks"]) == 1
     profiles = validating["webhooks"][1]
     assert profiles["name"] == "validate.profiles.mcpwarden.dev"
@@ -314,6 +314,16 @@ def test_webhook_contract(variant):
     assert profiles["rules"][0]["operations"] == ["CREATE", "UPDATE", "DELETE"]
     assert ("caBundle" in profiles["clientConfig"]) == (mode == "secret")
     assert "object.spec != oldObject.spec" in profiles["matchConditions"][0]["expression"]
+    # The gateways' webhook: a gateway the operator could never build is refused; only spec writes come.
+    gateways = validating["webhooks"][2]
+    assert gateways["name"] == "validate.gateways.mcpwarden.dev"
+    assert gateways["failurePolicy"] == "Fail" and gateways["sideEffects"] == "None"
+    assert gateways["clientConfig"]["service"] == {"name": "mcp-warden-webhook", "namespace": NAMESPACE,
+                                                   "port": 443, "path": "/validate-gateway"}
+    assert gateways["rules"][0]["resources"] == ["mcpgateways"]
+    assert gateways["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert ("caBundle" in gateways["clientConfig"]) == (mode == "secret")
+    assert "object.spec != oldObject.spec" in gateways["matchConditions"][0]["expression"]
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
     cert_dir = env["MCP_WARDEN_WEBHOOK_CERT_DIR"]

@@ -7,13 +7,13 @@ call is one new row here and one in RBAC.md.
 
 {{/* Cluster-wide: the operator watches and writes in every namespace. */}}
 {{- define "mcp-warden.clusterRules" -}}
-# The controller's primary resource and the profiles it resolves.
+# The controllers' primary resources (servers, gateways) and the profiles they resolve.
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers, toolprofiles, sandboxprofiles]
+  resources: [mcpservers, mcpgateways, toolprofiles, sandboxprofiles]
   verbs: [get, list, watch]
 # Status, written with server-side apply (the profiles': Valid, usedBy).
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers/status, toolprofiles/status, sandboxprofiles/status]
+  resources: [mcpservers/status, mcpgateways/status, toolprofiles/status, sandboxprofiles/status]
   verbs: [get, patch]
 # Owned objects (server-side apply).
 - apiGroups: [""]
@@ -115,12 +115,12 @@ call is one new row here and one in RBAC.md.
 
 {{- define "mcp-warden.editRules" -}}
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers, toolprofiles, sandboxprofiles]
+  resources: [mcpservers, mcpgateways, toolprofiles, sandboxprofiles]
   verbs: [create, delete, deletecollection, get, list, patch, update, watch]
 {{- end -}}
 
 {{- define "mcp-warden.viewRules" -}}
 - apiGroups: [mcpwarden.dev]
-  resources: [mcpservers, mcpservers/status, toolprofiles, toolprofiles/status, sandboxprofiles, sandboxprofiles/status]
+  resources: [mcpservers, mcpservers/status, mcpgateways, mcpgateways/status, toolprofiles, toolprofiles/status, sandboxprofiles, sandboxprofiles/status]
   verbs: [get, list, watch]
 {{- end -}}

@@ -14,13 +14,20 @@ use super::BuildInput;
 use crate::names;
 
 /// The ConfigMap holding the compiled policy.
+/// Beside it, the public key of each gateway that selects the server
+/// (`gateway-<name>.pem`), which the policy's `auth.gateways` names: the
+/// key reaches only the backends of that gateway.
 pub fn desired_config_map(input: BuildInput<'_>) -> ConfigMap {
+    let mut data = BTreeMap::from([(names::POLICY_KEY.to_string(), input.policy_yaml.to_string())]);
+    for g in &input.config.trusted_gateways {
+        data.insert(
+            crate::gateway::names::backend_public_key_key(&g.name),
+            g.public_key_pem.clone(),
+        );
+    }
     ConfigMap {
         metadata: names::metadata(input.server, names::policy_config_map(input.server)),
-        data: Some(BTreeMap::from([(
-            names::POLICY_KEY.to_string(),
-            input.policy_yaml.to_string(),
-        )])),
+        data: Some(data),
         ..ConfigMap::default()
     }
 }

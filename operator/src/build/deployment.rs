@@ -161,7 +161,7 @@ fn pod_security_context(input: BuildInput<'_>) -> PodSecurityContext {
 }
 
 /// The restricted container security context every container gets.
-fn container_security_context(read_only_root: bool) -> SecurityContext {
+pub(crate) fn container_security_context(read_only_root: bool) -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         privileged: Some(false),
@@ -179,7 +179,10 @@ fn container_security_context(read_only_root: bool) -> SecurityContext {
     }
 }
 
-fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequirements {
+pub(crate) fn resources(
+    requests: &[(&str, &str)],
+    limits: &[(&str, &str)],
+) -> ResourceRequirements {
     let list = |pairs: &[(&str, &str)]| {
         pairs
             .iter()
@@ -193,7 +196,7 @@ fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequ
     }
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(crate) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.into(),
         mount_path: path.into(),
@@ -204,7 +207,7 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
 
 /// A `preStop` hook that only waits (the kubelet's own `sleep`: no shell or
 /// binary needed in a distroless image).
-fn pre_stop_sleep(seconds: i64) -> Lifecycle {
+pub(crate) fn pre_stop_sleep(seconds: i64) -> Lifecycle {
     Lifecycle {
         pre_stop: Some(LifecycleHandler {
             sleep: Some(SleepAction { seconds }),

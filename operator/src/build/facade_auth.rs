@@ -27,13 +27,15 @@ use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, KeyToPath, SecretVolumeSource, Volume, VolumeMount,
 };
 
+use mcp_warden_crds::toolprofile::ProfileAuth;
+
 use super::BuildInput;
 use crate::names::{self, ISSUERS_DIR, JWKS_KEY, TOKENS_DIR};
 
 /// Secret name → the keys the profile names, in a stable order.
-fn token_secrets(input: BuildInput<'_>) -> BTreeMap<&str, BTreeSet<&str>> {
+fn token_secrets(auth: &ProfileAuth) -> BTreeMap<&str, BTreeSet<&str>> {
     let mut secrets: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for t in &input.auth.static_tokens {
+    for t in &auth.static_tokens {
         secrets
             .entry(t.secret_name.as_str())
             .or_default()
@@ -44,12 +46,21 @@ fn token_secrets(input: BuildInput<'_>) -> BTreeMap<&str, BTreeSet<&str>> {
 
 /// The volumes: one per static-token Secret, one per JWT issuer.
 pub fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
+    auth_volumes(input.auth, &names::issuers_config_map(input.server), true)
+}
+
+/// The volumes of `auth` (also a gateway's): a JWT issuer's keys come from
+/// `issuers_config_map`, key `<i>.json` — always for an MCPServer, whose
+/// operator copies a named JWKS ConfigMap there (`copied`: the approval
+/// binds that content); a gateway, which no approval binds, mounts a named
+/// ConfigMap as it is and reads only fetched keys from there.
+pub fn auth_volumes(auth: &ProfileAuth, issuers_config_map: &str, copied: bool) -> Vec<Volume> {
     let key = |key: &str, path: &str| KeyToPath {
         key: key.into(),
         path: path.into(),
         mode: None,
     };
-    let mut volumes: Vec<Volume> = token_secrets(input)
+    let mut volumes: Vec<Volume> = token_secrets(auth)
         .into_iter()
         .enumerate()
         .map(|(n, (secret, keys))| Volume {
@@ -63,13 +74,21 @@ pub fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
             ..Volume::default()
         })
         .collect();
-    volumes.extend((0..input.auth.jwt.len()).map(|i| {
-        // The operator's copy of the profile's keys, or the keys it fetched.
+    volumes.extend(auth.jwt.iter().enumerate().map(|(i, issuer)| {
+        // The operator's copy of the profile's keys or the keys it fetched;
+        // a gateway's named ConfigMap as it is.
+        let (name, source_key) = match &issuer.jwks {
+            Some(source) if !copied => (
+                source.config_map.name.clone(),
+                source.config_map.key.clone(),
+            ),
+            _ => (issuers_config_map.to_string(), format!("{i}.json")),
+        };
         Volume {
             name: format!("issuer-{i}"),
             config_map: Some(ConfigMapVolumeSource {
-                name: names::issuers_config_map(input.server),
-                items: Some(vec![key(&format!("{i}.json"), JWKS_KEY)]),
+                name,
+                items: Some(vec![key(&source_key, JWKS_KEY)]),
                 optional: Some(true),
                 ..ConfigMapVolumeSource::default()
             }),
@@ -81,26 +100,30 @@ pub fn volumes(input: BuildInput<'_>) -> Vec<Volume> {
 
 /// The facade's mounts of [`volumes`], read-only.
 pub fn mounts(input: BuildInput<'_>) -> Vec<VolumeMount> {
+    auth_mounts(input.auth)
+}
+
+/// The mounts of [`auth_volumes`], read-only.
+pub fn auth_mounts(auth: &ProfileAuth) -> Vec<VolumeMount> {
     let mount = |name: String, path: String| VolumeMount {
         name,
         mount_path: path,
         read_only: Some(true),
         ..VolumeMount::default()
     };
-    let mut mounts: Vec<VolumeMount> = token_secrets(input)
+    let mut mounts: Vec<VolumeMount> = token_secrets(auth)
         .into_keys()
         .enumerate()
         .map(|(n, secret)| mount(format!("tokens-{n}"), format!("{TOKENS_DIR}/{secret}")))
         .collect();
     mounts.extend(
-        (0..input.auth.jwt.len())
-            .map(|i| mount(format!("issuer-{i}"), format!("{ISSUERS_DIR}/{i}"))),
+        (0..auth.jwt.len()).map(|i| mount(format!("issuer-{i}"), format!("{ISSUERS_DIR}/{i}"))),
     );
-    debug_assert!(input.auth.static_tokens.iter().all(|t| names::token_file(
-        &t.secret_name,
-        &t.key
-    )
-    .starts_with(&format!("{TOKENS_DIR}/{}/", t.secret_name))));
+    debug_assert!(auth
+        .static_tokens
+        .iter()
+        .all(|t| names::token_file(&t.secret_name, &t.key)
+            .starts_with(&format!("{TOKENS_DIR}/{}/", t.secret_name))));
     mounts
 }
 

@@ -65,7 +65,7 @@ const NOT_PUBLIC_V4: &[&str] = &[
 /// IPv6 blocks that are not public.
 const NOT_PUBLIC_V6: &[&str] = &["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"];
 
-fn tcp(port: i32) -> NetworkPolicyPort {
+pub(crate) fn tcp(port: i32) -> NetworkPolicyPort {
     NetworkPolicyPort {
         port: Some(IntOrString::Int(port)),
         protocol: Some("TCP".into()),
@@ -73,7 +73,7 @@ fn tcp(port: i32) -> NetworkPolicyPort {
     }
 }
 
-fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelector> {
+pub(crate) fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelector> {
     Some(LabelSelector {
         match_labels: Some(l.clone()),
         ..LabelSelector::default()
@@ -81,7 +81,7 @@ fn labels(l: &std::collections::BTreeMap<String, String>) -> Option<LabelSelecto
 }
 
 /// Lookups to the cluster DNS (UDP and TCP 53).
-fn dns_rule() -> NetworkPolicyEgressRule {
+pub(crate) fn dns_rule() -> NetworkPolicyEgressRule {
     let port = |protocol: &str| NetworkPolicyPort {
         port: Some(IntOrString::Int(53)),
         protocol: Some(protocol.into()),

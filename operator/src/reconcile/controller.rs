@@ -7,9 +7,11 @@
 //! ToolProfile / SandboxProfile, MCPServer ─(its refs)─▶ profiles::reconcile_profile (profile status)
 //! Cilium / Calico policy or HTTPRoute kind appears or goes (kinds.rs) ─▶ reconcile(every server)
 //! ConfigMap / Secret (metadata only) ─(references::Index)─▶ reconcile(each server whose
-//!   approved content it holds: secretEnv keys, the profile's JWKS)
+//!   approved content it holds: secretEnv keys, the profile's JWKS; a gateway's public key)
 //! Pod with mcpwarden.dev/server=<name> (metadata only) ─▶ reconcile(<name>): a replica
 //!   came, got its address or goes, so the peers ConfigMap is rewritten
+//! MCPGateway ─(gateway::controller::servers_for_gateway)─▶ reconcile(each server it selects or listed)
+//! the MCPGateway controller itself: crate::gateway::controller
 //! ```
 //! The ConfigMap, Secret and Pod watches are metadata-only (`PartialObjectMeta`):
 //! an edit changes `resourceVersion`, which is all a trigger needs, and no
@@ -30,7 +32,7 @@ use kube::{
     runtime::{reflector::ObjectRef, watcher, Controller},
     Api, Client, ResourceExt,
 };
-use mcp_warden_crds::{MCPServer, SandboxProfile, ToolProfile};
+use mcp_warden_crds::{MCPGateway, MCPServer, SandboxProfile, ToolProfile};
 use tracing::{debug, warn};
 
 use super::{
@@ -123,10 +125,12 @@ pub async fn run(
         |s| s.spec.sandbox_profile_ref.as_ref().map(|r| r.name.clone()),
         shutdown.clone(),
     );
+    let gateways = crate::gateway::controller::run(client.clone(), ctx.clone(), shutdown.clone());
     futures::join!(
         run_servers(client, ctx, shutdown),
         tool_status,
-        sandbox_status
+        sandbox_status,
+        gateways
     );
 }
 
@@ -151,7 +155,7 @@ async fn run_servers(
             .filter(|s| crate::capabilities::is_pending(s))
             .count()
     });
-    let (tool_store, sandbox_store) = (store.clone(), store);
+    let (tool_store, sandbox_store, gateway_store) = (store.clone(), store.clone(), store);
     let client_for_kinds = client.clone();
     let (cm_index, secret_index) = (ctx.references.clone(), ctx.references.clone());
     controller
@@ -186,6 +190,19 @@ async fn run_servers(
                     ProfileKind::Sandbox,
                     &ns,
                     &p.name_any(),
+                )
+            },
+        )
+        // A gateway that selects (or stopped selecting) a server changes
+        // whose key its policy trusts.
+        .watches(
+            Api::<MCPGateway>::all(client.clone()),
+            watcher::Config::default(),
+            move |gw| {
+                let servers = gateway_store.state();
+                crate::gateway::controller::servers_for_gateway(
+                    servers.iter().map(|s| s.as_ref()),
+                    &gw,
                 )
             },
         )

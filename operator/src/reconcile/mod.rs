@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! resolve (resolve.rs, reads; + issuer JWKS, observe.rs; the cluster's ranges,
-//!   cluster_ranges.rs) → plan (crate::plan, pure:
+//!   cluster_ranges.rs; the gateways that select it, crate::gateway::trust) → plan (crate::plan, pure:
 //!   capabilities, validate, compile, build)
 //!   ├─ invalid / missing profile → status PolicyCompiled=False + Event → wait for a change
 //!   └─ ok → hold? (a changed workload waits for approval: keep the live Deployment and
@@ -106,13 +106,16 @@ pub enum Error {
     /// Writing the status or an Event failed.
     #[error(transparent)]
     Status(#[from] status::StatusError),
+    /// Reading the gateways that select the server failed.
+    #[error(transparent)]
+    Gateways(#[from] crate::gateway::trust::TrustError),
 }
 
 impl Error {
     /// The `result` label of `mcpwarden_reconcile_total`.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::Resolve(_) => "resolve_error",
+            Error::Resolve(_) | Error::Gateways(_) => "resolve_error",
             Error::Apply(_) => "apply_error",
             Error::Status(_) => "status_error",
         }
@@ -194,10 +197,19 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     // 1. resolve (reads)
     tracing::debug!(step = "resolve", "reconcile step");
     let resolved = resolve::resolve(&ctx.client, server).await?;
-    ctx.references
-        .record(&ns, &server.name_any(), &resolved.referenced);
+    // The gateways that select this server: its policy trusts their keys.
+    let (trusted_gateways, gateway_config_maps) =
+        crate::gateway::trust::for_server(&ctx.client, server).await?;
+    let mut referenced = resolved.referenced.clone();
+    referenced.config_maps.extend(
+        gateway_config_maps
+            .into_iter()
+            .map(|cm| (cm, crate::gateway::names::PUBLIC_KEY_KEY.to_string())),
+    );
+    ctx.references.record(&ns, &server.name_any(), &referenced);
     let issuer_keys = ctx.jwks.get(&ctx.client).await;
     let mut config = ctx.config.clone();
+    config.trusted_gateways = trusted_gateways;
     if let Some(keys) = &issuer_keys {
         config.service_account_issuer = keys.issuer.clone();
     }

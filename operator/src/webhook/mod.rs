@@ -9,6 +9,8 @@
 //!     POST /validate-profile   ─▶ profiles::review_profile   refuses a ToolProfile/SandboxProfile
 //!                                 the facade's policy loader would refuse, and the deletion of
 //!                                 one an MCPServer uses (ProfileUsers: lists MCPServers)
+//!     POST /validate-gateway   ─▶ gateway::review_gateway   refuses an MCPGateway the operator
+//!                                 could never build (duplicate backends, colliding prefixes)
 //!     GET  /healthz            ─▶ ok
 //! ```
 //! [`certs`] loads the serving certificate from a mounted Secret directory,
@@ -18,6 +20,7 @@
 pub mod admission;
 pub mod certs;
 pub mod duties;
+pub mod gateway;
 pub mod profiles;
 
 use std::{convert::Infallible, net::SocketAddr, sync::Arc};
@@ -139,6 +142,24 @@ pub async fn handle(
         (&Method::GET, "/healthz") => return reply(StatusCode::OK, "text/plain", b"ok\n".to_vec()),
         (&Method::POST, VALIDATE_PATH) => Mode::Validate,
         (&Method::POST, MUTATE_PATH) => Mode::Mutate,
+        (&Method::POST, gateway::VALIDATE_GATEWAY_PATH) => {
+            return match Limited::new(request.into_body(), MAX_BODY).collect().await {
+                Ok(body) => match gateway::review_gateway(&body.to_bytes()) {
+                    Ok(review) => {
+                        let bytes = serde_json::to_vec(&review).expect("JSON serializes");
+                        reply(StatusCode::OK, "application/json", bytes)
+                    }
+                    Err(malformed) => {
+                        let msg = format!("{malformed}\n");
+                        reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
+                    }
+                },
+                Err(e) => {
+                    let msg = format!("malformed AdmissionReview: cannot read the body: {e}\n");
+                    reply(StatusCode::BAD_REQUEST, "text/plain", msg.into_bytes())
+                }
+            };
+        }
         (&Method::POST, profiles::VALIDATE_PROFILE_PATH) => {
             return match Limited::new(request.into_body(), MAX_BODY).collect().await {
                 Ok(body) => {

@@ -274,6 +274,13 @@ pub async fn answer(
             )
             .unwrap(),
         ),
+        // No gateway in the namespace unless a test put one there.
+        "GET" if path.ends_with("/mcpgateways") && !state.objects.contains_key(&path) => (
+            StatusCode::OK,
+            serde_json::to_vec(&json!({"apiVersion": "mcpwarden.dev/v1alpha1",
+                "kind": "MCPGatewayList", "metadata": {}, "items": []}))
+            .unwrap(),
+        ),
         "GET" => match state.objects.get(&path) {
             Some(obj) if metadata_only_wanted => (StatusCode::OK, metadata_only(obj)),
             Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
@@ -284,6 +291,19 @@ pub async fn answer(
             server.status = Some(serde_json::from_value(body["status"].clone()).unwrap());
             state.server = Some(server.clone());
             (StatusCode::OK, serde_json::to_vec(&server).unwrap())
+        }
+        // Another kind's status (a gateway's): merged into the object, as
+        // the API server answers with the whole object.
+        "PATCH"
+            if path.ends_with("/status")
+                && state.objects.contains_key(path.trim_end_matches("/status")) =>
+        {
+            let parent = path.trim_end_matches("/status").to_string();
+            let mut obj = state.objects[&parent].clone();
+            obj["status"] = body["status"].clone();
+            state.objects.insert(parent, obj.clone());
+            state.objects.insert(path, body);
+            (StatusCode::OK, serde_json::to_vec(&obj).unwrap())
         }
         "PATCH" => {
             let stored = with_server_defaults(body);

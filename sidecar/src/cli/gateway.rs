@@ -41,6 +41,17 @@ pub struct GatewayArgs {
     /// How long an assertion is valid, in seconds.
     #[arg(long, default_value_t = 120)]
     pub gateway_assertion_secs: u64,
+    /// Address blocks (CIDRs, comma-separated) where backends may be
+    /// reached, over plain `http://` too: a cluster's Service and pod
+    /// ranges, where the operator's NetworkPolicies confine who reaches a
+    /// backend's facade. Without it a backend is `https://`, or `http://`
+    /// on loopback only, as `--upstream-url`.
+    #[arg(
+        long = "backend-allow-cidr",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub backend_allow_cidrs: Vec<String>,
 }
 
 impl GatewayArgs {

@@ -1,0 +1,111 @@
+"""The MCPGateway on a real API server, with the operator running on the
+chart's RBAC and the webhook in the path: the gateway example in front of
+three of the examples' servers gets its objects and its signing key, its
+public key reaches exactly the servers it selects (and follows a label that
+comes and goes), status lists each backend, and the webhook refuses a
+gateway whose names would collide.
+"""
+from __future__ import annotations
+
+import base64
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT
+from k8s_cluster import wait_for
+from k8s_fixtures import EXAMPLE_NAMESPACE
+
+NS = EXAMPLE_NAMESPACE
+GATEWAY = REPO_ROOT / "examples" / "gateway" / "gateway.yaml"
+NAME = "team-a-tools"
+KEY = f"gateway-{NAME}.pem"
+
+
+def policy_data(cluster, server: str) -> dict:
+    return (cluster.get("configmap", f"{server}-policy", NS) or {}).get("data", {})
+
+
+def trusted(cluster, server: str) -> bool:
+    data = policy_data(cluster, server)
+    if KEY not in data:
+        return False
+    policy = yaml.safe_load(data["policy.yaml"])
+    (entry,) = policy["auth"]["gateways"]
+    assert entry == {
+        "issuer": f"mcpwarden.dev/{NS}/mcpgateway/{NAME}",
+        "publicKeyFile": f"/etc/mcp-warden/policy/{KEY}",
+        "audience": server,
+        "callerIssuers": ["https://kubernetes.default.svc.cluster.local"],
+    }, entry
+    return True
+
+
+def backends(cluster) -> list[str]:
+    gw = cluster.get("mcpgateway", NAME, NS) or {}
+    return [b["name"] for b in gw.get("status", {}).get("backends", [])]
+
+
+@pytest.fixture
+def gateway(cluster, examples_applied, controller, webhook):
+    """The example gateway, deleted afterwards (its backends then drop its key),
+    so the suites after this one see the examples as they were."""
+    out = cluster.kubectl("apply", "--server-side", "--field-manager=mcp-warden-tests", "-f", GATEWAY)
+    assert out.code == 0, out.stderr
+    yield
+    cluster.kubectl("delete", "-f", GATEWAY, "--wait=true", check=False)
+    for server in ("everything", "files", "git"):
+        wait_for(f"{server} drops the key", lambda s=server: KEY not in policy_data(cluster, s), timeout=60)
+
+
+def test_the_gateway_is_built_and_only_its_backends_trust_its_key(cluster, gateway):
+    wait_for("the gateway's status", lambda: backends(cluster) == ["everything", "files", "git"], timeout=60)
+    gw = cluster.get("mcpgateway", NAME, NS)
+    status = gw["status"]
+    assert status["endpoint"] == f"http://{NAME}.{NS}.svc.cluster.local:8080/mcp"
+    assert status["backendsReady"].endswith("/3"), status
+    git = next(b for b in status["backends"] if b["name"] == "git")
+    assert git["prefix"] == "vcs_"
+    # No kubelet here: the gateway's pods never run, and status says so.
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "Progressing", ready
+    uid = gw["metadata"]["uid"]
+    deployment = cluster.get("deployment", NAME, NS)
+    assert deployment["metadata"]["ownerReferences"][0]["uid"] == uid
+    args = " ".join(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert f"--backend git=http://git.{NS}.svc.cluster.local:8080/mcp --backend-prefix git=vcs_" in args, args
+    # The signing key: in its Secret only; its public half for the backends.
+    secret = cluster.get("secret", f"{NAME}-gateway-key", NS)
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert base64.b64decode(secret["data"]["key.pem"]).startswith(b"-----BEGIN PRIVATE KEY-----")
+    public = cluster.get("configmap", f"{NAME}-gateway-pub", NS)["data"]["public.pem"]
+    assert "PRIVATE" not in str(gw) and "PRIVATE" not in public
+    # Exactly the three backends' policies trust it, with the key beside the policy.
+    for server in ("everything", "files", "git"):
+        wait_for(f"{server} trusts the gateway", lambda s=server: trusted(cluster, s), timeout=60)
+        assert policy_data(cluster, server)[KEY] == public
+    assert not trusted(cluster, "time"), "a server the gateway does not select"
+    events = [e for e in cluster.list("events", NS)
+              if e.get("regarding", e.get("involvedObject", {})).get("name") == NAME]
+    assert {"Applied", "Progressing"} <= {e["reason"] for e in events}, events
+
+    # A server labelled for the gateway becomes a backend, and trusts it;
+    # without the label it is neither.
+    label = f"mcpwarden.dev/gateway-{NAME}"
+    cluster.kubectl("label", "mcpserver", "time", "-n", NS, f"{label}=true")
+    wait_for("time joins", lambda: "time" in backends(cluster), timeout=60)
+    wait_for("time trusts the gateway", lambda: trusted(cluster, "time"), timeout=60)
+    cluster.kubectl("label", "mcpserver", "time", "-n", NS, f"{label}-")
+    wait_for("time leaves", lambda: "time" not in backends(cluster), timeout=60)
+    wait_for("time no longer trusts the gateway", lambda: KEY not in policy_data(cluster, "time"), timeout=60)
+
+
+def test_the_webhook_refuses_a_gateway_whose_names_would_collide(cluster, examples_applied, webhook):
+    doc = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
+           "metadata": {"name": "clash", "namespace": NS},
+           "spec": {"backends": [{"name": "git", "prefix": "files__"}, {"name": "files"}]}}
+    out = cluster.apply(doc, dry_run=True, check=False)
+    assert out.code != 0, out.stdout
+    assert f"MCPGateway {NS}/clash: PrefixCollision" in out.stderr, out.stderr
+    doc["spec"]["backends"][0]["prefix"] = "vcs_"
+    assert cluster.apply(doc, dry_run=True, check=False).code == 0
