@@ -141,7 +141,8 @@ pub fn compile_policy(
 /// [`names::token_file`] and [`names::issuer_jwks_file`]): token values stay
 /// in their Secrets, and the facade hashes them when it reads the files.
 fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> AuthConfig {
-    let mut compiled = compile_auth_for(names::token_audience(server), auth, cfg);
+    let urls = names::resource_urls(server, cfg);
+    let mut compiled = compile_auth_for(names::token_audience(server), urls, auth, cfg);
     // The gateways that select this server (the reconcile reads them into
     // `cfg`): their public keys sit beside the policy in its ConfigMap.
     compiled.gateways = cfg
@@ -159,9 +160,12 @@ fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> Au
 }
 
 /// The `auth` of a facade whose service-account callers present tokens for
-/// `audience` (an MCPServer's, or a gateway's); no gateway is trusted.
+/// `audience` (an MCPServer's, or a gateway's) and whose resource URLs (the
+/// protected-resource metadata's, and a resource-bound token's audience)
+/// are `resource_urls`; no gateway is trusted.
 pub(crate) fn compile_auth_for(
     audience: String,
+    resource_urls: Vec<String>,
     auth: &ProfileAuth,
     cfg: &BuildConfig,
 ) -> AuthConfig {
@@ -194,7 +198,7 @@ pub(crate) fn compile_auth_for(
         })
         .collect();
     AuthConfig {
-        resource_urls: names::resource_urls(server, cfg),
+        resource_urls,
         static_tokens,
         jwt,
         service_account_tokens: Some(ServiceAccountTokens {

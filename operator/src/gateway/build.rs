@@ -125,7 +125,12 @@ pub fn compile_gateway_policy(input: GatewayInput<'_>) -> FacadePolicy {
         // Each backend applies its own approvals: the gateway only takes away.
         risk_ceiling: RiskLevel::Critical,
         roles: p.roles.clone(),
-        auth: compile_auth_for(names::token_audience(gw), &p.auth, input.config),
+        auth: compile_auth_for(
+            names::token_audience(gw),
+            names::resource_urls(gw, input.config),
+            &p.auth,
+            input.config,
+        ),
         sandbox: SandboxGrant {
             write_allowed: true,
         },

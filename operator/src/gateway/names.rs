@@ -166,6 +166,16 @@ pub fn cluster_endpoint(gw: &MCPGateway, cfg: &BuildConfig) -> String {
     )
 }
 
+/// Every URL clients reach the gateway at (its protected-resource metadata
+/// names one per host): the endpoint, the in-cluster URL, each exposed host.
+pub fn resource_urls(gw: &MCPGateway, cfg: &BuildConfig) -> Vec<String> {
+    let mut urls = vec![endpoint(gw, cfg), cluster_endpoint(gw, cfg)];
+    urls.extend(exposed_hosts(gw).iter().map(|h| format!("https://{h}/mcp")));
+    let mut seen = std::collections::BTreeSet::new();
+    urls.retain(|u| seen.insert(u.clone()));
+    urls
+}
+
 /// The URL agents connect to (`status.endpoint`).
 pub fn endpoint(gw: &MCPGateway, cfg: &BuildConfig) -> String {
     match exposed_hosts(gw).first() {
