@@ -171,3 +171,36 @@ fn a_gateway_needs_the_issuers_it_vouches_for() {
     assert!(err.contains("callerIssuers"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_assertion_accepted_before_is_refused_once_expired() {
+    // The backend remembers assertions it accepted (so it does not verify
+    // the same one on every call): that must not outlive the assertion.
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("again");
+    let everything = backend(&dir, &k.public, "everything");
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(1)).unwrap();
+    let short = token(&signer, &alice("static"), "everything");
+    for _ in 0..2 {
+        let who = everything.authenticate(Some(&short)).unwrap();
+        assert_eq!(who.subject.as_deref(), Some("alice"));
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        everything.authenticate(Some(&short)),
+        Err(AuthFailure::Invalid("token_expired"))
+    );
+    // Another backend never takes it for having been accepted here.
+    let git = backend(&dir, &k.public, "git");
+    let fresh = token(
+        &Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap(),
+        &alice("static"),
+        "everything",
+    );
+    everything.authenticate(Some(&fresh)).unwrap();
+    assert_eq!(
+        git.authenticate(Some(&fresh)),
+        Err(AuthFailure::Invalid("wrong_audience"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -11,6 +11,9 @@
 //! An issuer with `resourceAudience` takes only tokens whose `aud` is one of
 //! the facade's URLs (RFC 8707); `requiredScopes` are checked last, on an
 //! otherwise valid token, so their absence can be told to the client.
+//! A token accepted once is known again by its hash until its `exp`
+//! ([`super::verified`]): the same checks are not repeated for it on every
+//! request.
 
 use std::path::Path;
 
@@ -22,6 +25,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::auth::identity::{AuthMethod, Identity};
+use crate::auth::verified::{self, Verified};
 use mcp_warden_policy::login::ResourceUrl;
 
 const ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
@@ -59,6 +63,8 @@ pub struct JwtVerifier {
     resources: Option<Vec<ResourceUrl>>,
     /// Scopes every token must carry (`requiredScopes`).
     required_scopes: Vec<String>,
+    /// Tokens this verifier accepted, until their `exp`.
+    verified: Verified,
 }
 
 #[derive(Deserialize)]
@@ -159,6 +165,7 @@ impl JwtVerifier {
             kind,
             resources: None,
             required_scopes: Vec::new(),
+            verified: Verified::default(),
         })
     }
 
@@ -203,6 +210,7 @@ impl JwtVerifier {
             },
             resources: None,
             required_scopes: Vec::new(),
+            verified: Verified::default(),
         })
     }
 
@@ -253,6 +261,10 @@ impl JwtVerifier {
             Some(_) => return Err(Rejection::NotMine),
             None => return Err(Rejection::Invalid("malformed_token")),
         }
+        let (digest, now) = (verified::digest(token), verified::now());
+        if let Some(identity) = self.verified.get(&digest, now) {
+            return Ok(identity);
+        }
         let header = decode_header(token).map_err(|e| Rejection::Invalid(reason(e.kind())))?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(Rejection::Invalid("unsupported_algorithm"));
@@ -272,6 +284,9 @@ impl JwtVerifier {
                     self.bound_to_resource(&data.claims)?;
                     let identity = self.identity(&data.claims)?;
                     self.scoped(&data.claims)?;
+                    if let Some(exp) = data.claims.get("exp").and_then(Value::as_u64) {
+                        self.verified.put(digest, &identity, exp, now);
+                    }
                     return Ok(identity);
                 }
                 Err(e) if *e.kind() == ErrorKind::InvalidSignature => {

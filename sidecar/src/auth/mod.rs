@@ -17,6 +17,7 @@ pub mod identity;
 mod jwt;
 pub mod resource;
 mod static_tokens;
+mod verified;
 
 use std::path::Path;
 

@@ -18,8 +18,17 @@
 //! and the caller issuers it may vouch for; see `auth`'s verifier). One
 //! backend's assertion is refused by another (audience), so a backend that
 //! misbehaves cannot replay it sideways; it expires in minutes.
+//!
+//! Signing costs far more than the rest of a call (an RSA signature is a
+//! millisecond or two), so an assertion is minted once per caller and
+//! backend and reused until a quarter of its lifetime is left ([`Minted`]):
+//! a backend always receives one with time to spare, one caller's assertion
+//! never goes to another caller or another backend, and the cache is
+//! bounded.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -28,7 +37,7 @@ use serde::Serialize;
 use crate::upstream::Credential;
 
 /// Who a request is for: the caller the facade authenticated.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Principal {
     pub issuer: String,
     pub subject: String,
@@ -41,6 +50,44 @@ pub struct Signer {
     key: EncodingKey,
     alg: Algorithm,
     lifetime: Duration,
+    minted: Mutex<Minted>,
+}
+
+/// Assertions already signed, by backend then caller, each with its `exp`
+/// (seconds since the epoch).
+#[derive(Default)]
+struct Minted {
+    by_backend: HashMap<String, HashMap<Principal, (Credential, u64)>>,
+    len: usize,
+}
+
+/// Assertions kept at most; past it, expired ones are dropped, then all.
+const MAX_MINTED: usize = 4096;
+
+impl Minted {
+    /// `who`'s assertion for `audience`, if it is still good for more than
+    /// `spare` seconds after `now`.
+    fn get(&self, who: &Principal, audience: &str, now: u64, spare: u64) -> Option<Credential> {
+        let (credential, exp) = self.by_backend.get(audience)?.get(who)?;
+        (exp.saturating_sub(now) > spare).then(|| credential.clone())
+    }
+
+    fn put(&mut self, who: &Principal, audience: &str, credential: Credential, exp: u64, now: u64) {
+        if self.len >= MAX_MINTED {
+            for callers in self.by_backend.values_mut() {
+                callers.retain(|_, (_, e)| *e > now);
+            }
+            self.len = self.by_backend.values().map(HashMap::len).sum();
+            if self.len >= MAX_MINTED {
+                self.by_backend.clear();
+                self.len = 0;
+            }
+        }
+        let callers = self.by_backend.entry(audience.to_string()).or_default();
+        if callers.insert(who.clone(), (credential, exp)).is_none() {
+            self.len += 1;
+        }
+    }
 }
 
 impl std::fmt::Debug for Signer {
@@ -90,16 +137,41 @@ impl Signer {
             key,
             alg,
             lifetime,
+            minted: Mutex::default(),
         })
     }
 
-    /// An assertion of `who` for backend `audience`, as a bearer credential.
+    /// An assertion of `who` for backend `audience`, as a bearer credential:
+    /// the one signed before while a quarter of its lifetime is left, else
+    /// a new one.
     pub fn mint(&self, who: &Principal, audience: &str) -> Result<Credential, String> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let lifetime = self.lifetime.as_secs().max(1);
+        let spare = lifetime / 4;
+        if let Some(c) = self.minted.lock().unwrap().get(who, audience, now, spare) {
+            return Ok(c);
+        }
+        let (credential, exp) = self.sign(who, audience, now, lifetime)?;
+        self.minted
+            .lock()
+            .unwrap()
+            .put(who, audience, credential.clone(), exp, now);
+        Ok(credential)
+    }
+
+    /// A new assertion, valid from `now` for `lifetime` seconds, and its `exp`.
+    fn sign(
+        &self,
+        who: &Principal,
+        audience: &str,
+        now: u64,
+        lifetime: u64,
+    ) -> Result<(Credential, u64), String> {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
+        let exp = now + lifetime;
         let claims = Claims {
             iss: &self.issuer,
             aud: audience,
@@ -108,11 +180,91 @@ impl Signer {
             groups: &who.groups,
             iat: now,
             nbf: now,
-            exp: now + self.lifetime.as_secs().max(1),
+            exp,
             jti: hex::encode(nonce),
         };
         let token = jsonwebtoken::encode(&Header::new(self.alg), &claims, &self.key)
             .map_err(|e| format!("cannot sign the assertion: {e}"))?;
-        Credential::bearer(&token)
+        Ok((Credential::bearer(&token)?, exp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(subject: &str, groups: &[&str]) -> Principal {
+        Principal {
+            issuer: "static".into(),
+            subject: subject.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    fn text(c: &Credential) -> String {
+        c.header().unwrap().1.to_str().unwrap().to_string()
+    }
+
+    fn signer() -> Signer {
+        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        Signer::from_pem(
+            "gw",
+            pair.serialize_pem().as_bytes(),
+            Duration::from_secs(120),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_assertion_is_reused_for_its_caller_and_backend_only() {
+        let s = signer();
+        let alice = who("alice", &["devs"]);
+        let first = text(&s.mint(&alice, "git").unwrap());
+        assert_eq!(text(&s.mint(&alice, "git").unwrap()), first);
+        // Another backend, another caller, the same caller with other
+        // groups: each its own assertion.
+        assert_ne!(text(&s.mint(&alice, "everything").unwrap()), first);
+        assert_ne!(text(&s.mint(&who("bob", &["devs"]), "git").unwrap()), first);
+        assert_ne!(
+            text(&s.mint(&who("alice", &["ops"]), "git").unwrap()),
+            first
+        );
+        assert_eq!(text(&s.mint(&alice, "git").unwrap()), first);
+    }
+
+    #[test]
+    fn an_assertion_near_its_expiry_is_not_handed_out() {
+        let mut m = Minted::default();
+        let alice = who("alice", &[]);
+        let c = Credential::bearer("t").unwrap();
+        m.put(&alice, "git", c, 1_000, 900);
+        // 30 s of spare wanted: good until 970, not after.
+        assert!(m.get(&alice, "git", 969, 30).is_some());
+        assert!(m.get(&alice, "git", 970, 30).is_none());
+        assert!(m.get(&alice, "git", 1_000, 0).is_none());
+        assert!(m.get(&alice, "git", 2_000, 0).is_none());
+        assert!(m.get(&alice, "other", 900, 30).is_none());
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let mut m = Minted::default();
+        let c = Credential::bearer("t").unwrap();
+        for i in 0..MAX_MINTED + 10 {
+            m.put(&who(&format!("u{i}"), &[]), "git", c.clone(), 1_000, 900);
+            assert!(m.len <= MAX_MINTED);
+        }
+        let held: usize = m.by_backend.values().map(HashMap::len).sum();
+        assert_eq!(held, m.len);
+        assert!(m
+            .get(&who(&format!("u{}", MAX_MINTED + 9), &[]), "git", 900, 30)
+            .is_some());
+        // Expired entries go first when it fills.
+        let mut m = Minted::default();
+        for i in 0..MAX_MINTED {
+            m.put(&who(&format!("u{i}"), &[]), "git", c.clone(), 100, 50);
+        }
+        m.put(&who("fresh", &[]), "git", c.clone(), 1_000, 900);
+        assert_eq!(m.len, 1);
     }
 }
