@@ -174,7 +174,7 @@ fn describe_endpoint(e: Endpoint<'_>, profile: Option<&ToolProfileSpec>) -> Stri
                 "#   A client without it: add \"headers\": {} and set {}.\n",
             ),
             login.join(" or "),
-            mcp_warden_policy::login::ResourceUrl::parse(&url)
+            mcp_warden_policy::login::ResourceUrl::parse(url)
                 .map(|u| u.metadata_url())
                 .unwrap_or_default(),
             header,

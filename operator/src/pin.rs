@@ -126,12 +126,13 @@ mod tests {
         }))
         .unwrap();
         if let Some((image, digest)) = pinned {
-            let mut status = mcp_warden_crds::MCPServerStatus::default();
-            status.pinned_image = Some(PinnedImage {
-                image: image.into(),
-                digest: digest.into(),
+            s.status = Some(mcp_warden_crds::MCPServerStatus {
+                pinned_image: Some(PinnedImage {
+                    image: image.into(),
+                    digest: digest.into(),
+                }),
+                ..Default::default()
             });
-            s.status = Some(status);
         }
         s
     }

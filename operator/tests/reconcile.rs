@@ -178,7 +178,7 @@ async fn missing_profile_sets_condition_and_event_then_waits() {
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers/git/status".into(),
         ]
     );
-    let event = &calls[8].body;
+    let event = &calls[9].body;
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "ToolProfileNotFound");
     let server = after.server();

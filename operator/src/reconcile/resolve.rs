@@ -282,7 +282,7 @@ mod tests {
         use crate::pin::Reported;
         let one = running("node:22-slim", &format!("docker.io/library/node@{D1}"));
         assert_eq!(
-            reported_image(&[one.clone()], "node:22-slim"),
+            reported_image(std::slice::from_ref(&one), "node:22-slim"),
             Reported::One(D1.into())
         );
         // A pod of the pinned template, or of another image, does not count.
