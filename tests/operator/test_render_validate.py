@@ -41,7 +41,7 @@ def render(*files: Path) -> list[dict]:
 def test_examples_exist():
     names = {p.stem for p in EXAMPLES}
     assert {"stdio-server", "http-server", "with-secrets", "with-workspace", "with-egress", "replicated"} <= names
-    assert len(CRDS) == 3
+    assert len(CRDS) == 4
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

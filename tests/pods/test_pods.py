@@ -415,13 +415,14 @@ except urllib.error.HTTPError as e:
 
 def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, ca_bundle, tmp_path):
     """The ToolProfile's `auth`, end to end without a cluster: the rendered pod
-    mounts the static-token Secret key and the issuer's JWKS ConfigMap into
-    the facade only, the compiled policy names their files, and the facade
+    mounts the static-token Secret key and the issuer's keys (the operator's
+    copy of the JWKS ConfigMap, `time-issuers`) into the facade only, the compiled policy names their files, and the facade
     started from it accepts the Secret's token and a token of the OIDC issuer
     (its `email` claim, its `groups`), and refuses any other token; it
     accepts the `expose.hosts` name as `Host` and refuses names it was not
     given. The JWKS ConfigMap holds the test's keys (what the issuer would
-    publish)."""
+    publish); the operator copies them into `time-issuers` (here: the test,
+    as no cluster runs the operator)."""
     example = REPO_ROOT / "examples" / "with-auth.yaml"
     docs, objects = approved_render(example, tmp_path)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
@@ -440,13 +441,18 @@ def test_profile_tokens_reach_the_facade_through_mounts(sandbox_ok, keys, ca_bun
 
     jwks = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "corp-idp-jwks")
     jwks["data"]["jwks.json"] = json.dumps(keys.jwks())
+    # The facade never mounts the profile's ConfigMap: the operator's copy.
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["issuer-0"]["configMap"]["name"] == "time-issuers"
+    copy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "time-issuers", "namespace": "team-a"},
+            "data": {"0.json": jwks["data"]["jwks.json"]}}
     issuer = "https://login.example.com/realms/team-a"
     person = keys.mint(oidc_claims(issuer, "mcp-time", "u-123", ["team-a"], email="alice@example.com"))
     outsider = keys.mint(oidc_claims(issuer, "mcp-time", "u-456", ["team-b"], email="bob@example.com"))
     wrong_audience = keys.mint(oidc_claims(issuer, "other", "u-123", ["team-a"], email="alice@example.com"))
     work = tmp_path / "pod"
     work.mkdir()
-    pod = Pod(deployment, objects + [jwks], secret_values, images(ca_bundle), work, json.dumps(keys.jwks()))
+    pod = Pod(deployment, objects + [copy], secret_values, images(ca_bundle), work, json.dumps(keys.jwks()))
     service = "time.team-a.svc.cluster.local"
     client = Path(__file__).with_name("pod_client.py")
     with pod:
