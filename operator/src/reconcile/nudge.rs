@@ -33,11 +33,11 @@ pub fn list_hash(config_map: &ConfigMap) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
 }
 
-/// The pods (running, not being deleted) whose annotation is not `hash`.
+/// The running replicas (as the peers list counts them) whose annotation is
+/// not `hash`: a pod outside the Deployment is never patched.
 pub fn behind<'a>(pods: &'a [Pod], hash: &str) -> Vec<&'a Pod> {
     pods.iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .filter(|p| super::resolve::is_running_replica(p))
         .filter(|p| p.annotations().get(PEERS_ANNOTATION).map(String::as_str) != Some(hash))
         .collect()
 }
@@ -80,7 +80,8 @@ mod tests {
     use serde_json::json;
 
     fn pod(phase: &str, annotation: Option<&str>) -> Pod {
-        let mut meta = json!({"name": "p"});
+        let mut meta = json!({"name": "p", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "m-1", "uid": "u", "controller": true}]});
         if let Some(a) = annotation {
             meta["annotations"] = json!({PEERS_ANNOTATION: a});
         }
@@ -102,5 +103,10 @@ mod tests {
             pod("Pending", None),
         ];
         assert_eq!(behind(&pods, &hash).len(), 2);
+        // A pod with the server's labels that no ReplicaSet controls is no
+        // replica: the operator does not patch it.
+        let mut stray = pod("Running", None);
+        stray.metadata.owner_references = None;
+        assert!(behind(&[stray], &hash).is_empty());
     }
 }

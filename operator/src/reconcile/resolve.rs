@@ -187,6 +187,20 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
     })
 }
 
+/// A replica of the server's Deployment that runs and is not going away:
+/// controlled by a ReplicaSet (a pod someone made by hand with the same
+/// labels is no replica), not being deleted, phase `Running`.
+pub fn is_running_replica(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == "ReplicaSet")
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
 /// The peer addresses of the server's replicas: every pod its ReplicaSet
 /// controls that runs and has an address, ready or not (a facade answers
 /// its peers before its server is ready), and is not being deleted (its
@@ -195,17 +209,8 @@ pub async fn resolve(client: &Client, server: &MCPServer) -> Result<Resolved, Re
 pub fn peer_addresses(pods: &[Pod]) -> Vec<String> {
     let mut peers: Vec<String> = pods
         .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.controller == Some(true) && o.kind == "ReplicaSet")
-        })
-        .filter_map(|p| p.status.as_ref())
-        .filter(|s| s.phase.as_deref() == Some("Running"))
-        .filter_map(|s| s.pod_ip.as_deref())
+        .filter(|p| is_running_replica(p))
+        .filter_map(|p| p.status.as_ref()?.pod_ip.as_deref())
         .map(|ip| match ip.parse::<std::net::IpAddr>() {
             Ok(std::net::IpAddr::V6(_)) => format!("[{ip}]:{}", names::FACADE_PORT),
             _ => format!("{ip}:{}", names::FACADE_PORT),
