@@ -6,26 +6,23 @@ and tests/fixtures/policy_fixture.py for what real servers do not do on demand
 (drifting and poisoned definitions, a log of cancellations).
 
 One facade per real server is shared by the module's tests (module_facade);
-tests that change state (drift, reload) start their own.
+tests that need their own start one. Definitions that drift or carry
+instructions, and reloads, are in test_policy_definitions.py; budgets and
+deadlines in test_policy_budgets.py.
 """
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
 import subprocess
 import time
 
-import anyio
 import pytest
-import yaml
 from mcp import types
 
 from helpers import everything_stdio, metric, run_async
-from warden_helpers import (AuthedMcp, filesystem_stdio, git_stdio, policy_doc, policy_fixture_stdio,
-                            rpc_error, sdk_client, sdk_error, text_of_result, token_entry, tools_admin,
-                            wait_for)
+from warden_helpers import (AuthedMcp, filesystem_stdio, fixture_facade, git_stdio, listed, policy_doc,
+                            rpc_error, sdk_client, sdk_error, text_of_result, token_entry)
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -127,22 +124,9 @@ def git(module_facade, repo):
     return module_facade(upstream=git_stdio(repo), policy=policy)
 
 
-def fixture_facade(facade, tmp_path, policy: dict, **kw):
-    """A facade in front of the policy fixture, with its drift state file and raw log."""
-    state, log = tmp_path / "drift.state", tmp_path / "upstream.log"
-    fa = facade(upstream=policy_fixture_stdio(), policy=policy,
-                env={"FIXTURE_STATE": str(state), "FIXTURE_LOG": str(log)}, **kw)
-    fa.state, fa.log = state, log
-    return fa
-
-
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-async def listed(client) -> dict[str, types.Tool]:
-    return {t.name: t for t in (await client.list_tools()).tools}
-
-
 def same_denial(a, b, name_a: str, name_b: str) -> None:
     """Two -32004 errors that differ only in the tool name the caller used."""
     assert a.code == b.code == -32004, (a.error, b.error)
@@ -273,21 +257,6 @@ def test_code_32005_argument_bytes(ev):
             assert e.data["limit"] == 512 and e.data["observed"] > 1000
             r = await c.call_tool("echo", {"message": "ls small"})  # under the limit: fine
             assert text_of_result(r) == "Echo: ls small"
-
-    run_async(body)
-
-
-def test_code_32005_calls_per_session(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}}, tools=[{"name": "echo"}], limits={"maxCallsPerSession": 3}))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            for i in range(3):
-                assert text_of_result(await c.call_tool("echo", {"text": f"call {i}"})) == f"call {i}"
-            e = await sdk_error(c.call_tool("echo", {"text": "one too many"}))
-            assert e.code == -32005 and e.data["reason"] == "calls_per_session_exceeded", e.error
-            assert (e.data["limit"], e.data["observed"]) in ((3, 4), (3, 3)), e.data
 
     run_async(body)
 
@@ -503,170 +472,6 @@ def test_upstream_error_message_redacted(facade, tmp_path):
 # ---------------------------------------------------------------------------
 # Timeout that cancels upstream
 # ---------------------------------------------------------------------------
-def test_timeout_cancels_upstream(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}},
-        tools=[{"name": "sleep", "limits": {"callTimeoutSeconds": 1}}, {"name": "cancelled"}]))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            t0 = time.monotonic()
-            e = await sdk_error(c.call_tool("sleep", {"seconds": 15}))
-            assert e.code == -32007 and time.monotonic() - t0 < 5, e.error
-            ids: list = []
-            with anyio.move_on_after(5):
-                while not ids:
-                    ids = json.loads(text_of_result(await c.call_tool("cancelled", {})))
-                    await anyio.sleep(0.1)
-            assert len(ids) == 1, f"upstream got no notifications/cancelled: {ids}"
-
-    run_async(body)
-    # the raw upstream traffic: one cancellation naming the sleep request's upstream id
-    msgs = [json.loads(line) for line in fa.log.read_text().splitlines() if line.strip()]
-    sleep_ids = [m["id"] for m in msgs if m.get("method") == "tools/call" and m["params"]["name"] == "sleep"]
-    cancels = [m for m in msgs if m.get("method") == "notifications/cancelled"]
-    assert len(sleep_ids) == 1 and [m["params"]["requestId"] for m in cancels] == sleep_ids, msgs
-
-
-# ---------------------------------------------------------------------------
-# Pinning, drift, poisoning
-# ---------------------------------------------------------------------------
-def test_drifted_definition_is_quarantined(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}}, tools=[{"name": "mutable"}, {"name": "drift"}, {"name": "echo"}]))
-    changed = anyio.Event()
-
-    async def on_message(message):
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
-            changed.set()
-
-    async def body():
-        async with sdk_client(fa.url, message_handler=on_message) as c:
-            assert {"mutable", "drift", "echo"} == set(await listed(c))
-            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
-            assert text_of_result(await c.call_tool("drift", {})) == "drifted"
-            with anyio.fail_after(10):
-                await changed.wait()  # forwarded after the facade re-read the list
-            assert set(await listed(c)) == {"drift", "echo"}
-            e = await sdk_error(c.call_tool("mutable", {}))
-            assert e.code == -32004 and e.data["reason"] == "definition_drift", e.error
-            assert text_of_result(await c.call_tool("echo", {"text": "still fine"})) == "still fine"
-
-    run_async(body)
-    t = tools_admin(fa)["mutable"]
-    assert t["state"] == "quarantined" and t["reason"] == "definition_drift", t
-    assert t["hash"] != t["firstSeenHash"]
-    assert tools_admin(fa)["echo"]["state"] == "exposed"
-    assert metric(fa.admin_url, "mcpwarden_tools", state="quarantined") >= 1
-
-
-def test_drifted_tool_released_by_a_pin_for_its_new_definition(facade, tmp_path):
-    policy = policy_doc(auth={"anonymous": {"role": "user"}}, tools=[{"name": "mutable"}, {"name": "drift"}])
-    fa = fixture_facade(facade, tmp_path, policy, extra_args=["--policy-poll-secs", "1"])
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            assert text_of_result(await c.call_tool("drift", {})) == "drifted"
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: tools_admin(fa)["mutable"]["state"] == "quarantined", 10, "quarantine"))
-            new_hash = tools_admin(fa)["mutable"]["hash"]
-            # an admin reviews the new definition and pins it
-            policy["tools"][0]["pin"] = new_hash
-            fa.policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: tools_admin(fa)["mutable"]["state"] == "exposed", 10, "release by pin"))
-            assert "mutable" in await listed(c)  # same session
-            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
-            tool = (await listed(c))["mutable"]
-            assert "uploads your workspace" in tool.description  # the reviewed (new) definition
-
-    run_async(body)
-
-
-def test_poisoned_description_is_quarantined(facade, tmp_path):
-    tools = [{"name": "poisoned"}, {"name": "invisible"}, {"name": "echo"}]
-    fa = fixture_facade(facade, tmp_path, policy_doc(auth={"anonymous": {"role": "user"}}, tools=tools))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            assert set(await listed(c)) == {"echo"}
-            for name in ("poisoned", "invisible"):
-                e = await sdk_error(c.call_tool(name, {"a": 1, "b": 2} if name == "poisoned" else {}))
-                assert e.code == -32004 and e.data["reason"] == "poisoned_definition", (name, e.error)
-
-    run_async(body)
-    admin = tools_admin(fa)
-    for name in ("poisoned", "invisible"):
-        assert admin[name]["state"] == "quarantined" and admin[name]["reason"] == "poisoned_definition", admin[name]
-        assert admin[name]["findings"], admin[name]
-    assert admin["echo"]["state"] == "exposed" and not admin["echo"]["findings"]
-
-
-def test_poisoning_scan_warn_exposes_and_logs(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}}, poisoningScan="warn",
-        tools=[{"name": "poisoned"}, {"name": "echo"}]))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            assert set(await listed(c)) == {"poisoned", "echo"}
-            assert text_of_result(await c.call_tool("poisoned", {"a": 2, "b": 3})) in ("5", "5.0")
-
-    run_async(body)
-    assert tools_admin(fa)["poisoned"]["state"] == "exposed"
-    wait_for(lambda: "poisoning scan finding" in fa.stderr_text(), 5, "a warning log line")
-
-
-# ---------------------------------------------------------------------------
-# Hot reload
-# ---------------------------------------------------------------------------
-def test_hot_reload_keeps_sessions_and_rejects_a_broken_policy(facade, tmp_path):
-    base = policy_doc(auth={"anonymous": {"role": "user"}}, tools=[{"name": "echo"}, {"name": "poisoned"}])
-    fa = fixture_facade(facade, tmp_path, base, extra_args=["--policy-poll-secs", "1"])
-    path = fa.policy_path
-
-    def write(doc_or_text):
-        text = doc_or_text if isinstance(doc_or_text, str) else yaml.safe_dump(doc_or_text, sort_keys=False)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            assert set(await listed(c)) == {"echo"}  # poisoned is quarantined
-            pin = tools_admin(fa)["poisoned"]["hash"]
-            assert pin.startswith("sha256:")
-            applied = metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied")
-            # An admin pins the reviewed definition and allows one more tool.
-            write(policy_doc(auth={"anonymous": {"role": "user"}},
-                             tools=[{"name": "echo"}, {"name": "poisoned", "pin": pin}, {"name": "mutable"}]))
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied") > applied,
-                10, "the reload"))
-            assert set(await listed(c)) == {"echo", "poisoned", "mutable"}  # same session
-            assert text_of_result(await c.call_tool("poisoned", {"a": 1, "b": 1})) in ("2", "2.0")
-            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
-
-            # A broken policy: rejected, counted, logged; the previous one stays.
-            rejected = metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="rejected")
-            write(yaml.safe_dump(policy_doc(tools=[{"name": "echo", "aliass": "oops"}])))
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="rejected") > rejected,
-                10, "the rejection"))
-            assert set(await listed(c)) == {"echo", "poisoned", "mutable"}
-            assert text_of_result(await c.call_tool("echo", {"text": "kept"})) == "kept"
-            # A semantically invalid one (alias collision) is rejected too.
-            rejected += 1
-            write(policy_doc(auth={"anonymous": {"role": "user"}},
-                             tools=[{"name": "echo", "alias": "same_name"}, {"name": "mutable", "alias": "same_name"}]))
-            await anyio.to_thread.run_sync(lambda: wait_for(
-                lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="rejected") > rejected,
-                10, "the second rejection"))
-            assert text_of_result(await c.call_tool("echo", {"text": "still kept"})) == "still kept"
-
-    run_async(body, timeout=60)
-    assert "rejected" in fa.stderr_text()
-    assert metric(fa.admin_url, "mcpwarden_sessions_active") >= 0
 
 
 # ---------------------------------------------------------------------------
@@ -690,70 +495,6 @@ def test_git_server_path_rule(git, repo):
 # ---------------------------------------------------------------------------
 # More budgets, output schema, risk, pagination, schema cleaning
 # ---------------------------------------------------------------------------
-def test_rate_limit_budget(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}}, tools=[{"name": "echo"}], limits={"callsPerMinute": 2}))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            answers = []
-            for i in range(4):
-                try:
-                    answers.append(text_of_result(await c.call_tool("echo", {"text": f"n{i}"})))
-                except Exception as e:  # noqa: BLE001 - MCPError expected
-                    answers.append(e)
-            assert answers[:2] == ["n0", "n1"], answers  # the bucket starts full (2)
-            for refused in answers[2:]:
-                assert not isinstance(refused, str), f"4 calls at once under callsPerMinute: 2: {answers}"
-                assert refused.code == -32005 and refused.data["reason"] == "rate_limited", refused.error
-                assert refused.data["limit"] == 2
-
-    run_async(body)
-
-
-def test_per_tool_rate_limit_does_not_throttle_other_tools(facade, tmp_path):
-    """Regression: one session bucket sized by the calling tool's limit let a
-    low per-tool callsPerMinute throttle every other tool."""
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}},
-        tools=[{"name": "echo", "limits": {"callsPerMinute": 2}}, {"name": "mutable"}]))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            for i in range(3):
-                try:
-                    await c.call_tool("echo", {"text": f"n{i}"})
-                except Exception:  # noqa: BLE001 - the third is rate limited, as it should be
-                    pass
-            # mutable has the profile-wide default (600/min) and has not been called yet
-            assert text_of_result(await c.call_tool("mutable", {})) == "mutable ok"
-
-    run_async(body)
-
-
-def test_concurrency_budget(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}}, tools=[{"name": "sleep", "limits": {"maxConcurrentCalls": 1}}]))
-
-    async def body():
-        results: list = []
-        async with sdk_client(fa.url) as c:
-            async def sleeper(delay):
-                await anyio.sleep(delay)
-                try:
-                    results.append(text_of_result(await c.call_tool("sleep", {"seconds": 2.5})))
-                except Exception as e:  # noqa: BLE001
-                    results.append(e)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(sleeper, 0)
-                tg.start_soon(sleeper, 0.5)
-        ok = [r for r in results if isinstance(r, str)]
-        refused = [r for r in results if not isinstance(r, str)]
-        assert len(ok) == 1 and len(refused) == 1, results
-        assert refused[0].code == -32005 and refused[0].data["reason"] == "concurrency_exceeded", refused[0]
-        assert (refused[0].data["limit"], refused[0].data["observed"]) == (1, 2), refused[0].data
-
-    run_async(body)
 
 
 def test_structured_content_checked_against_output_schema(facade, tmp_path):
@@ -824,48 +565,3 @@ def test_pages_merged_and_schemas_kept_as_written(facade, ev):
             assert all(t.input_schema.get("type") == "object" for t in tools.values())
 
     run_async(body)
-
-
-def test_pin_mismatch_quarantines_from_the_start(facade, tmp_path):
-    fa = fixture_facade(facade, tmp_path, policy_doc(
-        auth={"anonymous": {"role": "user"}},
-        tools=[{"name": "echo", "pin": "sha256:" + "0" * 64}, {"name": "mutable"}]))
-
-    async def body():
-        async with sdk_client(fa.url) as c:
-            assert set(await listed(c)) == {"mutable"}
-            e = await sdk_error(c.call_tool("echo", {"text": "x"}))
-            assert e.code == -32004 and e.data["reason"] == "pin_mismatch", e.error
-
-    run_async(body)
-    t = tools_admin(fa)["echo"]
-    assert t["state"] == "quarantined" and t["reason"] == "pin_mismatch" and t["hash"] != "sha256:" + "0" * 64
-
-
-@pytest.mark.parametrize("bad", [
-    {"tools": [{"name": "echo", "alias": "mutable"}, {"name": "mutable"}]},          # alias = another's name
-    {"tools": [{"name": "echo", "alias": "same"}, {"name": "mutable", "alias": "same"}]},
-    {"tools": [{"name": "echo", "alias": "Not Snake"}]},
-    {"tools": [{"name": "echo", "pin": "sha256:XYZ"}]},
-    {"tools": [{"name": "echo", "arguments": [{"name": "text", "kind": "string", "allow": ["(unclosed"]}]}]},
-    {"tools": [{"name": "echo", "requiredRole": "superuser"}]},
-    {"toolz": []},
-])
-def test_invalid_policy_refused_at_start(tmp_path, bad):
-    from conftest import free_port, sidecar_path
-    if not sidecar_path().exists():
-        pytest.skip("no facade binary")
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(policy_doc(auth={"anonymous": {"role": "user"}}, **bad)))
-    proc = subprocess.Popen([str(sidecar_path()), "run", "--policy", str(path), "--listen",
-                             f"127.0.0.1:{free_port()}", "--admin-listen", f"127.0.0.1:{free_port()}", "--",
-                             *policy_fixture_stdio()],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _, stderr = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=5)
-    r = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
-    assert r.returncode != 0, f"started with an invalid policy {bad}:\n{r.stderr[-2000:]}"
-    assert "bad.yaml" in r.stderr or "policy" in r.stderr.lower(), r.stderr[-2000:]

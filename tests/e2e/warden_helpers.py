@@ -44,6 +44,19 @@ def git_stdio(repo: Path | str) -> list[str]:
 def policy_fixture_stdio() -> list[str]:
     return [sys.executable, str(POLICY_FIXTURE)]
 
+def fixture_facade(facade, tmp_path, policy: dict, **kw):
+    """A facade in front of the policy fixture, with its drift state file and raw log."""
+    state, log = tmp_path / "drift.state", tmp_path / "upstream.log"
+    fa = facade(upstream=policy_fixture_stdio(), policy=policy,
+                env={"FIXTURE_STATE": str(state), "FIXTURE_LOG": str(log)}, **kw)
+    fa.state, fa.log = state, log
+    return fa
+
+
+async def listed(client) -> dict:
+    """The tools a client lists, by name."""
+    return {t.name: t for t in (await client.list_tools()).tools}
+
 
 def policy_doc(**fields: Any) -> dict:
     return {**API, **fields}
