@@ -2,6 +2,8 @@
 (import: ``from hardening_helpers import ...``).
 
     ROGUE_FIXTURE, rogue_stdio()        the misbehaving stdio upstream
+    ROGUE_POLICY                        its policy: a call timeout, an alias, an argument rule
+    MANY_PER_CALLER                     facade flags lifting the per-caller session share
     rss_kb(pid), fd_count(pid)          a process's resident memory / open fds, from /proc
     children_of(pid)                    direct child pids, from /proc
     pid_alive(pid)
@@ -26,8 +28,26 @@ import httpx
 
 from conftest import TESTS_DIR
 from helpers import RawMcp
+from warden_helpers import policy_doc
 
 ROGUE_FIXTURE = TESTS_DIR / "fixtures" / "rogue_fixture.py"
+CALL_TIMEOUT = 2      # hang, wedge and echo (`say`)
+PROFILE_TIMEOUT = 10  # every other tool: long enough that a broken link shows as -32603, not -32007
+ROGUE_TOOLS = ["echo", "whoami", "unknown_ids", "garbage", "flood", "hang", "wedge", "exit_mid",
+               "huge", "cr_json", "twice"]
+ROGUE_POLICY = policy_doc(
+    auth={"anonymous": {"role": "user"}},
+    defaultAction="deny",
+    limits={"callTimeoutSeconds": PROFILE_TIMEOUT},
+    tools=[{"name": "echo", "alias": "say", "limits": {"callTimeoutSeconds": CALL_TIMEOUT}},
+           {"name": "whoami",
+            "arguments": [{"name": "mode", "kind": "string", "allow": ["[a-z ]*"]}]},
+           *[{"name": n, "limits": {"callTimeoutSeconds": CALL_TIMEOUT}} for n in ("hang", "wedge")],
+           *[{"name": n} for n in ROGUE_TOOLS[2:] if n not in ("hang", "wedge")]],
+)
+# Every session in these tests is the same anonymous caller on loopback; they
+# are about other limits, so its share of sessions is not the one that bites.
+MANY_PER_CALLER = ["--max-sessions-per-identity", "100000"]
 
 
 def rogue_stdio() -> list[str]:
