@@ -27,7 +27,6 @@
 //! `idle`: opens N sessions, prints `READY <n>` and holds them until stdin
 //! closes or a line arrives (at most --hold-secs, default 120), then deletes them.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,9 +42,11 @@ use tokio::sync::Barrier;
 
 #[path = "../load_check.rs"]
 mod load_check;
+#[path = "../load_proc.rs"]
+mod load_proc;
+use load_proc::{cpu_of, stat_fields, status_kb, Cpu, CLK_TCK};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
-const CLK_TCK: f64 = 100.0; // USER_HZ on Linux x86_64/aarch64
 
 #[derive(Clone)]
 struct Target {
@@ -254,61 +255,6 @@ async fn close_session(t: &Target, s: &Session) {
         )
         .await;
     }
-}
-
-#[derive(Clone, Copy, Default)]
-struct Cpu {
-    own: u64,  // utime+stime ticks of the process (all its threads)
-    tree: u64, // plus those of its live descendants
-}
-
-fn stat_fields(pid: u32) -> Option<(u32, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ppid = f.get(1)?.parse().ok()?;
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some((ppid, ticks))
-}
-
-fn cpu_of(pid: u32) -> Cpu {
-    let own = stat_fields(pid).map(|(_, t)| t).unwrap_or(0);
-    // Descendants: walk /proc once, then follow parent links.
-    let mut parent: HashMap<u32, (u32, u64)> = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            if let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
-                if let Some(v) = stat_fields(p) {
-                    parent.insert(p, v);
-                }
-            }
-        }
-    }
-    let mut tree = 0;
-    for (&p, &(_, ticks)) in &parent {
-        let mut cur = p;
-        for _ in 0..64 {
-            if cur == pid {
-                tree += ticks;
-                break;
-            }
-            match parent.get(&cur) {
-                Some(&(pp, _)) if pp != 0 => cur = pp,
-                _ => break,
-            }
-        }
-    }
-    Cpu { own, tree }
-}
-
-fn status_kb(pid: u32, key: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 struct Args {
