@@ -172,12 +172,20 @@ mod tests {
         assert_eq!((r.down, r.end), (60, End::ByteLimit));
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn an_idle_tunnel_is_closed() {
-        let (client, _client_far) = duplex(1024);
+        let (client, mut client_far) = duplex(1024);
         let (upstream, _upstream_far) = duplex(1024);
         let (u, d) = counters();
-        let r = relay(client, upstream, Duration::from_secs(30), 1 << 20, &u, &d).await;
-        assert_eq!((r.up, r.down, r.end), (0, 0, End::Idle));
+        let started = std::time::Instant::now();
+        let task = tokio::spawn(async move {
+            relay(client, upstream, Duration::from_millis(300), 1 << 20, &u, &d).await
+        });
+        // Activity resets the clock; silence then ends the tunnel.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        client_far.write_all(b"x").await.unwrap();
+        let r = task.await.unwrap();
+        assert_eq!((r.up, r.down, r.end), (1, 0, End::Idle));
+        assert!(started.elapsed() >= Duration::from_millis(480));
     }
 }
