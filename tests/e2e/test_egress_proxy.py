@@ -32,6 +32,8 @@ TOKEN_A, TOKEN_B = "tok-a-3f9c1e", "tok-b-77d0aa"
 A, B = "team-a/fetch", "team-b/git"
 ALLOWED, PRIVATE, REBIND, OTHER, PLAIN = ("allowed.egress.test", "private.egress.test",
                                           "rebind.egress.test", "other.egress.test", "plain.egress.test")
+# Resolves only through a search domain (as a pod's resolv.conf lists them).
+SNEAKY = "sneaky.egress.test"
 
 
 def proxy_url(name: str, token: str, port: int) -> str:
@@ -52,7 +54,11 @@ class Env:
             PRIVATE: ["10.11.12.13"],
             # First a loopback address the client's block allows, then a private one.
             REBIND: ["127.0.0.1", "10.11.12.14"],
+            f"{SNEAKY}.corp.test": ["127.0.0.1"],
         })
+        # A pod's resolver configuration: a search list and ndots:5.
+        self.dns.resolv_conf.write_text(f"nameserver {self.dns.ip}\nsearch corp.test\n"
+                                        "options ndots:5 timeout:2 attempts:1\n")
         self.pki = make_ca(tmp / "pki", [ALLOWED, OTHER, REBIND, "127.0.0.1"])
         self.index = tmp / "index"
         self.index.mkdir()
@@ -60,7 +66,8 @@ class Env:
                             "--key", self.pki.key, "--dir", self.index, "--name", "https",
                             "--log", tmp / "https.jsonl"])
         self.port = _listening_port(self.https)
-        self.http = start([sys.executable, FILES, "--listen", "127.0.0.1:0", "--name", "plain"])
+        self.http = start([sys.executable, FILES, "--listen", "127.0.0.1:0", "--name", "plain",
+                           "--log", tmp / "http.jsonl"])
         self.http_port = _listening_port(self.http)
         self.clients_file = tmp / "clients.json"
         self.write_clients()
@@ -77,7 +84,7 @@ class Env:
         loop = [{"cidr": "127.0.0.0/8", "port": self.port}]
         doc = {"version": 1, "clients": [
             {"name": A, "tokenSha256": hashlib.sha256(TOKEN_A.encode()).hexdigest(),
-             "hosts": [{"host": h, "port": self.port} for h in (ALLOWED, PRIVATE, REBIND)],
+             "hosts": [{"host": h, "port": self.port} for h in (ALLOWED, PRIVATE, REBIND, SNEAKY)],
              "cidrs": loop + [{"cidr": "127.0.0.0/8", "port": self.http_port}],
              "plainHttpHosts": [{"host": PLAIN, "port": self.http_port}]},
             {"name": B, "tokenSha256": hashlib.sha256(TOKEN_B.encode()).hexdigest(),
@@ -256,6 +263,14 @@ def test_a_rebinding_name_is_caught_on_the_second_lookup(env):
     assert ok["address"] == "127.0.0.1"
 
 
+def test_names_are_resolved_fully_qualified_never_through_the_search_list(env):
+    status, headers, body, _ = env.connect(f"{SNEAKY}:{env.port}", basic(A, TOKEN_A))
+    assert (status, headers["x-mcp-warden-egress-reason"]) == (502, "upstream_failed"), body
+    r = env.wait_record(outcome="upstream_failed", host=SNEAKY)
+    assert r["client"] == A and "cannot resolve" in r["detail"]
+    assert not [q for q in env.dns.queries(f"{SNEAKY}.corp.test")]
+
+
 def test_plain_http_only_where_approved_and_never_https_absolute_form(env):
     proxies = {"http://": proxy_url(A, TOKEN_A, env.proxy_port)}
     import httpx
@@ -264,6 +279,11 @@ def test_plain_http_only_where_approved_and_never_https_absolute_form(env):
         assert (r.status_code, r.text) == (200, "hello from plain\n")
         r = c.get(f"http://{ALLOWED}:{env.http_port}/hello")
         assert (r.status_code, r.headers["x-mcp-warden-egress-reason"]) == (403, "host_not_approved")
+        # The upstream is asked for the approved host, whatever Host the client sends.
+        r = c.get(f"http://{PLAIN}:{env.http_port}/hello", headers={"Host": "intranet.corp"})
+        assert r.status_code == 200
+    hosts = [json.loads(l)["host"] for l in (env.tmp / "http.jsonl").read_text().splitlines()]
+    assert hosts == [f"{PLAIN}:{env.http_port}"] * 2, hosts
     rec = env.wait_record(event="egress_http", host=PLAIN)
     assert (rec["client"], rec["method"], rec["outcome"], rec["status"], rec["bytes_down"]) == \
         (A, "GET", "forwarded", 200, len("hello from plain\n"))

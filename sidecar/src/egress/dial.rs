@@ -8,7 +8,8 @@
 //!          └▶ TCP connect to the judged addresses in order (connect timeout) ─▶ stream
 //! ```
 //!
-//! One refused address refuses the request, even when others would pass:
+//! Names are looked up fully qualified (never through the resolver's
+//! search list). One refused address refuses the request, even when others would pass:
 //! an answer that mixes public and private addresses is what a rebinding
 //! name looks like, and a real service has no reason to send one. Every
 //! request asks the resolver again (answers are cached at most for their
@@ -67,9 +68,17 @@ impl Dialer {
         host: &str,
         port: u16,
     ) -> Result<Vec<IpAddr>, DialError> {
+        // A name is looked up as written, fully qualified: the search list
+        // of a pod's resolv.conf (`<ns>.svc.cluster.local`, …) must not
+        // turn an approved `pypi.org` into a cluster Service's name.
+        let query = if host.parse::<IpAddr>().is_ok() {
+            host.to_string()
+        } else {
+            format!("{host}.")
+        };
         let addrs = self
             .resolver
-            .lookup(host)
+            .lookup(&query)
             .await
             .map_err(DialError::Resolve)?;
         judge_all(&self.guard, client, host, port, &addrs)?;

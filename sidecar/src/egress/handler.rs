@@ -312,15 +312,19 @@ async fn forward(
         Ok(u) => u,
         Err(e) => return fail(done, format!("bad path: {e}")),
     };
-    if !parts.headers.contains_key(header::HOST) {
-        let value = if port == 80 {
-            host.to_string()
-        } else {
-            format!("{host}:{port}")
-        };
-        if let Ok(v) = HeaderValue::from_str(&value) {
+    // The approved authority, whatever `Host` the client sent: a server
+    // with several virtual hosts on the address must not be asked for
+    // another one.
+    let value = if port == 80 {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    };
+    match HeaderValue::from_str(&value) {
+        Ok(v) => {
             parts.headers.insert(header::HOST, v);
         }
+        Err(e) => return fail(done, format!("bad host: {e}")),
     }
     let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await {
         Ok(pair) => pair,
