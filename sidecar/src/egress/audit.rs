@@ -113,8 +113,7 @@ impl EgressAudit {
             .inc();
         let mut line = serde_json::to_vec(record).expect("records serialize");
         line.push(b'\n');
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(line)
-        {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(line) {
             self.metrics.audit_dropped.inc();
         }
     }
@@ -142,16 +141,16 @@ mod tests {
         let refused = EgressRecord::new("egress_refused", Outcome::Unauthenticated, 407);
         for record in [tunnel, refused] {
             let value = serde_json::to_value(&record).unwrap();
-            let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
             assert!(errors.is_empty(), "{value}: {errors:?}");
         }
         // The schema is not vacuous: a record without an outcome fails it.
-        let mut value = serde_json::to_value(EgressRecord::new(
-            "egress_refused",
-            Outcome::Limited,
-            429,
-        ))
-        .unwrap();
+        let mut value =
+            serde_json::to_value(EgressRecord::new("egress_refused", Outcome::Limited, 429))
+                .unwrap();
         value.as_object_mut().unwrap().remove("outcome");
         assert!(!validator.is_valid(&value));
     }

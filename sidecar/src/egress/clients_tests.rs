@@ -46,7 +46,9 @@ fn a_credential_names_its_client_in_either_encoding() {
         .is_some());
     // The scheme is case-insensitive; nothing else is loose.
     assert!(clients
-        .authenticate(Some(&basic("team-a/fetch", "tok-a").replace("Basic", "basic")))
+        .authenticate(Some(
+            &basic("team-a/fetch", "tok-a").replace("Basic", "basic")
+        ))
         .is_some());
 }
 
@@ -113,7 +115,10 @@ fn address_blocks_are_per_port() {
 
 #[test]
 fn host_names_are_normalized_or_refused() {
-    assert_eq!(normalize_host("Example.ORG.").as_deref(), Some("example.org"));
+    assert_eq!(
+        normalize_host("Example.ORG.").as_deref(),
+        Some("example.org")
+    );
     assert_eq!(normalize_host("[::1]").as_deref(), Some("::1"));
     assert_eq!(normalize_host("127.0.0.1").as_deref(), Some("127.0.0.1"));
     assert!(normalize_host("").is_none());
@@ -125,14 +130,16 @@ fn host_names_are_normalized_or_refused() {
 #[test]
 fn bad_files_are_refused_with_a_reason() {
     let bad = |text: &str, needle: &str| {
-        let err = parse(text).err().expect(text).to_string();
+        let err = parse(text).expect_err(text).to_string();
         assert!(err.contains(needle), "{err} lacks {needle}");
     };
     let h = sha("t");
     bad(r#"{"version": 2, "clients": []}"#, "version 2");
     bad("not json", "not a clients file");
     bad(
-        &format!(r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","hosts":[{{"host":"x","port":443}}],"extra":1}}]}}"#),
+        &format!(
+            r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","hosts":[{{"host":"x","port":443}}],"extra":1}}]}}"#
+        ),
         "unknown field",
     );
     bad(
@@ -140,19 +147,27 @@ fn bad_files_are_refused_with_a_reason() {
         "64 hex digits",
     );
     bad(
-        &format!(r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","hosts":[{{"host":"*x.org","port":443}}]}}]}}"#),
+        &format!(
+            r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","hosts":[{{"host":"*x.org","port":443}}]}}]}}"#
+        ),
         "not a host name",
     );
     bad(
-        &format!(r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","hosts":[{{"host":"10.0.0.1","port":443}}]}}]}}"#),
+        &format!(
+            r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","hosts":[{{"host":"10.0.0.1","port":443}}]}}]}}"#
+        ),
         "approve addresses as `cidrs`",
     );
     bad(
-        &format!(r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","cidrs":[{{"cidr":"10.0.0.0/33","port":443}}]}}]}}"#),
+        &format!(
+            r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}","cidrs":[{{"cidr":"10.0.0.0/33","port":443}}]}}]}}"#
+        ),
         "not a CIDR",
     );
     bad(
-        &format!(r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}"}},{{"name":"a/b","tokenSha256":"{h}"}}]}}"#),
+        &format!(
+            r#"{{"version":1,"clients":[{{"name":"a/b","tokenSha256":"{h}"}},{{"name":"a/b","tokenSha256":"{h}"}}]}}"#
+        ),
         "listed twice",
     );
     bad(

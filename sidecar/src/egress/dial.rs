@@ -180,7 +180,13 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            matches!(err, DialError::NotAllowed { class: "private", .. }),
+            matches!(
+                err,
+                DialError::NotAllowed {
+                    class: "private",
+                    ..
+                }
+            ),
             "{err}"
         );
         // IPv4-mapped IPv6 is judged as the IPv4 address it carries.

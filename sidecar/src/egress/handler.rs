@@ -173,7 +173,11 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
         (false, Err(_)) => client.may_get(&host, port),
     };
     if !approved {
-        let what = if is_connect { "CONNECT to" } else { "plain HTTP to" };
+        let what = if is_connect {
+            "CONNECT to"
+        } else {
+            "plain HTTP to"
+        };
         return refuse(
             StatusCode::FORBIDDEN,
             Outcome::HostNotApproved,
@@ -194,14 +198,19 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
     };
     let addrs = match state.dialer.judge(&client, &host, port).await {
         Ok(a) => a,
-        Err(e) => return dial_refusal(e, &refuse),
+        Err(e) => return dial_refusal(e, refuse),
     };
     let (tcp, address) = match state.dialer.connect(&host, port, &addrs).await {
         Ok(pair) => pair,
-        Err(e) => return dial_refusal(e, &refuse),
+        Err(e) => return dial_refusal(e, refuse),
     };
     let _ = tcp.set_nodelay(true);
-    let mut done = record("egress_tunnel", Outcome::Tunnel, StatusCode::OK, Some(&client));
+    let mut done = record(
+        "egress_tunnel",
+        Outcome::Tunnel,
+        StatusCode::OK,
+        Some(&client),
+    );
     done.address = Some(address.to_string());
     if is_connect {
         tunnel(state, req, tcp, done, started, slot)
@@ -263,11 +272,11 @@ fn tunnel(
                 .await;
                 done.bytes_up = r.up;
                 done.bytes_down = r.down;
-                done.detail = r
-                    .end
-                    .detail(limits.idle_timeout, limits.max_bytes_per_conn);
+                done.detail = r.end.detail(limits.idle_timeout, limits.max_bytes_per_conn);
             }
-            Err(e) => done.detail = Some(format!("the client's connection was not handed over: {e}")),
+            Err(e) => {
+                done.detail = Some(format!("the client's connection was not handed over: {e}"))
+            }
         }
         state.metrics.tunnels_active.dec();
         done.time = crate::gates::audit::now_rfc3339();

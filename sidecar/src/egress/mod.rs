@@ -73,10 +73,18 @@ pub struct EgressArgs {
     pub resolv_conf: PathBuf,
     /// Connections (tunnels and forwarded requests) one client may have
     /// open at once; one more is refused with 429.
-    #[arg(long, env = "MCP_WARDEN_EGRESS_MAX_CONNS_PER_CLIENT", default_value_t = 64)]
+    #[arg(
+        long,
+        env = "MCP_WARDEN_EGRESS_MAX_CONNS_PER_CLIENT",
+        default_value_t = 64
+    )]
     pub max_conns_per_client: usize,
     /// A tunnel with no byte either way for this long is closed.
-    #[arg(long, env = "MCP_WARDEN_EGRESS_IDLE_TIMEOUT_SECS", default_value_t = 300)]
+    #[arg(
+        long,
+        env = "MCP_WARDEN_EGRESS_IDLE_TIMEOUT_SECS",
+        default_value_t = 300
+    )]
     pub idle_timeout_secs: u64,
     /// Bytes one connection may carry, both ways together (default 4 GiB:
     /// large wheels and images pass, an endless stream does not).
@@ -143,12 +151,8 @@ impl Drop for Slot {
 /// Run the proxy until the process is stopped.
 pub async fn run(args: EgressArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(EgressMetrics::new());
-    let first = clients::load(&args.clients_file).map_err(|e| {
-        anyhow::anyhow!(
-            "the clients file {}: {e}",
-            args.clients_file.display()
-        )
-    })?;
+    let first = clients::load(&args.clients_file)
+        .map_err(|e| anyhow::anyhow!("the clients file {}: {e}", args.clients_file.display()))?;
     metrics.clients.set(first.len() as i64);
     let live = Arc::new(ArcSwap::from_pointee(first));
     clients::watch(

@@ -160,10 +160,9 @@ mod tests {
         let (client, mut client_far) = duplex(1 << 16);
         let (upstream, mut upstream_far) = duplex(1 << 16);
         let (u, d) = counters();
-        let task =
-            tokio::spawn(
-                async move { relay(client, upstream, Duration::from_secs(5), 100, &u, &d).await },
-            );
+        let task = tokio::spawn(async move {
+            relay(client, upstream, Duration::from_secs(5), 100, &u, &d).await
+        });
         upstream_far.write_all(&[7u8; 60]).await.unwrap();
         let mut first = [0u8; 60];
         client_far.read_exact(&mut first).await.unwrap();
@@ -179,7 +178,15 @@ mod tests {
         let (u, d) = counters();
         let started = std::time::Instant::now();
         let task = tokio::spawn(async move {
-            relay(client, upstream, Duration::from_millis(300), 1 << 20, &u, &d).await
+            relay(
+                client,
+                upstream,
+                Duration::from_millis(300),
+                1 << 20,
+                &u,
+                &d,
+            )
+            .await
         });
         // Activity resets the clock; silence then ends the tunnel.
         tokio::time::sleep(Duration::from_millis(200)).await;
