@@ -33,7 +33,8 @@ OpenTelemetry tracing off vs on (100 % and 1 % sampling, exporting OTLP/HTTP to 
 stand-in collector; "off" twice, the two runs' spread being the noise floor),
 bounded amplification (the facade's RSS under maximal batches and 5 MB requests,
 a batch vs single calls: amplification.py), a before/after comparison with an
-older facade build (--before-sidecar: before_after.py), the gateway hop (gateway.py), the criterion
+older facade build (--before-sidecar: before_after.py), the gateway hop (gateway.py), the egress
+proxy's added latency for a 1 MiB HTTPS download (egress.py), the criterion
 micro-benchmarks of the policy crate, and the operator scale test. `--only`
 picks sections. Helpers shared with the section modules are in common.py.
 
@@ -60,6 +61,7 @@ from pathlib import Path
 
 import amplification
 import before_after
+import egress
 import gateway
 from common import (MESSAGE, MIB, TOKEN, OtlpSink, Proc, Target, aggregate, allow_all_policy, children_of, fmt,
                     free_port, human_ns, log, metric_sum, paired_vs, proc_status_kib, realistic_policy, wait_http_ok,
@@ -84,7 +86,7 @@ GOALS = {
     **before_after.GOALS,
     **gateway.GOALS,
 }
-SECTIONS = ("echo", "everything", "gateway", "tracing", "idle", "amplification", "before-after", "criterion", "operator")
+SECTIONS = ("echo", "everything", "gateway", "egress", "tracing", "idle", "amplification", "before-after", "criterion", "operator")
 
 
 # ---------------------------------------------------------------------------
@@ -564,6 +566,8 @@ def main() -> int:
             b.results["runs"][up.name]["wall_s"] = round(time.monotonic() - t0, 1)
         if "gateway" not in a.skip:
             b.results["gateway"] = gateway.run(b, tuple(c for c in a.levels if c <= 16) or (1,))
+        if "egress" not in a.skip:
+            b.results["egress"] = egress.run(b)
         if "tracing" not in a.skip:
             b.results["tracing"] = b.tracing(tuple(c for c in a.levels if c <= 16) or (1,))
         if "idle" not in a.skip:

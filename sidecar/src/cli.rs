@@ -1,5 +1,5 @@
-//! The command line: `run` (the facade) and `bridge` (the in-pod stdio
-//! bridge). Logs always go to stderr: stdout may carry protocol. The flags
+//! The command line: `run` (the facade), `egress` (the egress proxy) and
+//! `bridge` (the in-pod stdio bridge). Logs always go to stderr: stdout may carry protocol. The flags
 //! are in `cli/args.rs` (a gateway's in `cli/gateway.rs`); this file turns
 //! them into a running [`App`].
 
@@ -42,6 +42,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::Egress(args) => crate::egress::run(args).await,
             Command::InstallBridge { dest } => bridge::install(&dest),
             Command::Bridge {
                 socket,

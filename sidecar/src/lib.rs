@@ -12,9 +12,10 @@
 //! climbs any other, and on an import cycle between two modules.
 //!
 //! ```text
-//!  app         app · cli · admin · server · downstream · policy_file
+//!  app         app · cli · admin · server · downstream · policy_file · egress
 //!   │            assembly: the command line, the listeners, the client
-//!   │            transports, the admin port; App = Context + Router + …
+//!   │            transports, the admin port; App = Context + Router + …;
+//!   │            the egress proxy mode (its own process, `egress`)
 //!  router      router (sessions, probe)
 //!   │            which upstream link a message goes to (a session's own
 //!   │            channel, the modern hub, a legacy bridge), the session table
@@ -69,6 +70,7 @@ pub mod bridge;
 pub mod cli;
 pub mod credentials;
 pub mod downstream;
+pub mod egress;
 pub mod gates;
 pub mod metrics;
 pub mod net;
@@ -109,6 +111,14 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("router", &["router"]),
     (
         "app",
-        &["app", "cli", "admin", "server", "downstream", "policy_file"],
+        &[
+            "app",
+            "cli",
+            "admin",
+            "server",
+            "downstream",
+            "policy_file",
+            "egress",
+        ],
     ),
 ];

@@ -41,6 +41,10 @@ pub(super) enum Command {
         /// Where to write the executable.
         dest: PathBuf,
     },
+    /// Run the egress proxy: an HTTP forward proxy (CONNECT, and plain
+    /// http:// where approved) that lets each client reach only its
+    /// approved host:port pairs. Audit lines go to stdout.
+    Egress(crate::egress::EgressArgs),
     /// Serve a stdio MCP server on a unix socket, one process per connection.
     Bridge {
         /// Socket path to listen on.
