@@ -145,6 +145,7 @@ async fn a_gateway_gets_its_key_once_its_objects_and_each_backends_status() {
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
+            "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways/front/status",
         ]
     );

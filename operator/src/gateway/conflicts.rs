@@ -130,13 +130,13 @@ mod tests {
     }
 
     /// The same cases the facade's table is tested with: a collision, a
-    /// case-folded look-alike, a Cyrillic look-alike, and prefixes that
+    /// case-folded look-alike, a look-alike with a Cyrillic `о`, and prefixes that
     /// keep names apart.
     #[test]
     fn the_facades_rules_on_published_inventories() {
         let backends = [
-            backend("a", "", &["echo", "read_file", "list"]),
-            backend("b", "", &["echo", "Read_File", "lis\u{0442}", "write"]),
+            backend("a", "", &["echo", "read_file", "copy"]),
+            backend("b", "", &["echo", "Read_File", "c\u{043e}py", "write"]),
             backend("c", "c__", &["echo"]),
         ];
         let found = tool_conflicts(&backends, &[]);
@@ -156,7 +156,7 @@ mod tests {
                 ),
                 (
                     "confusable".into(),
-                    vec!["list".into(), "lis\u{0442}".into()],
+                    vec!["copy".into(), "c\u{043e}py".into()],
                     ab.clone()
                 ),
             ]

@@ -177,9 +177,11 @@ pub fn condition_events(old: &MCPGatewayStatus, new: &MCPGatewayStatus) -> Vec<E
                 .any(|o| o.type_ == c.type_ && o.status == c.status && o.reason == c.reason)
         })
         .map(|c| {
-            let bad = (c.type_ == "Ready" && c.status != "True")
-                || (c.type_ == "Degraded" && c.status == "True")
-                || (c.type_ == "Conflicts" && c.status == "True");
+            let bad = match c.type_.as_str() {
+                "Ready" => c.status != "True",
+                "Degraded" | "Conflicts" => c.status == "True",
+                _ => false,
+            };
             Event {
                 type_: if bad {
                     EventType::Warning
