@@ -196,11 +196,10 @@ impl Names {
             .iter()
             .position(|(n, _)| n == backend)
             .ok_or_else(|| format!("{name:?} is mapped to {backend:?}, which is no backend"))?;
-        if let Some(other) = self.resolved.insert(name.to_string(), b) {
-            if other != b {
-                return Err(format!("{name:?} is mapped to two backends"));
-            }
+        if self.resolved.get(name).is_some_and(|other| *other != b) {
+            return Err(format!("{name:?} is mapped to two backends"));
         }
+        self.resolved.insert(name.to_string(), b);
         self.rebuild();
         Ok(())
     }

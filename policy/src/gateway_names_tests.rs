@@ -313,6 +313,7 @@ fn a_mapping_serves_a_collided_name_from_the_backend_it_names() {
     assert_eq!(conflicts[0].resolved, Some(("echo".into(), "b".into())));
     assert!(n.resolve("echo", "nobody").is_err());
     assert!(n.resolve("echo", "a").is_err(), "one name, two backends");
+    assert_eq!(n.route(Catalog::Tools, "echo"), Ok((1, "echo".into())));
 }
 
 #[test]
