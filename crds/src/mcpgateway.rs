@@ -35,6 +35,7 @@ pub const PREFIX_NONE: &str = "none";
     doc = "MCPGateway: one MCP endpoint in front of several MCPServers, each keeping its own facade and policy.",
     printcolumn(name = "Ready", type_ = "string", description = "The Ready condition", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Backends", type_ = "string", description = "Backends ready / selected", json_path = ".status.backendsReady"),
+    printcolumn(name = "Conflicts", type_ = "string", description = "Whether the gateway withholds tool names (the Conflicts condition)", json_path = ".status.conditions[?(@.type==\"Conflicts\")].status"),
     printcolumn(name = "Endpoint", type_ = "string", description = "Where agents connect", json_path = ".status.endpoint"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -63,6 +64,34 @@ pub struct MCPGatewaySpec {
     /// MCPServer: the host names it accepts besides the Service's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expose: Option<Expose>,
+    /// Explicit conflict mapping: a name the gateway withholds because two
+    /// backends serve it (a collision) or because backends spell it
+    /// confusably is served by the backend named here; every other
+    /// backend's copy or look-alike stays withheld. `name` is the name
+    /// clients see (after prefixing). A tool quarantined for shadowing
+    /// (its definition steers the model to another backend's tool) is
+    /// never lifted by a mapping. A mapping to a server that is not a
+    /// backend of the gateway is inert.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = kube::core::Rule::new("self.all(r, self.exists_one(s, s.name == r.name))").message("each name is mapped once"))]
+    pub resolve: Vec<GatewayResolve>,
+}
+
+/// One name the gateway serves from one backend despite a conflict.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayResolve {
+    /// The name as clients see it (a tool, prompt or resource template,
+    /// e.g. `search` or `docs__search`).
+    #[schemars(length(min = 1, max = 128))]
+    pub name: String,
+    /// The MCPServer (a backend of this gateway) that serves it.
+    #[schemars(
+        length(min = 1, max = 57),
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub backend: String,
 }
 
 /// A backend entry: exactly one of `name` or `selector`.
@@ -119,6 +148,33 @@ pub struct MCPGatewayStatus {
     #[schemars(length(max = 256))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub backends: Vec<GatewayBackendStatus>,
+    /// The tool names the gateway withholds (or serves from one backend by
+    /// `spec.resolve`), as the operator computes them from the backends'
+    /// published tool inventories and prefixes with the facade's own rules:
+    /// collisions and confusable spellings. Shadowing, prompts and resource
+    /// templates are decided by the gateway's facade alone (its `/gateway`
+    /// admin view, metric and audit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub conflicts: Vec<GatewayConflictStatus>,
+}
+
+/// One conflict among the backends' tool names.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayConflictStatus {
+    /// `collision` (two backends serve the name) or `confusable` (names
+    /// equal after case-folding and the Unicode confusable skeleton).
+    pub kind: String,
+    /// The names clients would see.
+    #[schemars(length(max = 16))]
+    pub names: Vec<String>,
+    /// The backends serving them.
+    #[schemars(length(max = 32))]
+    pub backends: Vec<String>,
+    /// The backend `spec.resolve` names to serve it; absent while withheld.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<String>,
 }
 
 /// One backend as the operator sees it.
@@ -165,7 +221,10 @@ mod tests {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(columns, ["Ready", "Backends", "Endpoint", "Age"]);
+        assert_eq!(
+            columns,
+            ["Ready", "Backends", "Conflicts", "Endpoint", "Age"]
+        );
     }
 
     #[test]

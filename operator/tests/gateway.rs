@@ -145,6 +145,7 @@ async fn a_gateway_gets_its_key_once_its_objects_and_each_backends_status() {
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
+            "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways/front/status",
         ]
     );
@@ -260,6 +261,7 @@ async fn prefix_none_without_inventories_waits_and_says_why() {
         [
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
+            "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
             "PATCH /apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways/front/status",
         ],
         "no key, no pod: nothing is built"
@@ -284,6 +286,57 @@ async fn prefix_none_without_inventories_waits_and_says_why() {
     let (_, calls, _) = reconcile(fixture, &with_written_status(&gw, &Fixture::new())).await;
     assert!(writes_of(&calls)
         .contains(&"PATCH /apis/apps/v1/namespaces/team-a/deployments/front".to_string()));
+}
+
+/// Names the gateway would withhold, from the backends' inventories by the
+/// facade's rules: a look-alike pair withheld (Conflicts=True, a Warning
+/// Event), a collision `spec.resolve` maps (listed as resolved; it no
+/// longer blocks `prefix: none`).
+#[tokio::test]
+async fn the_names_the_gateway_withholds_are_in_its_status() {
+    let fixture = with_servers(
+        Fixture::new(),
+        vec![
+            server("git", json!({}), true, &["status", "Log"]),
+            server("fs", json!({}), true, &["status", "log", "read"]),
+        ],
+    );
+    let mut gw = gateway_object(
+        json!([{"name": "git", "prefix": "none"}, {"name": "fs", "prefix": "none"}]),
+    );
+    gw.spec.resolve =
+        serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
+    let (_, calls, after) = reconcile(fixture, &gw).await;
+    let status = &after.objects[GW_STATUS]["status"];
+    assert_eq!(
+        status["conflicts"],
+        json!([
+            {"kind": "collision", "names": ["status"], "backends": ["fs", "git"], "resolvedBy": "git"},
+            {"kind": "confusable", "names": ["Log", "log"], "backends": ["fs", "git"]}
+        ])
+    );
+    let conditions = status["conditions"].as_array().unwrap();
+    let conflicts = conditions
+        .iter()
+        .find(|c| c["type"] == "Conflicts")
+        .unwrap();
+    assert_eq!(conflicts["status"], "True");
+    assert_eq!(conflicts["reason"], "NamesWithheld");
+    assert!(
+        conflicts["message"]
+            .as_str()
+            .unwrap()
+            .contains("confusable Log/log (fs, git)"),
+        "{conflicts}"
+    );
+    // The mapped collision does not stop the build.
+    assert!(writes_of(&calls)
+        .contains(&"PATCH /apis/apps/v1/namespaces/team-a/deployments/front".to_string()));
+    let warned = calls
+        .iter()
+        .filter(|c| c.path.ends_with("/events"))
+        .any(|c| c.body["reason"] == "NamesWithheld" && c.body["type"] == "Warning");
+    assert!(warned, "an Event says which names are withheld");
 }
 
 /// The backends' side, in the MCPServer reconcile: a gateway that selects

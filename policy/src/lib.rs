@@ -20,6 +20,8 @@
 //!  tools/list schemas   ──► clean_schema                                schema.rs
 //!  results ──► Redactor::redact_json · SchemaCache::validate_output
 //!  search_tools ──► ToolIndex (BM25 over the caller's visible tools)    search.rs
+//!  a gateway's names ──► Names (prefixes, collisions, look-alikes,
+//!        shadowing, the explicit mapping)                        gateway_names.rs
 //! ```
 //!
 //! Errors: [`ConfigError`] (a policy that cannot compile), [`Denial`] (a
@@ -34,6 +36,7 @@ mod compile;
 mod decision;
 mod denial;
 mod error;
+pub mod gateway_names;
 mod limits;
 pub mod login;
 mod path;

@@ -116,6 +116,9 @@ pub struct Metrics {
     /// `gateway_conflicts{kind}`: names a gateway withholds now, by why
     /// (`collision`, `confusable`, `shadowing`).
     pub gateway_conflicts: prometheus::IntGaugeVec,
+    /// `gateway_conflicts_resolved{kind}`: conflicts the gateway's mapping
+    /// resolves now (one backend's copy served, the rest still withheld).
+    pub gateway_conflicts_resolved: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -358,9 +361,18 @@ impl Metrics {
             &["kind"],
         )
         .expect("valid metric");
+        let gateway_conflicts_resolved = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "mcpwarden_gateway_conflicts_resolved",
+                "Conflicting names a gateway serves from the backend its mapping names, by kind",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(egress_refusals.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(gateway_conflicts.clone()),
+            Box::new(gateway_conflicts_resolved.clone()),
             Box::new(notifications_dropped.clone()),
             Box::new(messages_dropped.clone()),
             Box::new(upstream_recycled.clone()),
@@ -437,6 +449,7 @@ impl Metrics {
             upstream_recycled,
             egress_refusals,
             gateway_conflicts,
+            gateway_conflicts_resolved,
         }
     }
 

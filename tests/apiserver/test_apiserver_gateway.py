@@ -69,6 +69,10 @@ def test_the_gateway_is_built_and_only_its_backends_trust_its_key(cluster, gatew
     # No kubelet here: the gateway's pods never run, and status says so.
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and ready["reason"] == "Progressing", ready
+    # The examples' prefixes keep every name apart: nothing withheld.
+    conflicts = next(c for c in status["conditions"] if c["type"] == "Conflicts")
+    assert conflicts["status"] == "False" and conflicts["reason"] == "NoConflicts", conflicts
+    assert "conflicts" not in status, status
     uid = gw["metadata"]["uid"]
     deployment = cluster.get("deployment", NAME, NS)
     assert deployment["metadata"]["ownerReferences"][0]["uid"] == uid
@@ -108,4 +112,10 @@ def test_the_webhook_refuses_a_gateway_whose_names_would_collide(cluster, exampl
     assert out.code != 0, out.stdout
     assert f"MCPGateway {NS}/clash: PrefixCollision" in out.stderr, out.stderr
     doc["spec"]["backends"][0]["prefix"] = "vcs_"
+    assert cluster.apply(doc, dry_run=True, check=False).code == 0
+    # One name mapped to two backends: refused by the CRD's own rule.
+    doc["spec"]["resolve"] = [{"name": "vcs_log", "backend": "git"}, {"name": "vcs_log", "backend": "files"}]
+    out = cluster.apply(doc, dry_run=True, check=False)
+    assert out.code != 0 and "each name is mapped once" in out.stderr, out.stderr
+    doc["spec"]["resolve"].pop()
     assert cluster.apply(doc, dry_run=True, check=False).code == 0

@@ -16,6 +16,7 @@
 
 pub mod apply;
 pub mod build;
+pub mod conflicts;
 pub mod controller;
 pub mod names;
 pub mod pod;

@@ -81,6 +81,13 @@ fn args(input: GatewayInput<'_>) -> Vec<String> {
             ]);
         }
     }
+    // A mapping naming a server that is not (or no longer) a backend is
+    // inert: the facade refuses a mapping to a backend it does not have.
+    for r in &gw.spec.resolve {
+        if input.backends.iter().any(|b| b.name() == r.backend) {
+            args.extend(["--resolve".into(), format!("{}={}", r.name, r.backend)]);
+        }
+    }
     let ranges: Vec<String> = cfg
         .cluster_ranges
         .services
@@ -353,5 +360,34 @@ mod tests {
             args.contains("--gateway-issuer mcpwarden.dev/a/mcpgateway/front"),
             "{args}"
         );
+    }
+
+    #[test]
+    fn the_mapping_reaches_the_gateway_for_backends_it_has() {
+        let gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a}\n\
+             spec: {backends: [{name: git}], resolve: [{name: status, backend: git}, {name: x, backend: gone}]}\n",
+        )
+        .unwrap();
+        let server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: a}\n\
+             spec: {image: i, command: [x], toolProfileRef: {name: p}}\n",
+        )
+        .unwrap();
+        let selection = resolve::select(&gw, [&server]);
+        let args = args(GatewayInput {
+            gateway: &gw,
+            backends: &selection.backends,
+            profile: None,
+            jwks: None,
+            public_key: None,
+            config: &BuildConfig::default(),
+        });
+        let mapped: Vec<_> = args
+            .windows(2)
+            .filter(|w| w[0] == "--resolve")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(mapped, ["status=git"]);
     }
 }

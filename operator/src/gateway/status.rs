@@ -2,6 +2,8 @@
 //! written only when they changed, with an Event for each condition that
 //! changed (a Warning when the gateway is not Ready or is Degraded).
 //!
+//! `Conflicts`: whether the gateway withholds tool names, computed from
+//! the backends' inventories by the facade's rules ([`super::conflicts`]).
 //! `Ready`: the gateway's pods serve (`Available`), or why not
 //! (`Progressing`, `Paused`, an invalid spec's reason, `NotOwned`,
 //! `KeyUnavailable`). `Degraded`: it serves, but a backend is missing or not
@@ -137,12 +139,20 @@ pub fn desired_status(
             },
         }
     };
+    let mut conflicts = super::conflicts::tool_conflicts(backends, &gw.spec.resolve);
+    let conflicted = super::conflicts::condition(&conflicts);
+    conflicts.truncate(super::conflicts::MAX_LISTED);
     MCPGatewayStatus {
-        conditions: vec![condition("Ready", ready), condition("Degraded", degraded)],
+        conditions: vec![
+            condition("Ready", ready),
+            condition("Degraded", degraded),
+            condition("Conflicts", conflicted),
+        ],
         observed_generation: gw.metadata.generation,
         endpoint: Some(endpoint.to_string()),
         backends_ready: Some(format!("{ready_count}/{total}")),
         backends: lines,
+        conflicts,
     }
 }
 
@@ -167,8 +177,11 @@ pub fn condition_events(old: &MCPGatewayStatus, new: &MCPGatewayStatus) -> Vec<E
                 .any(|o| o.type_ == c.type_ && o.status == c.status && o.reason == c.reason)
         })
         .map(|c| {
-            let bad = (c.type_ == "Ready" && c.status != "True")
-                || (c.type_ == "Degraded" && c.status == "True");
+            let bad = match c.type_.as_str() {
+                "Ready" => c.status != "True",
+                "Degraded" | "Conflicts" => c.status == "True",
+                _ => false,
+            };
             Event {
                 type_: if bad {
                     EventType::Warning

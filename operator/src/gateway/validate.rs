@@ -13,7 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::core::Selector;
-use mcp_warden_crds::{mcpgateway::PREFIX_NONE, MCPGatewaySpec};
+use mcp_warden_crds::mcpgateway::{GatewayResolve, PREFIX_NONE};
+use mcp_warden_crds::MCPGatewaySpec;
 
 use super::resolve::Backend;
 
@@ -46,6 +47,9 @@ pub enum GatewayInvalid {
     /// `prefix: none` makes two backends serve the same name.
     #[error("with prefix none, backends {0} and {1} both serve tool {2:?}")]
     PrefixCollision(String, String, String),
+    /// `spec.resolve` maps one name twice.
+    #[error("spec.resolve maps {0:?} twice")]
+    DuplicateMapping(String),
     /// The compiled policy is one the facade would refuse.
     #[error("the gateway's policy: {0}")]
     InvalidPolicy(String),
@@ -64,6 +68,7 @@ impl GatewayInvalid {
             GatewayInvalid::NoBackends(_) => "NoBackends",
             GatewayInvalid::PrefixNoneUnproven { .. } => "PrefixNoneUnproven",
             GatewayInvalid::InvalidPolicy(_) => "InvalidPolicy",
+            GatewayInvalid::DuplicateMapping(_) => "DuplicateMapping",
         }
     }
 }
@@ -90,6 +95,12 @@ pub fn validate_spec(spec: &MCPGatewaySpec) -> Result<(), GatewayInvalid> {
             return Err(GatewayInvalid::SamePrefix(other, name.clone(), prefix));
         }
     }
+    let mut mapped = BTreeSet::new();
+    for r in &spec.resolve {
+        if !mapped.insert(r.name.as_str()) {
+            return Err(GatewayInvalid::DuplicateMapping(r.name.clone()));
+        }
+    }
     Ok(())
 }
 
@@ -112,7 +123,7 @@ pub fn check(
         };
         return Err(GatewayInvalid::NoBackends(named));
     }
-    check_prefixes(&selection.backends)
+    check_prefixes(&selection.backends, &gw.spec.resolve)
 }
 
 /// The names a backend's facades report (exposed, hidden or quarantined:
@@ -128,8 +139,12 @@ fn inventory(backend: &Backend) -> Option<BTreeSet<String>> {
 }
 
 /// The selected backends' prefixes: no two equal, and `none` only where
-/// every backend's inventory shows that no name meets another.
-pub fn check_prefixes(backends: &[Backend]) -> Result<(), GatewayInvalid> {
+/// every backend's inventory shows that no name meets another — or that
+/// the name is mapped (`spec.resolve`) to one of the backends serving it.
+pub fn check_prefixes(
+    backends: &[Backend],
+    resolve: &[GatewayResolve],
+) -> Result<(), GatewayInvalid> {
     let mut seen: BTreeMap<&str, String> = BTreeMap::new();
     for b in backends.iter().filter(|b| !b.prefix.is_empty()) {
         if let Some(other) = seen.insert(b.prefix.as_str(), b.name()) {
@@ -152,6 +167,12 @@ pub fn check_prefixes(backends: &[Backend]) -> Result<(), GatewayInvalid> {
         for name in names {
             let full = format!("{}{name}", b.prefix);
             if let Some(other) = served.insert(full.clone(), b.name()) {
+                let mapped = resolve
+                    .iter()
+                    .any(|r| r.name == full && (r.backend == other || r.backend == b.name()));
+                if mapped {
+                    continue;
+                }
                 return Err(GatewayInvalid::PrefixCollision(other, b.name(), full));
             }
         }
@@ -207,6 +228,16 @@ mod tests {
             )),
             Ok(())
         );
+        let mut mapped = spec("[{name: git}, {name: fs}]");
+        mapped.resolve =
+            serde_yaml_ng::from_str("[{name: status, backend: git}, {name: status, backend: fs}]")
+                .unwrap();
+        assert_eq!(
+            validate_spec(&mapped),
+            Err(GatewayInvalid::DuplicateMapping("status".into()))
+        );
+        mapped.resolve.pop();
+        assert_eq!(validate_spec(&mapped), Ok(()));
         let bad = "[{selector: {matchExpressions: [{key: team, operator: Bogus, values: [x]}]}}]";
         assert_eq!(
             validate_spec(&spec(bad)).map_err(|e| e.reason()),
@@ -221,12 +252,12 @@ mod tests {
             backend("fs", "fs__", &[]),
         ];
         assert_eq!(
-            check_prefixes(&prefixed),
+            check_prefixes(&prefixed, &[]),
             Ok(()),
             "no none: nothing to prove"
         );
         let unproven = [backend("git", "", &["status"]), backend("fs", "fs__", &[])];
-        let err = check_prefixes(&unproven).unwrap_err();
+        let err = check_prefixes(&unproven, &[]).unwrap_err();
         assert_eq!(err.reason(), "PrefixNoneUnproven");
         assert!(
             err.to_string()
@@ -237,13 +268,13 @@ mod tests {
             backend("git", "", &["status"]),
             backend("fs", "fs__", &["read"]),
         ];
-        assert_eq!(check_prefixes(&clean), Ok(()));
+        assert_eq!(check_prefixes(&clean, &[]), Ok(()));
         let clash = [
             backend("git", "", &["fs__read"]),
             backend("fs", "fs__", &["read"]),
         ];
         assert_eq!(
-            check_prefixes(&clash),
+            check_prefixes(&clash, &[]),
             Err(GatewayInvalid::PrefixCollision(
                 "git".into(),
                 "fs".into(),
@@ -252,7 +283,20 @@ mod tests {
         );
         let both_none = [backend("a", "", &["x"]), backend("b", "", &["x"])];
         assert_eq!(
-            check_prefixes(&both_none).unwrap_err().reason(),
+            check_prefixes(&both_none, &[]).unwrap_err().reason(),
+            "PrefixCollision"
+        );
+        // A name the gateway's mapping serves from one of the two is allowed;
+        // a mapping to a third server proves nothing.
+        let map = |backend: &str| GatewayResolve {
+            name: "x".into(),
+            backend: backend.into(),
+        };
+        assert_eq!(check_prefixes(&both_none, &[map("b")]), Ok(()));
+        assert_eq!(
+            check_prefixes(&both_none, &[map("c")])
+                .unwrap_err()
+                .reason(),
             "PrefixCollision"
         );
     }

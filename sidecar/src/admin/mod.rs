@@ -169,6 +169,9 @@ fn gateway_view(gateway: &crate::upstream::gateway::GatewayTarget) -> serde_json
                 "names": c.names,
                 "backends": c.backends,
                 "detail": c.detail,
+                "resolved": c.resolved.map(|(name, backend)| {
+                    serde_json::json!({ "name": name, "backend": backend })
+                }),
             })
         })
         .collect();

@@ -28,6 +28,13 @@ pub struct GatewayArgs {
     /// Default `NAME__`.
     #[arg(long = "backend-prefix", value_name = "NAME=PREFIX")]
     pub prefixes: Vec<String>,
+    /// Resolve a withheld name as NAME=BACKEND: the exposed name NAME (a
+    /// tool, prompt or resource template, as clients see it) is served by
+    /// BACKEND when backends collide on it or spell it confusably; every
+    /// other backend's copy or look-alike stays withheld. A shadowing
+    /// definition is never lifted (fix it at its backend).
+    #[arg(long = "resolve", value_name = "NAME=BACKEND")]
+    pub resolve: Vec<String>,
     /// The gateway's private key (PEM: Ed25519, P-256 or RSA). Each request
     /// to a backend then carries an assertion of the caller signed with it,
     /// for that backend alone; backends trust the public half
@@ -108,6 +115,14 @@ pub fn target(
         None => None,
     };
     let gateway = GatewayTarget::new(backends, signer).map_err(anyhow::Error::msg)?;
+    for r in &args.resolve {
+        let (name, backend) = r
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--resolve {r:?}: write NAME=BACKEND"))?;
+        gateway
+            .resolve(name, backend)
+            .map_err(|e| anyhow::anyhow!("--resolve: {e}"))?;
+    }
     Ok(UpstreamTarget::Gateway(Arc::new(gateway)))
 }
 
@@ -125,11 +140,17 @@ pub fn observe(app: &Arc<App>, gateway: &GatewayTarget) {
     gateway.set_observer(Arc::new(move |conflicts, new| {
         if let Some(app) = weak.upgrade() {
             for kind in names::ConflictKind::ALL {
-                let n = conflicts.iter().filter(|c| c.kind == kind).count();
+                let of_kind = conflicts.iter().filter(|c| c.kind == kind);
+                let (resolved, withheld): (Vec<_>, Vec<_>) =
+                    of_kind.partition(|c| c.resolved.is_some());
                 app.metrics
                     .gateway_conflicts
                     .with_label_values(&[kind.as_str()])
-                    .set(n as i64);
+                    .set(withheld.len() as i64);
+                app.metrics
+                    .gateway_conflicts_resolved
+                    .with_label_values(&[kind.as_str()])
+                    .set(resolved.len() as i64);
             }
             for c in new {
                 app.audit.gateway_conflict(c, &app.metrics);

@@ -167,8 +167,12 @@ impl Audit {
         conflict: &crate::upstream::gateway::names::Conflict,
         metrics: &Metrics,
     ) {
+        let resolved = match &conflict.resolved {
+            Some((name, backend)) => format!("; resolved: {name:?} served by {backend:?}"),
+            None => String::new(),
+        };
         let detail = format!(
-            "{} {} withheld: {:?} from backends {:?}{}",
+            "{} {} withheld: {:?} from backends {:?}{}{resolved}",
             conflict.catalog.as_str(),
             conflict.kind.as_str(),
             conflict.names,
@@ -183,7 +187,13 @@ impl Audit {
             time: now_rfc3339(),
             event: "gateway_conflict",
             auth: "none",
-            decision: "deny",
+            // Resolved: the mapped backend's copy is served (the rest of
+            // the names stay withheld).
+            decision: if conflict.resolved.is_some() {
+                "allow"
+            } else {
+                "deny"
+            },
             reason: Some(conflict.kind.as_str()),
             tool: conflict.names.first().map(String::as_str),
             detail: Some(&detail),

@@ -99,6 +99,12 @@ impl GatewayTarget {
         })
     }
 
+    /// Serve the exposed name `name` from `backend` where it conflicts
+    /// (the gateway's explicit mapping, [`Names::resolve`]).
+    pub fn resolve(&self, name: &str, backend: &str) -> Result<(), String> {
+        self.names.lock().unwrap().resolve(name, backend)
+    }
+
     pub fn set_observer(&self, observer: ConflictObserver) {
         let _ = self.observer.set(observer);
     }
