@@ -7,16 +7,22 @@
 //!
 //! ```text
 //! per server (BuildInput)                       per namespace (ProxyInput, assembled in apply)
-//!   <name>-egress-proxy Secret: token, url,       mcp-warden-egress          Deployment (replicas: config)
-//!     its approved entry (annotation; a held      mcp-warden-egress          Service :3128
-//!     change leaves it as it was)                 mcp-warden-egress-clients  Secret clients.json (sha256 of tokens)
+//!   <name> policy ConfigMap annotation: its       mcp-warden-egress          Deployment (replicas: config)
+//!     approved entry (a held change leaves the    mcp-warden-egress          Service :3128
+//!     ConfigMap, so the entry, as it was)         mcp-warden-egress-clients  ConfigMap clients.json
+//!   <name>-egress-proxy Secret: token, url (made                             (sha256 of the tokens only)
+//!     once, never rewritten)
 //!   server env HTTPS_PROXY… (secretKeyRef url)    mcp-warden-egress          NetworkPolicy: in from the listed
 //!   NetworkPolicy: egress to the proxy :3128        servers' pods; out only on approved ports (public
 //!                                                   addresses; a CIDR rule's block as approved)
 //! ```
 //! The shared objects carry an owner reference to every server they serve,
 //! so the garbage collector removes them with the last one; apply also
-//! deletes them when no server needs them any more.
+//! deletes them when no server needs them any more. The Service's owners
+//! are every server holding a credential: its cluster IP is in their URLs,
+//! so it stays while any of them exists. The clients file holds only
+//! hashes, so it is a ConfigMap: the operator never rewrites or deletes a
+//! Secret.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,9 +30,9 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            Container, ContainerPort, EnvVar, EnvVarSource, PodSecurityContext, PodSpec,
+            ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, PodSecurityContext, PodSpec,
             PodTemplateSpec, Probe, SeccompProfile, Secret, SecretKeySelector,
-            SecretVolumeSource, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
+            Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
         },
         networking::v1::{
             IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
@@ -55,18 +61,20 @@ use crate::{
 
 /// The proxy's Deployment, Service and NetworkPolicy.
 pub const PROXY_NAME: &str = "mcp-warden-egress";
-/// The Secret with the clients file.
-pub const CLIENTS_SECRET: &str = "mcp-warden-egress-clients";
+/// The ConfigMap with the clients file.
+pub const CLIENTS_CONFIG_MAP: &str = "mcp-warden-egress-clients";
 /// Its key, and where the proxy reads it.
 pub const CLIENTS_KEY: &str = "clients.json";
-/// The directory the clients Secret is mounted at.
+/// The directory the clients file is mounted at.
 pub const CLIENTS_DIR: &str = "/etc/mcp-warden-egress";
 /// The proxy's port.
 pub const PROXY_PORT: i32 = 3128;
 /// The proxy's metrics port.
 pub const METRICS_PORT: i32 = 9090;
-/// The token Secret's annotation with the server's approved entry: apply
-/// writes it only with an approved policy, so a held change keeps the old.
+/// The policy ConfigMap's annotation with the server's approved entry
+/// (present under the proxy engine; empty when the server has no host
+/// egress): apply writes that ConfigMap only with an approved policy, so a
+/// held change keeps the old entry.
 pub const ENTRY_ANNOTATION: &str = "mcpwarden.dev/egress-proxy-client";
 /// The per-server Secret's keys.
 pub const TOKEN_KEY: &str = "token";
@@ -170,6 +178,26 @@ pub fn desired_entry(input: BuildInput<'_>) -> Option<ClientEntry> {
     uses_proxy(input).then(|| client_entry(input.approved))
 }
 
+/// The policy ConfigMap's annotation: under the proxy engine always (an
+/// empty entry when the server has no host egress, so a revoked approval
+/// overwrites the old entry).
+pub fn entry_annotation(input: BuildInput<'_>) -> Option<(String, String)> {
+    let proxy = input.config.named_egress == NamedEgress::Proxy && input.server.spec.remote.is_none();
+    proxy.then(|| {
+        let entry = desired_entry(input).unwrap_or_default();
+        let text = serde_json::to_string(&entry).expect("entries serialize");
+        (ENTRY_ANNOTATION.to_string(), text)
+    })
+}
+
+/// A live policy ConfigMap's entry, if it has one with a host.
+pub fn read_entry(config_map: &k8s_openapi::api::core::v1::ConfigMap) -> Option<ClientEntry> {
+    let text = config_map.metadata.annotations.as_ref()?.get(ENTRY_ANNOTATION)?;
+    serde_json::from_str::<ClientEntry>(text)
+        .ok()
+        .filter(|e| !e.hosts.is_empty())
+}
+
 /// The proxy's address as the server's pods reach it (the Service's
 /// cluster IP: the pod needs no DNS for it).
 pub fn proxy_url(server: &MCPServer, token: &str, service_ip: &str) -> String {
@@ -182,23 +210,14 @@ pub fn proxy_url(server: &MCPServer, token: &str, service_ip: &str) -> String {
     format!("http://{user}:{token}@{host}:{PROXY_PORT}")
 }
 
-/// The server's credential Secret (the token is random, made in apply,
-/// then kept) with its approved entry.
-pub fn desired_token_secret(
-    server: &MCPServer,
-    token: &str,
-    service_ip: &str,
-    entry: &ClientEntry,
-) -> Secret {
+/// The server's credential Secret (the token is random, made in apply
+/// once; never rewritten).
+pub fn desired_token_secret(server: &MCPServer, token: &str, service_ip: &str) -> Secret {
     let mut metadata = names::metadata(server, token_secret_name(server));
     metadata
         .labels
         .get_or_insert_with(Default::default)
         .insert(TOKEN_LABEL.into(), "true".into());
-    metadata.annotations = Some(BTreeMap::from([(
-        ENTRY_ANNOTATION.into(),
-        serde_json::to_string(entry).expect("entries serialize"),
-    )]));
     Secret {
         metadata,
         type_: Some("Opaque".into()),
@@ -209,17 +228,16 @@ pub fn desired_token_secret(
                 ByteString(proxy_url(server, token, service_ip).into_bytes()),
             ),
         ])),
+        immutable: Some(true),
         ..Secret::default()
     }
 }
 
-/// A live token Secret's token and entry, if it holds both.
-pub fn read_token_secret(secret: &Secret) -> Option<(String, ClientEntry)> {
+/// A live token Secret's token, if usable.
+pub fn read_token(secret: &Secret) -> Option<String> {
     let token = secret.data.as_ref()?.get(TOKEN_KEY)?;
     let token = std::str::from_utf8(&token.0).ok()?.trim().to_string();
-    let entry = secret.metadata.annotations.as_ref()?.get(ENTRY_ANNOTATION)?;
-    let entry = serde_json::from_str(entry).ok()?;
-    (token.len() >= 32).then_some((token, entry))
+    (token.len() >= 32).then_some(token)
 }
 
 /// Hex sha256 of a token, as the clients file names it.
@@ -309,6 +327,8 @@ pub struct ProxyInput<'a> {
     pub clients: &'a [ProxyClient],
     /// An owner reference to each of them (not a controller).
     pub owners: &'a [OwnerReference],
+    /// The Service's owners: every server holding a credential.
+    pub service_owners: &'a [OwnerReference],
     /// Operator settings.
     pub config: &'a BuildConfig,
 }
@@ -321,17 +341,21 @@ pub struct ProxyObjects {
     /// Its address.
     pub service: Service,
     /// The clients file.
-    pub clients_secret: Secret,
+    pub clients_config_map: ConfigMap,
     /// Who may reach it, and where it may go.
     pub network_policy: NetworkPolicy,
 }
 
 fn metadata(input: ProxyInput<'_>, name: &str) -> ObjectMeta {
+    owned_by(input, name, input.owners)
+}
+
+fn owned_by(input: ProxyInput<'_>, name: &str, owners: &[OwnerReference]) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.into()),
         namespace: Some(input.namespace.into()),
         labels: Some(proxy_labels()),
-        owner_references: (!input.owners.is_empty()).then(|| input.owners.to_vec()),
+        owner_references: (!owners.is_empty()).then(|| owners.to_vec()),
         ..ObjectMeta::default()
     }
 }
@@ -349,7 +373,7 @@ pub fn desired_proxy_objects(input: ProxyInput<'_>) -> ProxyObjects {
     ProxyObjects {
         deployment: desired_deployment(input),
         service: Service {
-            metadata: metadata(input, PROXY_NAME),
+            metadata: owned_by(input, PROXY_NAME, input.service_owners),
             spec: Some(ServiceSpec {
                 selector: Some(proxy_selector()),
                 ports: Some(vec![ServicePort {
@@ -363,14 +387,13 @@ pub fn desired_proxy_objects(input: ProxyInput<'_>) -> ProxyObjects {
             }),
             ..Service::default()
         },
-        clients_secret: Secret {
-            metadata: metadata(input, CLIENTS_SECRET),
-            type_: Some("Opaque".into()),
+        clients_config_map: ConfigMap {
+            metadata: metadata(input, CLIENTS_CONFIG_MAP),
             data: Some(BTreeMap::from([(
                 CLIENTS_KEY.into(),
-                ByteString(clients_file(input.clients).into_bytes()),
+                clients_file(input.clients),
             )])),
-            ..Secret::default()
+            ..ConfigMap::default()
         },
         network_policy: desired_network_policy(input),
     }
@@ -433,9 +456,9 @@ fn desired_deployment(input: ProxyInput<'_>) -> Deployment {
         containers: vec![container],
         volumes: Some(vec![Volume {
             name: "clients".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(CLIENTS_SECRET.into()),
-                ..SecretVolumeSource::default()
+            config_map: Some(ConfigMapVolumeSource {
+                name: CLIENTS_CONFIG_MAP.into(),
+                ..ConfigMapVolumeSource::default()
             }),
             ..Volume::default()
         }]),

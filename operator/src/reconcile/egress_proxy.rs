@@ -1,15 +1,16 @@
 //! Apply, egress proxy engine: the server's credential Secret and the
 //! namespace's shared proxy objects (`crate::build::egress_proxy`), after
-//! the server's own objects.
+//! the server's own objects (its policy ConfigMap carries its approved
+//! entry, written only with an approved policy: a held change keeps the old).
 //!
 //! ```text
-//! this server: held → its <name>-egress-proxy as it is (old entry, old token)
-//!              approved, uses the proxy → token kept (or made), entry as approved
-//!              approved, no host egress → its Secret removed
-//! the others: every <name>-egress-proxy in the namespace whose controller is a live MCPServer
-//!   ├─ none → the shared objects go (the garbage collector also removes them with the last owner)
-//!   └─ some → Service (its cluster IP goes into the URL) → this server's Secret → clients Secret,
-//!             Deployment, NetworkPolicy (owner references: every server served)
+//! every <name>-egress-proxy Secret in the namespace whose controller is a live MCPServer
+//!   + that server's entry (its policy ConfigMap's annotation; this server: as just built,
+//!     or the live one while its change is held)
+//! ├─ no entry with a host → the shared objects go (the Service stays while a credential
+//! │   does; the garbage collector removes everything with the last owner)
+//! └─ some → Service (its cluster IP goes into the URL) → this server's Secret (created once)
+//!           → clients ConfigMap, NetworkPolicy, Deployment (owners: every server served)
 //! ```
 //! A server that goes takes its Secret with it (owner reference); the
 //! controller watches those Secrets and reconciles the namespace's other
@@ -20,13 +21,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{Secret, Service},
+        core::v1::{ConfigMap, Secret},
         networking::v1::NetworkPolicy,
     },
     NamespaceResourceScope,
 };
 use kube::{
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     Api, Client, Resource, ResourceExt,
 };
 use mcp_warden_crds::MCPServer;
@@ -36,7 +37,7 @@ use super::apply::{contains, controlled_by, random_key, ApplyError};
 use crate::{
     build::{
         egress_proxy::{
-            self as proxy, desired_proxy_objects, desired_token_secret, read_token_secret,
+            self as proxy, desired_proxy_objects, desired_token_secret, read_entry, read_token,
             token_secret_name, token_sha256, ClientEntry, ProxyClient, ProxyInput,
         },
         typed_value,
@@ -45,7 +46,14 @@ use crate::{
     names,
 };
 
-/// Apply this server's part and the namespace's shared objects.
+fn api_error(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> ApplyError {
+    let name = name.to_string();
+    move |source| ApplyError { kind, name, source }
+}
+
+/// Apply this server's part and the namespace's shared objects. `entry`:
+/// what this server's approved policy lets it reach (`None` while held:
+/// the live ConfigMap's entry counts).
 pub async fn apply_proxy(
     client: &Client,
     server: &MCPServer,
@@ -56,46 +64,12 @@ pub async fn apply_proxy(
 ) -> Result<(), ApplyError> {
     let ns = names::namespace(server);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let own_name = token_secret_name(server);
-    let err = |kind: &'static str, name: &str| {
-        let name = name.to_string();
-        move |source| ApplyError { kind, name, source }
-    };
-    let own = secrets
-        .get_opt(&own_name)
-        .await
-        .map_err(err("Secret", &own_name))?;
-    if own.as_ref().is_some_and(|s| !controlled_by(s, server)) {
-        // Someone else's Secret under this name: nothing of it is used.
-        return Ok(());
-    }
-    // This server's token and entry as they should be after this apply.
-    let mine: Option<(String, ClientEntry)> = match (hold, entry) {
-        (true, _) => own.as_ref().and_then(read_token_secret),
-        (false, None) => {
-            if own.is_some() {
-                secrets
-                    .delete(&own_name, &DeleteParams::default())
-                    .await
-                    .map_err(err("Secret", &own_name))?;
-                written.push(format!("-Secret/{own_name}"));
-            }
-            None
-        }
-        (false, Some(entry)) => {
-            let token = own
-                .as_ref()
-                .and_then(read_token_secret)
-                .map(|(t, _)| t)
-                .unwrap_or_else(|| hex::encode(random_key()));
-            Some((token, entry.clone()))
-        }
-    };
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let servers: Api<MCPServer> = Api::namespaced(client.clone(), &ns);
     let live_servers = servers
         .list(&ListParams::default())
         .await
-        .map_err(err("MCPServer", &ns))?;
+        .map_err(api_error("MCPServer", &ns))?;
     let by_uid: BTreeMap<String, &MCPServer> = live_servers
         .items
         .iter()
@@ -105,8 +79,10 @@ pub async fn apply_proxy(
     let labelled = secrets
         .list(&ListParams::default().labels(&format!("{}=true", proxy::TOKEN_LABEL)))
         .await
-        .map_err(err("Secret", proxy::TOKEN_LABEL))?;
-    let mut served: Vec<(&MCPServer, String, ClientEntry)> = Vec::new();
+        .map_err(api_error("Secret", proxy::TOKEN_LABEL))?;
+    // (server, its token, its entry if it has host egress)
+    let mut holders: Vec<(&MCPServer, Option<String>, Option<ClientEntry>)> = Vec::new();
+    let mut own_token = None;
     for secret in &labelled.items {
         let Some(owner) = secret
             .owner_references()
@@ -116,53 +92,90 @@ pub async fn apply_proxy(
         else {
             continue;
         };
-        if owner.uid() == server.uid() || secret.name_any() != token_secret_name(owner) {
+        if secret.name_any() != token_secret_name(owner) {
             continue;
         }
-        if let Some((token, entry)) = read_token_secret(secret) {
-            served.push((owner, token, entry));
+        if owner.uid() == server.uid() {
+            own_token = read_token(secret);
+            continue;
         }
+        let cm_name = names::policy_config_map(owner);
+        let cm = config_maps
+            .get_opt(&cm_name)
+            .await
+            .map_err(api_error("ConfigMap", &cm_name))?;
+        let entry = cm.filter(|c| controlled_by(c, owner)).and_then(|c| read_entry(&c));
+        holders.push((owner, read_token(secret), entry));
     }
-    if let Some((token, entry)) = &mine {
-        served.push((server, token.clone(), entry.clone()));
+    let own_name = token_secret_name(server);
+    let own_exists = labelled.items.iter().any(|s| s.name_any() == own_name);
+    let mine = if hold {
+        let cm_name = names::policy_config_map(server);
+        config_maps
+            .get_opt(&cm_name)
+            .await
+            .map_err(api_error("ConfigMap", &cm_name))?
+            .filter(|c| controlled_by(c, server))
+            .and_then(|c| read_entry(&c))
+    } else {
+        entry.filter(|e| !e.hosts.is_empty()).cloned()
+    };
+    // A held server without a credential has no approved entry to keep.
+    let mine = mine.filter(|_| !hold || own_token.is_some());
+    if mine.is_some() || own_exists {
+        holders.push((server, own_token.clone(), mine.clone()));
     }
-    served.sort_by_key(|(s, _, _)| s.name_any());
-    if served.is_empty() {
-        return remove_shared(client, &ns, written).await;
-    }
-    let clients: Vec<ProxyClient> = served
-        .iter()
-        .map(|(s, token, entry)| ProxyClient {
-            name: format!("{ns}/{}", s.name_any()),
-            token_sha256: token_sha256(token),
-            entry: entry.clone(),
-        })
-        .collect();
-    let owners: Vec<_> = served
-        .iter()
-        .filter_map(|(s, _, _)| names::owner_reference(s))
-        .map(|mut o| {
+    holders.sort_by_key(|(s, _, _)| s.name_any());
+    let owner_of = |s: &MCPServer| {
+        names::owner_reference(s).map(|mut o| {
             o.controller = None;
             o.block_owner_deletion = None;
             o
+        })
+    };
+    let served: Vec<_> = holders.iter().filter(|(_, _, e)| e.is_some()).collect();
+    if served.is_empty() {
+        return remove_shared(client, &ns, written).await;
+    }
+    let service_owners: Vec<_> = holders.iter().filter_map(|(s, _, _)| owner_of(s)).collect();
+    let owners: Vec<_> = served.iter().filter_map(|(s, _, _)| owner_of(s)).collect();
+    // This server's token: the live one, or a new one (its Secret is made below).
+    let new_token = (mine.is_some() && own_token.is_none()).then(|| hex::encode(random_key()));
+    let clients: Vec<ProxyClient> = served
+        .iter()
+        .filter_map(|(s, token, entry)| {
+            let token = token.as_ref().or(if s.uid() == server.uid() { new_token.as_ref() } else { None })?;
+            Some(ProxyClient {
+                name: format!("{ns}/{}", s.name_any()),
+                token_sha256: token_sha256(token),
+                entry: entry.clone()?,
+            })
         })
         .collect();
     let objects = desired_proxy_objects(ProxyInput {
         namespace: &ns,
         clients: &clients,
         owners: &owners,
+        service_owners: &service_owners,
         config,
     });
     let service = apply_one(client, &ns, &objects.service, written).await?;
-    let service_ip = service
-        .spec
-        .and_then(|s| s.cluster_ip)
-        .unwrap_or_else(|| format!("{}.{ns}.svc", proxy::PROXY_NAME));
-    if let (false, Some((token, entry))) = (hold, &mine) {
-        let desired = desired_token_secret(server, token, &service_ip, entry);
-        apply_one(client, &ns, &desired, written).await?;
+    if let Some(token) = &new_token {
+        let ip = service
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .filter(|ip| !ip.is_empty() && ip != "None")
+            .unwrap_or_else(|| format!("{}.{ns}.svc", proxy::PROXY_NAME));
+        let secret = desired_token_secret(server, token, &ip);
+        match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => written.push(format!("Secret/{own_name}")),
+            // Someone else's (or a racing reconcile's) Secret: its token is
+            // not in the clients file this time; the next reconcile reads it.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(source) => return Err(api_error("Secret", &own_name)(source)),
+        }
     }
-    apply_one(client, &ns, &objects.clients_secret, written).await?;
+    apply_one(client, &ns, &objects.clients_config_map, written).await?;
     apply_one(client, &ns, &objects.network_policy, written).await?;
     apply_one(client, &ns, &objects.deployment, written).await?;
     Ok(())
@@ -206,12 +219,12 @@ where
     Ok(live)
 }
 
-/// Delete the shared objects (only ours: the operator's label).
+/// Delete the shared objects but the Service (only ours: the operator's
+/// label); the Service goes with the last server holding a credential.
 async fn remove_shared(client: &Client, ns: &str, written: &mut Vec<String>) -> Result<(), ApplyError> {
     remove::<Deployment>(client, ns, proxy::PROXY_NAME, written).await?;
     remove::<NetworkPolicy>(client, ns, proxy::PROXY_NAME, written).await?;
-    remove::<Service>(client, ns, proxy::PROXY_NAME, written).await?;
-    remove::<Secret>(client, ns, proxy::CLIENTS_SECRET, written).await
+    remove::<ConfigMap>(client, ns, proxy::CLIENTS_CONFIG_MAP, written).await
 }
 
 async fn remove<K>(client: &Client, ns: &str, name: &str, written: &mut Vec<String>) -> Result<(), ApplyError>
