@@ -88,7 +88,7 @@ pub async fn apply_proxy(
             .owner_references()
             .iter()
             .find(|o| o.controller == Some(true))
-            .and_then(|o| by_uid.get(&o.uid))
+            .and_then(|o| by_uid.get(&o.uid).copied())
         else {
             continue;
         };
@@ -181,6 +181,44 @@ pub async fn apply_proxy(
     Ok(())
 }
 
+/// What enforces a server's approved host egress (`HostEgress` condition,
+/// present only while some host egress is in force). Not a capability: the
+/// approved hosts and the digest are the same under every engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostEgress {
+    /// A `CiliumNetworkPolicy` with `toFQDNs`.
+    Cilium,
+    /// A Calico `NetworkPolicy` with `domains`.
+    Calico,
+    /// The namespace's egress proxy (`mcp-warden-egress`).
+    Proxy,
+    /// A remote server's facade, the pod's only container.
+    Facade,
+    /// Nothing (no engine): `Degraded` says so too.
+    NotEnforced,
+}
+
+impl HostEgress {
+    /// The condition's status, reason and message.
+    pub fn condition(self) -> (&'static str, &'static str, String) {
+        let (status, reason, how) = match self {
+            HostEgress::Cilium => ("True", "Cilium", CILIUM),
+            HostEgress::Calico => ("True", "Calico", CALICO),
+            HostEgress::Proxy => ("True", "EgressProxy", PROXY),
+            HostEgress::Facade => ("True", "Facade", FACADE),
+            HostEgress::NotEnforced => ("False", "NotEnforced", NOTHING),
+        };
+        (status, reason, format!("approved host egress is enforced by {how}"))
+    }
+}
+
+const CILIUM: &str = "a CiliumNetworkPolicy with toFQDNs (<name>-egress)";
+const CALICO: &str = "a Calico NetworkPolicy with domains (<name>-egress)";
+const PROXY: &str = "the namespace's egress proxy (mcp-warden-egress): the pod may reach only the proxy, which allows only the approved host:port pairs";
+const FACADE: &str = "the remote server's facade, which connects only to the approved hosts";
+const NOTHING: &str =
+    "nothing: the cluster has no engine for host names, so the approved hosts stay unreachable";
+
 /// Server-side apply unless the live object already holds the desired one;
 /// returns the live object after the apply.
 async fn apply_one<K>(
@@ -221,7 +259,7 @@ where
 
 /// Delete the shared objects but the Service (only ours: the operator's
 /// label); the Service goes with the last server holding a credential.
-async fn remove_shared(client: &Client, ns: &str, written: &mut Vec<String>) -> Result<(), ApplyError> {
+pub async fn remove_shared(client: &Client, ns: &str, written: &mut Vec<String>) -> Result<(), ApplyError> {
     remove::<Deployment>(client, ns, proxy::PROXY_NAME, written).await?;
     remove::<NetworkPolicy>(client, ns, proxy::PROXY_NAME, written).await?;
     remove::<ConfigMap>(client, ns, proxy::CLIENTS_CONFIG_MAP, written).await

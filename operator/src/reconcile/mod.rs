@@ -291,17 +291,26 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         info!(changed = ?plan.capabilities.changed, "the workload changed and waits for approval; the last approved one keeps running");
     }
     let mut applied = apply::apply_all(&ctx.client, server, &plan.objects, hold).await?;
+    // The proxy engine's shared objects; after a switch to another engine,
+    // a server the proxy served removes them.
     let proxy_engine = config.named_egress == crate::config::NamedEgress::Proxy;
-    if applied.not_owned.is_empty() && proxy_engine && server.spec.remote.is_none() {
-        egress_proxy::apply_proxy(
-            &ctx.client,
-            server,
-            plan.objects.egress_proxy_entry.as_ref(),
-            hold,
-            &config,
-            &mut applied.written,
-        )
-        .await?;
+    let was_proxy = server.status.iter().flat_map(|s| &s.conditions).any(|c| {
+        c.type_ == "HostEgress" && c.reason == "EgressProxy"
+    });
+    if applied.not_owned.is_empty() && server.spec.remote.is_none() {
+        if proxy_engine {
+            egress_proxy::apply_proxy(
+                &ctx.client,
+                server,
+                plan.objects.egress_proxy_entry.as_ref(),
+                hold,
+                &config,
+                &mut applied.written,
+            )
+            .await?;
+        } else if was_proxy {
+            egress_proxy::remove_shared(&ctx.client, &ns, &mut applied.written).await?;
+        }
     }
     if applied.not_owned.is_empty() {
         let nudged = nudge::nudge(

@@ -317,35 +317,7 @@ fn ready_condition(
     }
 }
 
-/// What enforces a server's approved host egress (`HostEgress` condition,
-/// present only while some host egress is in force). Not a capability: the
-/// approved hosts and the digest are the same under every engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostEgress {
-    /// A `CiliumNetworkPolicy` with `toFQDNs`.
-    Cilium,
-    /// A Calico `NetworkPolicy` with `domains`.
-    Calico,
-    /// The namespace's egress proxy (`mcp-warden-egress`).
-    Proxy,
-    /// A remote server's facade, the pod's only container.
-    Facade,
-    /// Nothing (no engine): `Degraded` says so too.
-    NotEnforced,
-}
-
-impl HostEgress {
-    fn condition(self) -> (&'static str, &'static str, String) {
-        let (status, reason, how) = match self {
-            HostEgress::Cilium => ("True", "Cilium", "a CiliumNetworkPolicy with toFQDNs (<name>-egress)"),
-            HostEgress::Calico => ("True", "Calico", "a Calico NetworkPolicy with domains (<name>-egress)"),
-            HostEgress::Proxy => ("True", "EgressProxy", "the namespace's egress proxy (mcp-warden-egress): the pod may reach only the proxy, which allows only the approved host:port pairs"),
-            HostEgress::Facade => ("True", "Facade", "the remote server's facade, which connects only to the approved hosts"),
-            HostEgress::NotEnforced => ("False", "NotEnforced", "nothing: the cluster has no engine for host names, so the approved hosts stay unreachable"),
-        };
-        (status, reason, format!("approved host egress is enforced by {how}"))
-    }
-}
+pub use super::egress_proxy::HostEgress;
 
 /// `Degraded` for approved host names nothing enforces, unless something
 /// worse is already reported.
