@@ -54,7 +54,11 @@ pub const API_CALLS: &[Rule] = &[
     rule("", "nodes", &["list"]),
     rule("networking.k8s.io", "servicecidrs", &["list"]),
     rule("apps", "deployments", WATCHED_OWNED_DELETED),
-    rule("networking.k8s.io", "networkpolicies", WATCHED_OWNED_DELETED),
+    rule(
+        "networking.k8s.io",
+        "networkpolicies",
+        WATCHED_OWNED_DELETED,
+    ),
     rule(
         "cilium.io",
         "ciliumnetworkpolicies",

@@ -200,7 +200,10 @@ async fn named_egress_needs_an_engine_and_follows_the_approval() {
         (host_egress.status.as_str(), host_egress.reason.as_str()),
         ("True", "EgressProxy")
     );
-    assert_eq!(condition(&proxied.server(), "Degraded").reason, "AsExpected");
+    assert_eq!(
+        condition(&proxied.server(), "Degraded").reason,
+        "AsExpected"
+    );
     let created = calls
         .iter()
         .find(|c| c.method == "POST" && c.path.ends_with("/secrets"))

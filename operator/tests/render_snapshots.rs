@@ -165,10 +165,17 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     let out = Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
         .args(["render", "--egress-engine", "proxy", "-f"])
         .arg(&file)
-        .env("MCP_WARDEN_SIDECAR_IMAGE", "ghcr.io/mcp-warden/sidecar:test")
+        .env(
+            "MCP_WARDEN_SIDECAR_IMAGE",
+            "ghcr.io/mcp-warden/sidecar:test",
+        )
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = String::from_utf8(out.stdout).unwrap();
     for wanted in [
         "name: HTTPS_PROXY",
@@ -181,7 +188,8 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
     }
     assert!(!got.contains("toFQDNs"), "{got}");
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/with-egress-proxy.yaml");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/with-egress-proxy.yaml");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, &got).unwrap();
     }

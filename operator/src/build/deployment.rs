@@ -41,6 +41,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::volumes::{volumes, workspace_writable, SA_TOKEN_DIR};
+use super::{facade_auth, pod_template, BuildInput};
+use crate::names::{
+    self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
+    HOME_DIR, JWKS_DIR, PEERS_DIR, PEERS_KEY, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY,
+    PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR,
+    UPSTREAM_CA_DIR, UPSTREAM_SECRETS_DIR,
+};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment},
@@ -59,14 +67,6 @@ use k8s_openapi::{
 };
 use mcp_warden_crds::mcpserver::{ImagePullPolicy, Transport};
 use mcp_warden_crds::remote::{address_block, host_port};
-use super::volumes::{volumes, workspace_writable, SA_TOKEN_DIR};
-use super::{facade_auth, pod_template, BuildInput};
-use crate::names::{
-    self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
-    HOME_DIR, JWKS_DIR, PEERS_DIR, PEERS_KEY, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY,
-    PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR,
-    UPSTREAM_CA_DIR, UPSTREAM_SECRETS_DIR,
-};
 
 /// The server container's writable places, as the variables common runners
 /// read (`npx`/`npm`, `uv`/`uvx`, `pip`, XDG-following tools), all on the

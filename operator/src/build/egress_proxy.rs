@@ -30,9 +30,9 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{
-            ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, PodSecurityContext, PodSpec,
-            PodTemplateSpec, Probe, SeccompProfile, Secret, SecretKeySelector,
-            Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
+            ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+            PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, Secret,
+            SecretKeySelector, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume,
         },
         networking::v1::{
             IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
@@ -182,7 +182,8 @@ pub fn desired_entry(input: BuildInput<'_>) -> Option<ClientEntry> {
 /// empty entry when the server has no host egress, so a revoked approval
 /// overwrites the old entry).
 pub fn entry_annotation(input: BuildInput<'_>) -> Option<(String, String)> {
-    let proxy = input.config.named_egress == NamedEgress::Proxy && input.server.spec.remote.is_none();
+    let proxy =
+        input.config.named_egress == NamedEgress::Proxy && input.server.spec.remote.is_none();
     proxy.then(|| {
         let entry = desired_entry(input).unwrap_or_default();
         let text = serde_json::to_string(&entry).expect("entries serialize");
@@ -192,7 +193,11 @@ pub fn entry_annotation(input: BuildInput<'_>) -> Option<(String, String)> {
 
 /// A live policy ConfigMap's entry, if it has one with a host.
 pub fn read_entry(config_map: &k8s_openapi::api::core::v1::ConfigMap) -> Option<ClientEntry> {
-    let text = config_map.metadata.annotations.as_ref()?.get(ENTRY_ANNOTATION)?;
+    let text = config_map
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ENTRY_ANNOTATION)?;
     serde_json::from_str::<ClientEntry>(text)
         .ok()
         .filter(|e| !e.hosts.is_empty())
@@ -201,7 +206,11 @@ pub fn read_entry(config_map: &k8s_openapi::api::core::v1::ConfigMap) -> Option<
 /// The proxy's address as the server's pods reach it (the Service's
 /// cluster IP: the pod needs no DNS for it).
 pub fn proxy_url(server: &MCPServer, token: &str, service_ip: &str) -> String {
-    let user = format!("{}%2F{}", names::namespace(server), names::object_name(server));
+    let user = format!(
+        "{}%2F{}",
+        names::namespace(server),
+        names::object_name(server)
+    );
     let host = if service_ip.contains(':') {
         format!("[{service_ip}]")
     } else {

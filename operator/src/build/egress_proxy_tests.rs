@@ -19,14 +19,23 @@ fn server(remote: bool) -> MCPServer {
 
 fn approved(sa_token: bool) -> Approved {
     Approved {
-        hosts: [("pypi.org".to_string(), 443), ("example.org".to_string(), 80)].into(),
+        hosts: [
+            ("pypi.org".to_string(), 443),
+            ("example.org".to_string(), 80),
+        ]
+        .into(),
         egress: [("10.96.0.0/12".to_string(), 443)].into(),
         service_account_token: sa_token,
         ..Approved::default()
     }
 }
 
-fn with_input<T>(engine: NamedEgress, server: &MCPServer, approved: &Approved, f: impl FnOnce(BuildInput<'_>) -> T) -> T {
+fn with_input<T>(
+    engine: NamedEgress,
+    server: &MCPServer,
+    approved: &Approved,
+    f: impl FnOnce(BuildInput<'_>) -> T,
+) -> T {
     let config = BuildConfig {
         named_egress: engine,
         ..BuildConfig::default()
@@ -56,18 +65,22 @@ fn only_the_proxy_engine_with_approved_hosts_of_a_local_server_uses_the_proxy() 
         assert!(with_input(engine, &local, &a, server_env).is_empty());
         assert!(with_input(engine, &local, &a, server_egress_rule).is_none());
     }
-    assert!(!with_input(NamedEgress::Proxy, &server(true), &a, uses_proxy), "remote");
+    assert!(
+        !with_input(NamedEgress::Proxy, &server(true), &a, uses_proxy),
+        "remote"
+    );
     let none = Approved::default();
-    assert!(!with_input(NamedEgress::Proxy, &local, &none, uses_proxy), "no hosts");
+    assert!(
+        !with_input(NamedEgress::Proxy, &local, &none, uses_proxy),
+        "no hosts"
+    );
 }
 
 #[test]
 fn the_server_gets_the_proxy_from_its_secret_and_bypasses_it_for_cidrs_and_the_api_server() {
     let local = server(false);
     let env = with_input(NamedEgress::Proxy, &local, &approved(true), server_env);
-    let from_secret = |name: &str| {
-        json!({"name": name, "valueFrom": {"secretKeyRef": {"name": "fetch-egress-proxy", "key": "url", "optional": false}}})
-    };
+    let from_secret = |name: &str| json!({"name": name, "valueFrom": {"secretKeyRef": {"name": "fetch-egress-proxy", "key": "url", "optional": false}}});
     let no_proxy = "localhost,127.0.0.1,::1,kubernetes.default.svc,kubernetes.default.svc.cluster.local,$(KUBERNETES_SERVICE_HOST),10.96.0.0/12";
     assert_eq!(
         serde_json::to_value(&env).unwrap(),
@@ -82,15 +95,27 @@ fn the_server_gets_the_proxy_from_its_secret_and_bypasses_it_for_cidrs_and_the_a
         ])
     );
     let env = with_input(NamedEgress::Proxy, &local, &approved(false), server_env);
-    assert_eq!(env[5].value.as_deref(), Some("localhost,127.0.0.1,::1,10.96.0.0/12"), "no token, no API server");
+    assert_eq!(
+        env[5].value.as_deref(),
+        Some("localhost,127.0.0.1,::1,10.96.0.0/12"),
+        "no token, no API server"
+    );
     // No value holds a token: the Deployment carries none in clear.
-    assert!(env.iter().all(|e| e.value.as_deref().is_none_or(|v| !v.contains('@'))));
+    assert!(env
+        .iter()
+        .all(|e| e.value.as_deref().is_none_or(|v| !v.contains('@'))));
 }
 
 #[test]
 fn the_server_may_reach_the_proxy_pods_on_the_proxy_port() {
     let local = server(false);
-    let rule = with_input(NamedEgress::Proxy, &local, &approved(false), server_egress_rule).unwrap();
+    let rule = with_input(
+        NamedEgress::Proxy,
+        &local,
+        &approved(false),
+        server_egress_rule,
+    )
+    .unwrap();
     assert_eq!(
         serde_json::to_value(rule).unwrap(),
         json!({"ports": [{"port": 3128, "protocol": "TCP"}],
@@ -117,18 +142,35 @@ fn the_entry_and_the_credential_secret() {
     let url = String::from_utf8(secret.data.as_ref().unwrap()["url"].0.clone()).unwrap();
     assert_eq!(url, format!("http://team-a%2Ffetch:{token}@10.96.7.9:3128"));
     assert_eq!(read_token(&secret), Some(token.clone()));
-    assert_eq!(proxy_url(&server(false), "t", "fd00::5"), "http://team-a%2Ffetch:t@[fd00::5]:3128");
+    assert_eq!(
+        proxy_url(&server(false), "t", "fd00::5"),
+        "http://team-a%2Ffetch:t@[fd00::5]:3128"
+    );
     let mut short = secret.clone();
-    short.data.as_mut().unwrap().insert(TOKEN_KEY.into(), ByteString(b"short".to_vec()));
+    short
+        .data
+        .as_mut()
+        .unwrap()
+        .insert(TOKEN_KEY.into(), ByteString(b"short".to_vec()));
     assert_eq!(read_token(&short), None, "a short token is not usable");
 }
 
 #[test]
 fn the_policy_config_map_carries_the_entry_under_the_proxy_engine_only() {
     let local = server(false);
-    let cm = |engine, a: &Approved| with_input(engine, &local, a, crate::build::config_map::desired_config_map);
+    let cm = |engine, a: &Approved| {
+        with_input(
+            engine,
+            &local,
+            a,
+            crate::build::config_map::desired_config_map,
+        )
+    };
     let with_hosts = cm(NamedEgress::Proxy, &approved(false));
-    assert_eq!(read_entry(&with_hosts), Some(client_entry(&approved(false))));
+    assert_eq!(
+        read_entry(&with_hosts),
+        Some(client_entry(&approved(false)))
+    );
     // Revoked: an empty entry replaces the old one (and counts as none).
     let without = cm(NamedEgress::Proxy, &Approved::default());
     assert_eq!(
@@ -136,8 +178,16 @@ fn the_policy_config_map_carries_the_entry_under_the_proxy_engine_only() {
         r#"{"hosts":[],"cidrs":[],"plainHttpHosts":[]}"#
     );
     assert_eq!(read_entry(&without), None);
-    assert_eq!(cm(NamedEgress::Cilium, &approved(false)).metadata.annotations, None);
-    assert_eq!(cm(NamedEgress::None, &approved(false)).metadata.annotations, None);
+    assert_eq!(
+        cm(NamedEgress::Cilium, &approved(false))
+            .metadata
+            .annotations,
+        None
+    );
+    assert_eq!(
+        cm(NamedEgress::None, &approved(false)).metadata.annotations,
+        None
+    );
 }
 
 fn client(name: &str, hosts: &[(&str, i32)], cidrs: &[(&str, i32)]) -> ProxyClient {
@@ -145,8 +195,20 @@ fn client(name: &str, hosts: &[(&str, i32)], cidrs: &[(&str, i32)]) -> ProxyClie
         name: format!("team-a/{name}"),
         token_sha256: token_sha256(name),
         entry: ClientEntry {
-            hosts: hosts.iter().map(|(h, p)| HostPort { host: h.to_string(), port: *p }).collect(),
-            cidrs: cidrs.iter().map(|(c, p)| CidrPort { cidr: c.to_string(), port: *p }).collect(),
+            hosts: hosts
+                .iter()
+                .map(|(h, p)| HostPort {
+                    host: h.to_string(),
+                    port: *p,
+                })
+                .collect(),
+            cidrs: cidrs
+                .iter()
+                .map(|(c, p)| CidrPort {
+                    cidr: c.to_string(),
+                    port: *p,
+                })
+                .collect(),
             plain_http_hosts: vec![],
         },
     }
@@ -199,8 +261,14 @@ fn the_clients_file_has_exactly_the_entries_and_only_hashes() {
              "plainHttpHosts": []},
         ]})
     );
-    assert_eq!(clients_file(&[clients[1].clone(), clients[0].clone()]), *data);
-    assert_eq!(token_sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(
+        clients_file(&[clients[1].clone(), clients[0].clone()]),
+        *data
+    );
+    assert_eq!(
+        token_sha256("abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
 }
 
 #[test]
@@ -253,7 +321,10 @@ fn the_proxy_deployment_and_service() {
         })
     );
     let mut service_meta = meta.clone();
-    service_meta.as_object_mut().unwrap().remove("ownerReferences");
+    service_meta
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
     assert_eq!(
         typed_value(&objects.service),
         json!({
@@ -269,8 +340,17 @@ fn only_listed_servers_reach_the_proxy_and_only_the_proxy_leaves_on_approved_por
     let (objects, _) = shared();
     let spec = typed_value(&objects.network_policy)["spec"].clone();
     let mut v4_except = vec![
-        "0.0.0.0/8", "10.0.0.0/8", "10.96.0.0/12", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-        "172.16.0.0/12", "192.168.0.0/16", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "10.96.0.0/12",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
     ];
     v4_except.sort();
     assert_eq!(

@@ -104,7 +104,9 @@ pub async fn apply_proxy(
             .get_opt(&cm_name)
             .await
             .map_err(api_error("ConfigMap", &cm_name))?;
-        let entry = cm.filter(|c| controlled_by(c, owner)).and_then(|c| read_entry(&c));
+        let entry = cm
+            .filter(|c| controlled_by(c, owner))
+            .and_then(|c| read_entry(&c));
         holders.push((owner, read_token(secret), entry));
     }
     let own_name = token_secret_name(server);
@@ -144,7 +146,11 @@ pub async fn apply_proxy(
     let clients: Vec<ProxyClient> = served
         .iter()
         .filter_map(|(s, token, entry)| {
-            let token = token.as_ref().or(if s.uid() == server.uid() { new_token.as_ref() } else { None })?;
+            let token = token.as_ref().or(if s.uid() == server.uid() {
+                new_token.as_ref()
+            } else {
+                None
+            })?;
             Some(ProxyClient {
                 name: format!("{ns}/{}", s.name_any()),
                 token_sha256: token_sha256(token),
@@ -208,7 +214,11 @@ impl HostEgress {
             HostEgress::Facade => ("True", "Facade", FACADE),
             HostEgress::NotEnforced => ("False", "NotEnforced", NOTHING),
         };
-        (status, reason, format!("approved host egress is enforced by {how}"))
+        (
+            status,
+            reason,
+            format!("approved host egress is enforced by {how}"),
+        )
     }
 }
 
@@ -259,13 +269,22 @@ where
 
 /// Delete the shared objects but the Service (only ours: the operator's
 /// label); the Service goes with the last server holding a credential.
-pub async fn remove_shared(client: &Client, ns: &str, written: &mut Vec<String>) -> Result<(), ApplyError> {
+pub async fn remove_shared(
+    client: &Client,
+    ns: &str,
+    written: &mut Vec<String>,
+) -> Result<(), ApplyError> {
     remove::<Deployment>(client, ns, proxy::PROXY_NAME, written).await?;
     remove::<NetworkPolicy>(client, ns, proxy::PROXY_NAME, written).await?;
     remove::<ConfigMap>(client, ns, proxy::CLIENTS_CONFIG_MAP, written).await
 }
 
-async fn remove<K>(client: &Client, ns: &str, name: &str, written: &mut Vec<String>) -> Result<(), ApplyError>
+async fn remove<K>(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    written: &mut Vec<String>,
+) -> Result<(), ApplyError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + k8s_openapi::Resource
@@ -282,10 +301,15 @@ where
     let Some(live) = api.get_opt(name).await.map_err(err)? else {
         return Ok(());
     };
-    let ours = live.labels().get("app.kubernetes.io/managed-by").map(String::as_str)
+    let ours = live
+        .labels()
+        .get("app.kubernetes.io/managed-by")
+        .map(String::as_str)
         == Some("mcp-warden-operator");
     if ours {
-        api.delete(name, &DeleteParams::default()).await.map_err(err)?;
+        api.delete(name, &DeleteParams::default())
+            .await
+            .map_err(err)?;
         written.push(format!("-{}/{name}", <K as k8s_openapi::Resource>::KIND));
     }
     Ok(())

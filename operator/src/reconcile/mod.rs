@@ -294,11 +294,15 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     // The proxy engine's shared objects; after a switch to another engine,
     // a server the proxy served removes them.
     let proxy_engine = config.named_egress == crate::config::NamedEgress::Proxy;
-    let was_proxy = server.status.iter().flat_map(|s| &s.conditions).any(|c| {
-        c.type_ == "HostEgress" && c.reason == "EgressProxy"
-    });
+    let was_proxy = server
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .any(|c| c.type_ == "HostEgress" && c.reason == "EgressProxy");
     if applied.not_owned.is_empty() && server.spec.remote.is_none() {
-        if proxy_engine {
+        // Only a server the proxy serves (or served) looks at its objects.
+        let uses = plan.objects.egress_proxy_entry.is_some() || was_proxy;
+        if proxy_engine && uses {
             egress_proxy::apply_proxy(
                 &ctx.client,
                 server,
