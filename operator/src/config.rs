@@ -26,6 +26,8 @@ pub struct BuildConfig {
     /// The policy engine that can allow egress by host name, if the
     /// cluster has one (found by API discovery in `run`).
     pub named_egress: NamedEgress,
+    /// Replicas of each namespace's egress proxy Deployment.
+    pub egress_proxy_replicas: i32,
     /// Where the facades send spans and audit records (the platform's
     /// choice, from the chart; not a server's capability).
     pub facade_telemetry: FacadeTelemetry,
@@ -146,13 +148,27 @@ pub enum NamedEgress {
     /// Calico: a `NetworkPolicy` (`projectcalico.org/v3`) with `domains`
     /// (enforced by Calico Enterprise and Calico Cloud).
     Calico,
+    /// The operator's egress proxy (`mcp-warden-sidecar egress`), one per
+    /// namespace: the server reaches only the proxy, which allows exactly
+    /// its approved `host:port` pairs (`crate::build::egress_proxy`).
+    Proxy,
 }
 
 impl NamedEgress {
+    /// The name status and docs use (`status.egressEngine`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NamedEgress::None => "none",
+            NamedEgress::Cilium => "cilium",
+            NamedEgress::Calico => "calico",
+            NamedEgress::Proxy => "proxy",
+        }
+    }
+
     /// The kind the operator writes, as an API resource, if any.
     pub fn api_resource(self) -> Option<kube::discovery::ApiResource> {
         let (group, version, kind, plural) = match self {
-            NamedEgress::None => return None,
+            NamedEgress::None | NamedEgress::Proxy => return None,
             NamedEgress::Cilium => (
                 "cilium.io",
                 "v2",
@@ -192,6 +208,7 @@ impl Default for BuildConfig {
                 "mcp-warden-operator".to_string(),
             )]),
             named_egress: NamedEgress::None,
+            egress_proxy_replicas: 1,
             facade_telemetry: FacadeTelemetry::default(),
             cluster_ranges: ClusterRanges::default(),
             trusted_gateways: Vec::new(),

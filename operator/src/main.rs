@@ -114,10 +114,21 @@ struct BuildArgs {
     )]
     operator_pod_labels: String,
     /// The engine that allows egress by host name (`network.egress.host:…`):
-    /// `auto` asks the API server which of Cilium and Calico it serves
-    /// (`render` has no API server: there `auto` is `none`).
-    #[arg(long, env = "MCP_WARDEN_NAMED_EGRESS", value_enum, default_value_t = EngineArg::Auto)]
+    /// `auto` asks the API server which of Cilium and Calico it serves and
+    /// runs the egress proxy where it serves neither (`render` has no API
+    /// server: there `auto` is `none`); `proxy` always runs the proxy. Not a
+    /// capability: the approved hosts are the same whichever engine enforces them.
+    #[arg(
+        long = "egress-engine",
+        alias = "named-egress",
+        env = "MCP_WARDEN_EGRESS_ENGINE",
+        value_enum,
+        default_value_t = EngineArg::Auto
+    )]
     named_egress: EngineArg,
+    /// Replicas of each namespace's egress proxy (`--egress-engine proxy`).
+    #[arg(long, env = "MCP_WARDEN_EGRESS_PROXY_REPLICAS", default_value_t = 1)]
+    egress_proxy_replicas: i32,
     /// OTLP endpoint the facades send spans to (`http://host:port`); empty: off.
     #[arg(long, env = "MCP_WARDEN_FACADE_OTLP_ENDPOINT", default_value = "")]
     facade_otlp_endpoint: String,
@@ -161,6 +172,8 @@ enum EngineArg {
     Cilium,
     /// Calico NetworkPolicy with domains.
     Calico,
+    /// The egress proxy, one per namespace with servers that need it.
+    Proxy,
 }
 
 /// What `run` serves.
@@ -245,7 +258,9 @@ impl BuildArgs {
                 EngineArg::Auto | EngineArg::None => config::NamedEgress::None,
                 EngineArg::Cilium => config::NamedEgress::Cilium,
                 EngineArg::Calico => config::NamedEgress::Calico,
+                EngineArg::Proxy => config::NamedEgress::Proxy,
             },
+            egress_proxy_replicas: self.egress_proxy_replicas.clamp(1, 10),
             facade_telemetry: self.facade_telemetry()?,
             cluster_ranges: ClusterRanges {
                 pods: config::parse_cidrs(&self.cluster_pod_cidrs)?,

@@ -25,6 +25,8 @@ const fn rule(group: &'static str, resource: &'static str, verbs: &'static [&'st
 }
 
 const WATCHED_OWNED: &[&str] = &["get", "list", "watch", "create", "patch"];
+/// Owned, and deleted when nothing needs them (the egress proxy's objects).
+const WATCHED_OWNED_DELETED: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
 
 /// Resource rules (a ClusterRole: the operator watches every namespace).
 pub const API_CALLS: &[Rule] = &[
@@ -41,7 +43,7 @@ pub const API_CALLS: &[Rule] = &[
     rule("mcpwarden.dev", "toolprofiles/status", &["get", "patch"]),
     rule("mcpwarden.dev", "sandboxprofiles/status", &["get", "patch"]),
     rule("", "serviceaccounts", WATCHED_OWNED),
-    rule("", "configmaps", WATCHED_OWNED),
+    rule("", "configmaps", WATCHED_OWNED_DELETED),
     rule(
         "",
         "services",
@@ -51,8 +53,12 @@ pub const API_CALLS: &[Rule] = &[
     rule("", "pods", &["list", "watch", "patch"]),
     rule("", "nodes", &["list"]),
     rule("networking.k8s.io", "servicecidrs", &["list"]),
-    rule("apps", "deployments", WATCHED_OWNED),
-    rule("networking.k8s.io", "networkpolicies", WATCHED_OWNED),
+    rule("apps", "deployments", WATCHED_OWNED_DELETED),
+    rule(
+        "networking.k8s.io",
+        "networkpolicies",
+        WATCHED_OWNED_DELETED,
+    ),
     rule(
         "cilium.io",
         "ciliumnetworkpolicies",

@@ -94,6 +94,9 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
         return Err(RenderError::NoServers);
     }
     let mut out = String::new();
+    // The egress proxy's clients by namespace (the proxy engine only).
+    let mut proxy_clients: BTreeMap<String, Vec<crate::build::egress_proxy::ProxyClient>> =
+        BTreeMap::new();
     for ((ns, name), server) in &catalog.servers {
         let tool_key = (ns.clone(), server.spec.tool_profile_ref.name.clone());
         let sandbox_key = server
@@ -125,7 +128,18 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
             out.push_str(&format!("---\n# MCPServer {ns}/{name}\n"));
             out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
         }
+        if let Some(entry) = &plan.objects.egress_proxy_entry {
+            proxy_clients.entry(ns.clone()).or_default().push(
+                crate::build::egress_proxy::ProxyClient {
+                    name: format!("{ns}/{name}"),
+                    // The tokens are made in the cluster.
+                    token_sha256: String::new(),
+                    entry: entry.clone(),
+                },
+            );
+        }
     }
+    out.push_str(&render_egress_proxies(&proxy_clients, config));
     for ((ns, name), gw) in &catalog.gateways {
         out.push_str(&render_gateway(&catalog, gw, config).map_err(|source| {
             RenderError::Gateway {
@@ -136,6 +150,34 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
         })?);
     }
     Ok(out)
+}
+
+/// Each namespace's egress proxy: Deployment, Service, NetworkPolicy (its
+/// clients file holds hashes of tokens made in the cluster: not printed).
+fn render_egress_proxies(
+    by_namespace: &BTreeMap<String, Vec<crate::build::egress_proxy::ProxyClient>>,
+    config: &BuildConfig,
+) -> String {
+    use crate::build::{egress_proxy, typed_value};
+    let mut out = String::new();
+    for (ns, clients) in by_namespace {
+        let objects = egress_proxy::desired_proxy_objects(egress_proxy::ProxyInput {
+            namespace: ns,
+            clients,
+            owners: &[],
+            service_owners: &[],
+            config,
+        });
+        for value in [
+            typed_value(&objects.deployment),
+            typed_value(&objects.service),
+            typed_value(&objects.network_policy),
+        ] {
+            out.push_str(&format!("---\n# egress proxy of namespace {ns}\n"));
+            out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
+        }
+    }
+    out
 }
 
 /// A gateway's objects among the files' servers. The signing key is made

@@ -156,11 +156,15 @@ async fn approval_lifecycle_egress_is_applied_only_for_the_approved_digest() {
         .any(|(r, n)| r == "CapabilitiesRevoked" && n.contains(&digest)));
 }
 
+const PROXY_CLIENTS_PATH: &str = "/api/v1/namespaces/team-a/configmaps/mcp-warden-egress-clients";
+const PROXY_DEPLOYMENT_PATH: &str = "/apis/apps/v1/namespaces/team-a/deployments/mcp-warden-egress";
 const CNP_PATH: &str = "/apis/cilium.io/v2/namespaces/team-a/ciliumnetworkpolicies/git-egress";
 
-/// Named egress: without an engine an approved host opens nothing and
-/// `Degraded` says why; with Cilium (discovered) the approval writes a
-/// CiliumNetworkPolicy with exactly the host, and revoking deletes it.
+/// Named egress: where the cluster serves neither Cilium nor Calico, the
+/// operator's egress proxy enforces an approved host (the server may reach
+/// only the proxy, whose clients file lists exactly the approved host);
+/// with Cilium (discovered) the approval writes a CiliumNetworkPolicy with
+/// exactly the host, the proxy objects go, and revoking deletes the policy.
 #[tokio::test]
 async fn named_egress_needs_an_engine_and_follows_the_approval() {
     let egress = json!({"hosts": [{"name": "registry.npmjs.org", "ports": [443]}]});
@@ -175,22 +179,62 @@ async fn named_egress_needs_an_engine_and_follows_the_approval() {
         status.requested_capabilities,
         ["network.egress.host:registry.npmjs.org:443"]
     );
+    assert!(
+        !pending.objects.contains_key(PROXY_CLIENTS_PATH),
+        "nothing approved: no proxy"
+    );
     let digest = status.capability_digest.unwrap();
-    // Approved, no engine: the NetworkPolicy stays closed (no DNS, no port).
-    let (_, calls, no_engine) = pending
+    // Approved, no Cilium or Calico: the proxy engine.
+    let (_, calls, proxied) = pending
         .with_annotation("mcpwarden.dev/approve", Some(&digest))
         .reconcile()
         .await;
-    assert_eq!(np_writes(&calls), 0);
-    assert_eq!(no_engine.objects[NP_PATH]["spec"].get("egress"), None);
-    let degraded = condition(&no_engine.server(), "Degraded").clone();
     assert_eq!(
-        (degraded.status.as_str(), degraded.reason.as_str()),
-        ("True", "NamedEgressNotEnforced")
+        proxied.objects[NP_PATH]["spec"]["egress"],
+        json!([{"ports": [{"port": 3128, "protocol": "TCP"}],
+                "to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mcp-warden-egress"}}}]}]),
+        "the server may reach the proxy, nothing else"
     );
-    assert!(degraded
-        .message
-        .contains("network.egress.host:registry.npmjs.org:443"));
+    let host_egress = condition(&proxied.server(), "HostEgress").clone();
+    assert_eq!(
+        (host_egress.status.as_str(), host_egress.reason.as_str()),
+        ("True", "EgressProxy")
+    );
+    assert_eq!(
+        condition(&proxied.server(), "Degraded").reason,
+        "AsExpected"
+    );
+    let created = calls
+        .iter()
+        .find(|c| c.method == "POST" && c.path.ends_with("/secrets"))
+        .expect("the credential Secret is created");
+    assert_eq!(created.body["metadata"]["name"], "git-egress-proxy");
+    let token = created.body["data"]["token"].as_str().unwrap().to_string();
+    let clients: Value = serde_json::from_str(
+        proxied.objects[PROXY_CLIENTS_PATH]["data"]["clients.json"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(clients["clients"].as_array().unwrap().len(), 1);
+    assert_eq!(clients["clients"][0]["name"], "team-a/git");
+    assert_eq!(
+        clients["clients"][0]["hosts"],
+        json!([{"host": "registry.npmjs.org", "port": 443}])
+    );
+    assert!(
+        !clients.to_string().contains(&token),
+        "only the token's hash is in the clients file"
+    );
+    assert!(proxied.objects.contains_key(PROXY_DEPLOYMENT_PATH));
+    let container = &proxied.objects[DEPLOY_PATH]["spec"]["template"]["spec"]["containers"][0];
+    assert!(container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "HTTPS_PROXY"
+            && e["valueFrom"]["secretKeyRef"]["name"] == "git-egress-proxy"));
+    let no_engine = proxied;
     // The cluster serves Cilium: the policy is written, the NetworkPolicy unchanged.
     let mut cilium = no_engine;
     cilium.objects.insert(
@@ -201,7 +245,8 @@ async fn named_egress_needs_an_engine_and_follows_the_approval() {
                               "verbs": ["get", "create", "patch", "delete"]}]}),
     );
     let (_, calls, enforced) = cilium.reconcile().await;
-    assert_eq!(np_writes(&calls), 0);
+    assert_eq!(np_writes(&calls), 1, "the rule to the proxy goes");
+    assert_eq!(enforced.objects[NP_PATH]["spec"].get("egress"), None);
     let cnp = &enforced.objects[CNP_PATH];
     assert_eq!(cnp["metadata"]["ownerReferences"][0]["uid"], "uid-git");
     assert_eq!(
@@ -212,6 +257,12 @@ async fn named_egress_needs_an_engine_and_follows_the_approval() {
     assert_eq!(
         condition(&enforced.server(), "Degraded").reason,
         "AsExpected"
+    );
+    assert_eq!(condition(&enforced.server(), "HostEgress").reason, "Cilium");
+    assert!(
+        !enforced.objects.contains_key(PROXY_DEPLOYMENT_PATH)
+            && !enforced.objects.contains_key(PROXY_CLIENTS_PATH),
+        "the proxy goes when Cilium enforces the hosts"
     );
     // Steady: nothing written again.
     let (_, calls, steady) = enforced.reconcile().await;

@@ -159,6 +159,46 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         text.contains("matchName: modelcontextprotocol.io"),
         "{text}"
     );
+    // With the egress proxy (a cluster without Cilium or Calico): the proxy
+    // variables from the server's Secret, the NetworkPolicy rule to the
+    // proxy, and the namespace's proxy Deployment, Service and NetworkPolicy.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .args(["render", "--egress-engine", "proxy", "-f"])
+        .arg(&file)
+        .env(
+            "MCP_WARDEN_SIDECAR_IMAGE",
+            "ghcr.io/mcp-warden/sidecar:test",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = String::from_utf8(out.stdout).unwrap();
+    for wanted in [
+        "name: HTTPS_PROXY",
+        "name: fetch-egress-proxy",
+        "# egress proxy of namespace team-a",
+        "name: mcp-warden-egress",
+        "- egress",
+        "mcpwarden.dev/egress-proxy-client",
+    ] {
+        assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
+    }
+    assert!(!got.contains("toFQDNs"), "{got}");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/with-egress-proxy.yaml");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some(got.as_str()),
+        "stale snapshot {}",
+        path.display()
+    );
 }
 
 /// The platform's collector and audit store (chart `observability.*`): the

@@ -12,7 +12,7 @@ from chartkit import CHART, REPO
 
 DOC = (REPO / "docs" / "operating.md").read_text()
 # Where the operator decides a condition's (status, reason).
-REASON_SOURCES = ["reconcile/status.rs", "capabilities.rs", "plan.rs", "validate.rs"]
+REASON_SOURCES = ["reconcile/status.rs", "reconcile/egress_proxy.rs", "capabilities.rs", "plan.rs", "validate.rs"]
 
 
 def operator_reasons() -> set[str]:

@@ -243,3 +243,28 @@ def test_broad_egress_approved_is_valid(tmp_path: Path, version: str):
     blocks = {t["ipBlock"]["cidr"]: t["ipBlock"].get("except") for r in np["egress"] for t in r["to"]}
     assert blocks["0.0.0.0/0"] == ["10.96.0.0/12", "10.244.0.0/16", "169.254.0.0/16", "192.168.49.0/24"]
     assert blocks["10.96.40.0/24"] is None, "an approved cluster block is not excepted from itself"
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_egress_proxy_objects_are_valid(version: str, tmp_path: Path):
+    """An approved host-egress example under the proxy engine: the server's
+    objects with the proxy variables and the namespace's proxy Deployment,
+    Service and NetworkPolicy, all valid."""
+    source = (REPO / "examples" / "with-egress.yaml").read_text()
+    pending = subprocess.run([str(operator()), "render", "-f", str(REPO / "examples" / "with-egress.yaml")],
+                             capture_output=True, text=True, timeout=60)
+    digest = next(line.split(": ", 1)[1] for line in pending.stdout.splitlines()
+                  if line.startswith("#   capabilityDigest: "))
+    head = "kind: MCPServer\nmetadata:\n  name: fetch\n  namespace: team-a\n"
+    approved = source.replace(head, head + f"  annotations: {{mcpwarden.dev/approve: \"{digest}\"}}\n", 1)
+    assert approved != source
+    (tmp_path / "approved.yaml").write_text(approved)
+    out = subprocess.run([str(operator()), "render", "--egress-engine", "proxy", "-f", str(tmp_path / "approved.yaml")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    objects = [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert ("Deployment", "mcp-warden-egress") in names and ("Service", "mcp-warden-egress") in names
+    assert ("NetworkPolicy", "mcp-warden-egress") in names
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)

@@ -17,8 +17,12 @@ call is one new row here and one in RBAC.md.
   verbs: [get, patch]
 # Owned objects (server-side apply).
 - apiGroups: [""]
-  resources: [serviceaccounts, configmaps]
+  resources: [serviceaccounts]
   verbs: [get, list, watch, create, patch]
+# Owned; the egress proxy's clients file `mcp-warden-egress-clients` is deleted when no server needs the proxy.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, create, patch, delete]
 # Owned: `<name>` and the headless `<name>-peers` (deleted when scaled back to one replica).
 - apiGroups: [""]
   resources: [services]
@@ -40,12 +44,13 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [networking.k8s.io]
   resources: [servicecidrs]
   verbs: [list]
+# Owned; the egress proxy `mcp-warden-egress` (Deployment, NetworkPolicy) is deleted when no server needs it.
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 # Owned `<name>-egress`: egress to approved host names, where Cilium or Calico serves a policy
 # that can name hosts (a plain NetworkPolicy cannot); deleted when the approval goes.
 - apiGroups: [cilium.io]

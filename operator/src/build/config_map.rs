@@ -25,8 +25,12 @@ pub fn desired_config_map(input: BuildInput<'_>) -> ConfigMap {
             g.public_key_pem.clone(),
         );
     }
+    let mut metadata = names::metadata(input.server, names::policy_config_map(input.server));
+    if let Some((key, entry)) = super::egress_proxy::entry_annotation(input) {
+        metadata.annotations = Some(BTreeMap::from([(key, entry)]));
+    }
     ConfigMap {
-        metadata: names::metadata(input.server, names::policy_config_map(input.server)),
+        metadata,
         data: Some(data),
         ..ConfigMap::default()
     }

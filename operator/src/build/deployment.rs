@@ -9,8 +9,8 @@
 //! volumes (volumes.rs): tmp (server /tmp, size-limited), home (server /home/mcp, size-limited: HOME and
 //!          the package runners' caches), policy + jwks + peers (ConfigMaps, facade), peer-key
 //!          (Secret, facade), tokens-<n> + issuer-<i> (the profile's auth, facade),
-//!          tls (expose.tls: the listener's certificate, facade), run-mcp + bridge-bin
-//!          (stdio), workspace (read-only unless approved)
+//!          tls (expose.tls: the listener's certificate, facade), run-mcp + bridge-bin (stdio),
+//!          workspace (read-only unless approved); proxy variables: build::egress_proxy
 //! ```
 //!
 //! Real servers start with `npx -y` or `uvx`, which download the server into
@@ -41,6 +41,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::volumes::{volumes, workspace_writable, SA_TOKEN_DIR};
+use super::{facade_auth, pod_template, BuildInput};
+use crate::names::{
+    self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
+    HOME_DIR, JWKS_DIR, PEERS_DIR, PEERS_KEY, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY,
+    PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR,
+    UPSTREAM_CA_DIR, UPSTREAM_SECRETS_DIR,
+};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment},
@@ -59,15 +67,6 @@ use k8s_openapi::{
 };
 use mcp_warden_crds::mcpserver::{ImagePullPolicy, Transport};
 use mcp_warden_crds::remote::{address_block, host_port};
-
-use super::volumes::{volumes, workspace_writable, SA_TOKEN_DIR};
-use super::{facade_auth, pod_template, BuildInput};
-use crate::names::{
-    self, ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, BRIDGE_DIR, DRAIN_SECONDS, FACADE_PORT,
-    HOME_DIR, JWKS_DIR, PEERS_DIR, PEERS_KEY, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY,
-    PRESTOP_SECONDS, SIDECAR_BIN, SOCKET_DIR, SOCKET_PATH, TERMINATION_GRACE_SECONDS, TLS_DIR,
-    UPSTREAM_CA_DIR, UPSTREAM_SECRETS_DIR,
-};
 
 /// The server container's writable places, as the variables common runners
 /// read (`npx`/`npm`, `uv`/`uvx`, `pip`, XDG-following tools), all on the
@@ -268,7 +267,7 @@ fn server_container(input: BuildInput<'_>) -> Container {
             (!spec.args.is_empty()).then(|| spec.args.clone()),
         ),
     };
-    // The writable places first; a variable the spec sets itself wins.
+    // The writable places first; a variable the spec sets itself wins. The proxy's last.
     let mut env: Vec<EnvVar> = HOME_ENV
         .iter()
         .filter(|(name, _)| !spec.env.iter().any(|e| e.name == *name))
@@ -296,6 +295,7 @@ fn server_container(input: BuildInput<'_>) -> Container {
             ..EnvVarSource::default()
         }),
     }));
+    env.extend(super::egress_proxy::server_env(input));
     let mut mounts = vec![mount("tmp", "/tmp", false), mount("home", HOME_DIR, false)];
     if spec.transport == Transport::Stdio {
         mounts.push(mount("bridge-bin", BRIDGE_DIR, true));

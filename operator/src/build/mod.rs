@@ -13,6 +13,8 @@
 //!            ├─ ConfigMap <n>-peers (config_map.rs)   every replica's address (identity budgets)
 //!            ├─ NetworkPolicy   (network_policy.rs)   ingress 8080 (+9090), egress only as allowed
 //!            ├─ <n>-egress      (named_egress.rs)     Cilium/Calico policy for approved host names
+//!            ├─ <n>-egress-proxy (egress_proxy.rs)   or: the proxy credential and approved entry, and the
+//!            │                                       namespace's shared proxy objects (assembled in apply)
 //!            ├─ PDB             (pod_disruption_budget.rs)  maxUnavailable 1, replicas > 1
 //!            ├─ Ingress/HTTPRoute <n> (exposure.rs)   expose.hosts → the Service, when asked
 //!            └─ Secret <n>-peer-key (secret.rs)       shaped here, its random bytes made in apply
@@ -20,6 +22,7 @@
 
 pub mod config_map;
 pub mod deployment;
+pub mod egress_proxy;
 pub mod exposure;
 pub mod facade_auth;
 pub mod named_egress;
@@ -98,6 +101,9 @@ pub struct DesiredObjects {
     pub named_egress_engine: NamedEgress,
     /// Egress to approved host names, where the engine exists.
     pub named_egress: Option<DynamicObject>,
+    /// What the namespace's egress proxy lets this server reach (the proxy
+    /// engine, approved host egress); apply keeps it in `<n>-egress-proxy`.
+    pub egress_proxy_entry: Option<egress_proxy::ClientEntry>,
     /// At most one replica down at a time (replicas > 1).
     pub pod_disruption_budget: Option<PodDisruptionBudget>,
     /// The Ingress of `expose.ingress` (apply removes a stale one).
@@ -120,6 +126,7 @@ pub fn desired_objects(input: BuildInput<'_>) -> DesiredObjects {
         network_policy: network_policy::desired_network_policy(input),
         named_egress_engine: input.config.named_egress,
         named_egress: named_egress::desired_named_egress_policy(input),
+        egress_proxy_entry: egress_proxy::desired_entry(input),
         pod_disruption_budget: pod_disruption_budget::desired_pod_disruption_budget(input),
         ingress: exposure::desired_ingress(input),
         http_route: exposure::desired_http_route(input),

@@ -36,7 +36,7 @@ pub fn desired_named_egress_policy(input: BuildInput<'_>) -> Option<DynamicObjec
     names_sorted.dedup();
     let server = input.server;
     let spec = match input.config.named_egress {
-        NamedEgress::None => return None,
+        NamedEgress::None | NamedEgress::Proxy => return None,
         NamedEgress::Cilium => cilium_spec(server, &names_sorted, &by_port),
         NamedEgress::Calico => calico_spec(server, &by_port),
     };

@@ -45,13 +45,12 @@ use k8s_openapi::{
 
 use super::BuildInput;
 use crate::{
-    config::NamedEgress,
     egress_scope,
     names::{self, ADMIN_PORT, FACADE_PORT},
 };
 
 /// IPv4 blocks that are not public (the facade's SSRF guard refuses them too).
-const NOT_PUBLIC_V4: &[&str] = &[
+pub(crate) const NOT_PUBLIC_V4: &[&str] = &[
     "0.0.0.0/8",
     "10.0.0.0/8",
     "100.64.0.0/10",
@@ -63,7 +62,7 @@ const NOT_PUBLIC_V4: &[&str] = &[
     "240.0.0.0/4",
 ];
 /// IPv6 blocks that are not public.
-const NOT_PUBLIC_V6: &[&str] = &["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"];
+pub(crate) const NOT_PUBLIC_V6: &[&str] = &["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"];
 
 pub(crate) fn tcp(port: i32) -> NetworkPolicyPort {
     NetworkPolicyPort {
@@ -150,7 +149,7 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
     }
     // A remote server's hosts, where no engine can name them (see above).
     let remote_hosts_by_address = input.server.spec.remote.is_some()
-        && input.config.named_egress == NamedEgress::None
+        && input.config.named_egress.api_resource().is_none()
         && !input.approved.hosts.is_empty();
     let some_cidr = !input.approved.egress.is_empty() || !input.approved.broad_egress.is_empty();
     let dns_for_egress = input.approved.dns && (some_cidr || remote_hosts_by_address);
@@ -201,6 +200,8 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
             }]),
         });
     }
+    // Host names through the namespace's egress proxy, and nowhere else.
+    egress.extend(super::egress_proxy::server_egress_rule(input));
     if remote_hosts_by_address {
         let host_ports: std::collections::BTreeSet<i32> =
             input.approved.hosts.iter().map(|(_, p)| *p).collect();

@@ -352,7 +352,7 @@ async fn read_secret(client: &Client, ns: &str, name: &str) -> Result<Option<Sec
 }
 
 /// 32 bytes from the operating system's CSPRNG.
-fn random_key() -> Vec<u8> {
+pub(crate) fn random_key() -> Vec<u8> {
     use ring::rand::SecureRandom;
     let mut key = vec![0u8; crate::build::secret::PEER_KEY_MIN_BYTES];
     ring::rand::SystemRandom::new()

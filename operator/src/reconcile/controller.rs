@@ -11,6 +11,8 @@
 //! Pod with mcpwarden.dev/server=<name> (metadata only) ─▶ reconcile(<name>): a replica
 //!   came, got its address or goes, so the peers ConfigMap is rewritten
 //! MCPGateway ─(gateway::controller::servers_for_gateway)─▶ reconcile(each server it selects or listed)
+//! <name>-egress-proxy Secret (metadata only) ─▶ reconcile(every server in its namespace): the
+//!   egress proxy's clients file follows a server that goes
 //! the MCPGateway controller itself: crate::gateway::controller
 //! ```
 //! The ConfigMap, Secret and Pod watches are metadata-only (`PartialObjectMeta`):
@@ -155,6 +157,7 @@ async fn run_servers(
             .filter(|s| crate::capabilities::is_pending(s))
             .count()
     });
+    let proxy_store = store.clone();
     let (tool_store, sandbox_store, gateway_store) = (store.clone(), store.clone(), store);
     let client_for_kinds = client.clone();
     let (cm_index, secret_index) = (ctx.references.clone(), ctx.references.clone());
@@ -221,6 +224,22 @@ async fn run_servers(
             move |secret| {
                 let ns = secret.namespace().unwrap_or_default();
                 secret_index.servers_using(Kind::Secret, &ns, &secret.name_any())
+            },
+        )
+        // A server's egress proxy credential that changes or goes (its
+        // server deleted): the namespace's other servers rewrite the
+        // proxy's clients file.
+        .watches(
+            Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+            watcher::Config::default().labels(crate::build::egress_proxy::TOKEN_LABEL),
+            move |secret| {
+                let ns = secret.namespace().unwrap_or_default();
+                proxy_store
+                    .state()
+                    .iter()
+                    .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
+                    .map(|s| ObjectRef::from_obj(s.as_ref()))
+                    .collect::<Vec<_>>()
             },
         )
         // A pod's status changes its `resourceVersion` too, so its IP and

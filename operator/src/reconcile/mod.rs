@@ -7,7 +7,8 @@
 //!   ├─ invalid / missing profile → status PolicyCompiled=False + Event → wait for a change
 //!   └─ ok → hold? (a changed workload waits for approval: keep the live Deployment and
 //!        policy, unless the change only tightens the policy, or there is nothing live to keep)
-//!        → apply (apply.rs, SSA, skips matching objects) → observe the facades' /tools
+//!        → apply (apply.rs, SSA, skips matching objects; egress_proxy.rs, the proxy engine's
+//!        shared objects) → observe the facades' /tools
 //!        (observe.rs) → status (status.rs) → requeue later
 //! ```
 //! Transient API errors back off per object ([`error_policy`]); invalid specs
@@ -17,6 +18,7 @@
 pub mod apply;
 pub mod cluster_ranges;
 pub mod controller;
+pub mod egress_proxy;
 pub mod hold;
 pub mod kinds;
 pub mod nudge;
@@ -289,6 +291,31 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         info!(changed = ?plan.capabilities.changed, "the workload changed and waits for approval; the last approved one keeps running");
     }
     let mut applied = apply::apply_all(&ctx.client, server, &plan.objects, hold).await?;
+    // The proxy engine's shared objects; after a switch to another engine,
+    // a server the proxy served removes them.
+    let proxy_engine = config.named_egress == crate::config::NamedEgress::Proxy;
+    let was_proxy = server
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .any(|c| c.type_ == "HostEgress" && c.reason == "EgressProxy");
+    if applied.not_owned.is_empty() && server.spec.remote.is_none() {
+        // Only a server the proxy serves (or served) looks at its objects.
+        let uses = plan.objects.egress_proxy_entry.is_some() || was_proxy;
+        if proxy_engine && uses {
+            egress_proxy::apply_proxy(
+                &ctx.client,
+                server,
+                plan.objects.egress_proxy_entry.as_ref(),
+                hold,
+                &config,
+                &mut applied.written,
+            )
+            .await?;
+        } else if was_proxy {
+            egress_proxy::remove_shared(&ctx.client, &ns, &mut applied.written).await?;
+        }
+    }
     if applied.not_owned.is_empty() {
         let nudged = nudge::nudge(
             &ctx.client,
@@ -336,10 +363,27 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     } else {
         Vec::new()
     };
+    let some_host = plan
+        .capabilities
+        .in_force
+        .iter()
+        .any(|c| c.starts_with("network.egress.host:"));
+    let host_egress = some_host.then(|| {
+        use crate::config::NamedEgress;
+        use status::HostEgress;
+        match config.named_egress {
+            _ if server.spec.remote.is_some() => HostEgress::Facade,
+            NamedEgress::Cilium => HostEgress::Cilium,
+            NamedEgress::Calico => HostEgress::Calico,
+            NamedEgress::Proxy => HostEgress::Proxy,
+            NamedEgress::None => HostEgress::NotEnforced,
+        }
+    });
     let approved_policy = hold::approved_policy(server, &plan);
     let outcome = status::Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         unenforced_hosts: &unenforced,
+        host_egress,
         missing_secrets: &resolved.missing_secrets,
         capabilities: &plan.capabilities,
         tools: tools.as_ref().map(|r| r.tools.as_slice()),

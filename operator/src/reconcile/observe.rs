@@ -10,6 +10,7 @@
 //!   └─ JwksCache (5 min; a failure keeps the last good copy) ─▶ ConfigMap <name>-jwks + policy issuer
 //! API server GET /apis/cilium.io/v2, /apis/projectcalico.org/v3 (discovery)
 //!   └─ EngineCache (10 s; a failure keeps the last answer) ─▶ which policy allows egress by host name
+//!                                                              (Cilium, Calico, else the egress proxy)
 //! ```
 //! The HTTP fetch sits behind [`ToolsSource`] so reconcile tests can mock it.
 
@@ -357,7 +358,8 @@ async fn discover_engine(client: &Client) -> Result<NamedEgress, String> {
             Err(e) => return Err(format!("{}: {e}", api.api_version)),
         }
     }
-    Ok(NamedEgress::None)
+    // Neither: the operator's own egress proxy enforces host names.
+    Ok(NamedEgress::Proxy)
 }
 
 #[cfg(test)]

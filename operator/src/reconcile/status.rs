@@ -55,6 +55,9 @@ pub enum Outcome<'a> {
         deployment: Option<&'a Deployment>,
         /// Approved `network.egress.host:…` capabilities no engine enforces.
         unenforced_hosts: &'a [String],
+        /// The engine that enforces the approved host egress, when any is
+        /// in force (the `HostEgress` condition's reason).
+        host_egress: Option<HostEgress>,
         /// `secretEnv` Secrets that do not exist.
         missing_secrets: &'a [String],
         /// The capabilities asked for and in force.
@@ -112,6 +115,12 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
     let mut pinned_now = old.pinned_image.clone();
     let mut tools_now = old.tools.clone();
     let mut server_now = old.server.clone();
+    // Kept as it was while the spec cannot be built.
+    let mut host_egress_now = old
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "HostEgress")
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.clone()));
     let (compiled, ready, approved, degraded, endpoint) = match outcome {
         Outcome::Waiting { error: e, live } => (
             ("False", e.reason(), e.to_string()),
@@ -150,6 +159,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
         Outcome::Applied {
             deployment,
             unenforced_hosts,
+            host_egress,
             missing_secrets,
             capabilities,
             tools,
@@ -163,6 +173,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             image_moved,
         } => {
             pinned_now = pinned_image.cloned();
+            host_egress_now = host_egress.map(HostEgress::condition);
             capability_fields = (
                 capabilities.requested.iter().cloned().collect(),
                 Some(capabilities.digest.clone()),
@@ -224,7 +235,10 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             condition("PolicyCompiled", compiled),
             condition("CapabilitiesApproved", approved),
             condition("Degraded", degraded),
-        ],
+        ]
+        .into_iter()
+        .chain(host_egress_now.map(|c| condition("HostEgress", c)))
+        .collect(),
         observed_generation: generation,
         endpoint,
         requested_capabilities: capability_fields.0,
@@ -302,6 +316,8 @@ fn ready_condition(
         )
     }
 }
+
+pub use super::egress_proxy::HostEgress;
 
 /// `Degraded` for approved host names nothing enforces, unless something
 /// worse is already reported.

@@ -281,6 +281,29 @@ pub async fn answer(
                 "kind": "MCPGatewayList", "metadata": {}, "items": []}))
             .unwrap(),
         ),
+        // The namespace's servers (the egress proxy's clients): the fixture's.
+        "GET" if path.ends_with("/mcpservers") => (
+            StatusCode::OK,
+            serde_json::to_vec(&json!({"apiVersion": "mcpwarden.dev/v1alpha1",
+                "kind": "MCPServerList", "metadata": {}, "items": state.server.iter().collect::<Vec<_>>()}))
+            .unwrap(),
+        ),
+        // A list of Secrets: every stored one under the path.
+        "GET" if path.ends_with("/secrets") => {
+            let prefix = format!("{path}/");
+            let items: Vec<&Value> = state
+                .objects
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
+                .map(|(_, v)| v)
+                .collect();
+            (
+                StatusCode::OK,
+                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "SecretList",
+                    "metadata": {}, "items": items}))
+                .unwrap(),
+            )
+        }
         "GET" => match state.objects.get(&path) {
             Some(obj) if metadata_only_wanted => (StatusCode::OK, metadata_only(obj)),
             Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
