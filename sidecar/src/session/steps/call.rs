@@ -325,6 +325,7 @@ impl Session {
                     key,
                     poll_ms,
                     permit: Some(permit),
+                    credential: app.task_poll_credential(&req.caller).await,
                 };
                 crate::session::task_watch::spawn(app.clone(), self.channel.clone(), watch);
             }
