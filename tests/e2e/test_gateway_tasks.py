@@ -203,10 +203,13 @@ def test_a_cancel_reaches_the_backend(alice, tree):
 def test_the_gateways_own_watch_polls_as_the_caller(alice, tree):
     """Nobody polls: the gateway's watch still sees the task end at the
     backend, whose facade answers only the caller the task is bound to."""
+    audit = Audit(tree / "gateway-audit.jsonl")
+    completed = lambda r: r.get("event") == "task_ended" and r.get("reason") == "completed"  # noqa: E731
+    before = len([r for r in audit.lines() if completed(r)])
     start_task(alice, 0.2, "unpolled")
-    record = Audit(tree / "gateway-audit.jsonl").wait(
-        lambda r: r.get("event") == "task_ended" and r.get("reason") == "completed", timeout=10)
-    assert (record["subject"], record["tool"]) == ("alice", "tasks__slow_compute"), record
+    ended = audit.wait_count(completed, before + 1, timeout=10)
+    assert len(ended) == before + 1, audit.text()[-3000:]
+    assert (ended[-1]["subject"], ended[-1]["tool"]) == ("alice", "tasks__slow_compute"), ended[-1]
 
 
 def test_a_legacy_client_sees_no_tasks_through_the_gateway(gateway, alice):
@@ -222,7 +225,13 @@ def test_a_legacy_client_sees_no_tasks_through_the_gateway(gateway, alice):
         legacy.close()
 
 
-def test_a_gateway_offers_tasks_only_when_a_backend_does(facade, backends, tree):
+def test_a_gateway_offers_tasks_only_when_a_backend_does(gateway, facade, backends, tree):
+    mcp = ModernMcp(gateway.url, BOB)
+    try:
+        _, answer = mcp.request("server/discover", {})
+        assert answer["result"]["capabilities"]["extensions"] == TASKS["extensions"], answer
+    finally:
+        mcp.close()
     bare = facade(policy=GATEWAY_POLICY,
                   extra_args=gateway_args({"plain": backends["plain"].url}) + gateway_flags(tree))
     mcp = ModernMcp(bare.url, ALICE)

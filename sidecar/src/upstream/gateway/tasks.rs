@@ -38,7 +38,8 @@ pub(super) fn link_id(backend: &str, id: &str) -> String {
 
 /// The backend and the backend's id an id of [`link_id`] names.
 pub(super) fn split_id(id: &str) -> Option<(&str, &str)> {
-    id.split_once(SEPARATOR).filter(|(b, rest)| !b.is_empty() && !rest.is_empty())
+    id.split_once(SEPARATOR)
+        .filter(|(b, rest)| !b.is_empty() && !rest.is_empty())
 }
 
 /// Ask every backend whose tasks support is not known yet its
@@ -47,7 +48,9 @@ pub(super) async fn learn(state: &State, msg: &Message, credential: Option<&Cred
     let gateway = state.gateway();
     let unknown: Vec<usize> = {
         let tasks = gateway.tasks.lock().unwrap();
-        (0..gateway.backends.len()).filter(|&b| tasks[b].is_none()).collect()
+        (0..gateway.backends.len())
+            .filter(|&b| tasks[b].is_none())
+            .collect()
     };
     let asks = unknown.into_iter().map(|b| async move {
         let answer = tokio::time::timeout(DISCOVER_WAIT, ask(state, b, msg.clone(), credential));
