@@ -202,17 +202,32 @@ def test_each_identity_has_a_cap_on_running_tasks(fa):
 
 
 def test_an_approval_comes_before_the_task_it_guards(fa):
+    """The server decides per call whether a call becomes a task, so the
+    facade cannot know before it calls; the approval stays the call's own
+    `input_required` round, before the server hears of the call (see
+    docs/operating.md): no task exists while the approval is open, and a
+    declined approval makes none."""
     alice = ModernMcp(fa.url, ALICE)
+    before = stats(alice)["created"]
     call = {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "deploy prod"}}
     _, answer = alice.request("tools/call", call, capabilities=WITH_ELICITATION)
     result = answer["result"]
     assert result["resultType"] == "input_required", result
     assert "mcp-warden/approval" in result["inputRequests"], result
+    assert stats(alice)["created"] == before  # the server has not heard of it
+    _, declined = alice.request("tools/call", {**call, "inputResponses": {"mcp-warden/approval": {"action": "decline"}},
+                                               "requestState": result["requestState"]},
+                                capabilities=WITH_ELICITATION)
+    assert refused(declined, -32004) == "approval_declined"
+    assert stats(alice)["created"] == before
+    _, answer = alice.request("tools/call", call, capabilities=WITH_ELICITATION)
+    result = answer["result"]
     _, answer = alice.request("tools/call", {**call, "inputResponses": APPROVE,
                                              "requestState": result["requestState"]},
                               capabilities=WITH_ELICITATION)
     task = answer["result"]
     assert task["resultType"] == "task" and task["taskId"].startswith("mw1."), task
+    assert stats(alice)["created"] == before + 1
     done = until_done(alice, task["taskId"])
     assert done["result"]["content"][0]["text"] == "computed deploy prod in 0.2s", done
 

@@ -152,6 +152,18 @@ mod tests {
     }
 
     #[test]
+    fn a_gateways_tasks_offer_follows_its_backends() {
+        let mut caps = json!({"tools": {}});
+        set_tasks(&mut caps, true);
+        assert_eq!(
+            caps,
+            json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        );
+        set_tasks(&mut caps, false);
+        assert_eq!(caps, json!({"tools": {}}));
+    }
+
+    #[test]
     fn the_tasks_extension_is_advertised_when_the_server_offers_it() {
         let server = json!({"tools": {}, "tasks": {"list": {}},
             "extensions": {"io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/skills": {}}});
