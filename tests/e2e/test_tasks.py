@@ -38,7 +38,9 @@ POLICY = policy_doc(
          "arguments": [{"name": "label", "kind": "string", "allow": [".*"], "check": ["deploy.*"]}]},
         {"name": "confirm_delete"},
         {"name": "tasks_fixture_stats"},
-        {"name": "greet"},
+        # Sync only at the server: an approved call's direct result.
+        {"name": "greet",
+         "arguments": [{"name": "name", "kind": "string", "allow": [".*"], "check": ["boss.*"]}]},
     ],
 )
 
@@ -201,20 +203,94 @@ def test_each_identity_has_a_cap_on_running_tasks(fa):
     task_request(mallory, "tasks/cancel", other)
 
 
-def test_an_approval_comes_before_the_task_it_guards(fa):
-    alice = ModernMcp(fa.url, ALICE)
-    call = {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "deploy prod"}}
-    _, answer = alice.request("tools/call", call, capabilities=WITH_ELICITATION)
-    result = answer["result"]
-    assert result["resultType"] == "input_required", result
-    assert "mcp-warden/approval" in result["inputRequests"], result
-    _, answer = alice.request("tools/call", {**call, "inputResponses": APPROVE,
-                                             "requestState": result["requestState"]},
-                              capabilities=WITH_ELICITATION)
+def held_task(mcp: ModernMcp, call: dict) -> dict:
+    """A call the policy asks a person to approve, by a caller that may get a
+    task: the facade's own task, waiting for the answer."""
+    _, answer = mcp.request("tools/call", call, capabilities=WITH_ELICITATION)
     task = answer["result"]
-    assert task["resultType"] == "task" and task["taskId"].startswith("mw1."), task
-    done = until_done(alice, task["taskId"])
+    assert task["resultType"] == "task" and task["status"] == "input_required", task
+    assert task["taskId"].startswith("mw1."), task
+    return task
+
+
+def test_an_approval_inside_a_task(fa, audit_path):
+    """The facade holds the call as a task of its own while the person is
+    asked; the server hears of it only after the yes, and the task then
+    follows the server's."""
+    alice, mallory = ModernMcp(fa.url, ALICE), ModernMcp(fa.url, MALLORY)
+    before = stats(alice)["created"]
+    call = {"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "deploy prod"}}
+    task_id = held_task(alice, call)["taskId"]
+    got = task_request(alice, "tasks/get", task_id)["result"]
+    assert got["status"] == "input_required", got
+    asked = got["inputRequests"]["mcp-warden/approval"]
+    assert asked["method"] == "elicitation/create" and "deploy prod" in json.dumps(asked), got
+    assert stats(alice)["created"] == before  # no server task while the approval is open
+    # Another caller neither reads nor answers it.
+    assert refused(task_request(mallory, "tasks/get", task_id)) == "task_other_caller"
+    assert refused(task_request(mallory, "tasks/update", task_id, inputResponses=APPROVE)) == "task_other_caller"
+    # An answer that would change the approved call is refused, and spends nothing.
+    tampered = task_request(alice, "tasks/update", task_id, inputResponses=APPROVE,
+                            arguments={"seconds": 0, "label": "deploy everything"})
+    assert refused(tampered) == "request_state_tampered"
+    assert task_request(alice, "tasks/get", task_id)["result"]["status"] == "input_required"
+    assert stats(alice)["created"] == before
+    assert task_request(alice, "tasks/update", task_id, inputResponses=APPROVE)["result"] == {"resultType": "complete"}
+    done = until_done(alice, task_id)
+    assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"] == "computed deploy prod in 0.2s", done
+    assert stats(alice)["created"] == before + 1
+    # A second answer runs nothing again.
+    task_request(alice, "tasks/update", task_id, inputResponses=APPROVE)
+    assert stats(alice)["created"] == before + 1
+    calls = [r for r in audit(audit_path) if r["event"] == "tool_call" and r["subject"] == "alice"
+             and r["tool"] == "slow_compute" and r["decision"] in ("ask", "allow")]
+    assert [r["decision"] for r in calls][-2:] == ["ask", "allow"], calls
+
+
+def test_a_declined_approval_ends_the_task_failed(fa, audit_path):
+    alice = ModernMcp(fa.url, ALICE)
+    before = stats(alice)["created"]
+
+    def failed_ends() -> int:
+        return len([r for r in audit(audit_path) if r["event"] == "task_ended" and r["subject"] == "alice"
+                    and r["reason"] == "failed"])
+    ends_before = failed_ends()
+    task_id = held_task(alice, {"name": "slow_compute", "arguments": {"seconds": 0, "label": "deploy never"}})["taskId"]
+    declined = task_request(alice, "tasks/update", task_id,
+                            inputResponses={"mcp-warden/approval": {"action": "decline"}})
+    assert declined["result"] == {"resultType": "complete"}, declined
+    done = task_request(alice, "tasks/get", task_id)["result"]
+    assert done["status"] == "failed", done
+    assert done["error"]["code"] == -32004 and done["error"]["data"]["reason"] == "approval_declined", done
+    # Declined is final: a later yes reaches nothing.
+    task_request(alice, "tasks/update", task_id, inputResponses=APPROVE)
+    assert task_request(alice, "tasks/get", task_id)["result"]["status"] == "failed"
+    assert stats(alice)["created"] == before
+    assert failed_ends() == ends_before + 1  # ended once
+    denied = [r for r in audit(audit_path) if r["event"] == "tool_call" and r["subject"] == "alice"
+              and r["decision"] == "deny"]
+    assert denied and denied[-1]["code"] == -32004 and denied[-1]["reason"] == "approval_declined", denied
+
+
+def test_an_approved_direct_result_is_kept_for_the_task_through_the_filter(fa):
+    """A server that answers the approved call directly: the facade keeps the
+    filtered result for the task."""
+    alice = ModernMcp(fa.url, ALICE)
+    task_id = held_task(alice, {"name": "greet", "arguments": {"name": "boss " + FAKE_GITHUB}})["taskId"]
+    assert task_request(alice, "tasks/update", task_id, inputResponses=APPROVE)["result"] == {"resultType": "complete"}
+    done = task_request(alice, "tasks/get", task_id)["result"]
+    assert done["status"] == "completed", done
+    text = done["result"]["content"][0]["text"]
+    assert text.startswith("Hello, boss ") and "[REDACTED:github_token]" in text, done
+    assert FAKE_GITHUB not in json.dumps(done)
+    # Delivered once, then let go of (it no longer holds memory or a live-task slot).
+    again = task_request(alice, "tasks/get", task_id)["result"]
+    assert again["status"] == "completed" and "result" not in again, again
+    # The sync path is unchanged for a caller without the extension: asked first.
+    _, answer = alice.request("tools/call", {"name": "greet", "arguments": {"name": "boss"}},
+                              capabilities={"elicitation": {}})
+    assert answer["result"]["resultType"] == "input_required", answer
 
 
 def test_a_legacy_client_never_sees_tasks(fa):

@@ -360,10 +360,25 @@ impl Channel {
         params: &Value,
         capabilities: &Value,
     ) -> Result<Message, String> {
+        self.internal_request_for(link, method, params, capabilities, None)
+            .await
+    }
+
+    /// [`Channel::internal_request_as`] with `caller`'s upstream credential
+    /// instead of the channel's own (`None`: the channel's own).
+    pub(crate) async fn internal_request_for(
+        &self,
+        link: Option<&Link>,
+        method: &str,
+        params: &Value,
+        capabilities: &Value,
+        caller: Option<Credential>,
+    ) -> Result<Message, String> {
         // On the current link, `send` finds the credential itself.
-        let credential = match link {
-            Some(_) => self.own_credential().await?,
-            None => None,
+        let credential = match (link, caller) {
+            (_, Some(caller)) => Some(caller),
+            (Some(_), None) => self.own_credential().await?,
+            (None, None) => None,
         };
         let n = self.mint();
         let (tx, rx) = oneshot::channel();
@@ -400,7 +415,7 @@ impl Channel {
                 Ok(None) => Ok(()),
                 Err(e) => Err(e.to_string()),
             },
-            None => self.send(msg).await,
+            None => self.send_as(msg, credential).await,
         };
         if let Err(e) = sent {
             self.unregister(n);

@@ -243,8 +243,13 @@ impl Context {
         fit_capabilities(caps, !self.roots().is_empty(), false);
     }
     /// Whether the server offers the tasks extension (a modern server's
-    /// `server/discover` said so): only then are tasks served.
+    /// `server/discover` said so): only then are tasks served. A gateway
+    /// learns it from its backends after the probe (they answer callers
+    /// only), so it is asked each time.
     pub fn upstream_serves_tasks(&self) -> bool {
+        if let UpstreamTarget::Gateway(g) = &self.target {
+            return g.serves_tasks();
+        }
         self.upstream.get().is_some_and(|info| {
             info.era == Era::Modern
                 && info
@@ -325,6 +330,18 @@ impl Context {
             .for_caller(caller, role, &target.client)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// The credential of the facade's own polls of a task `caller` created:
+    /// a gateway's backends bind each task to the caller the gateway vouched
+    /// for, so the gateway polls as that caller; any other server is polled
+    /// as the facade (a caller's exchanged token would expire under a long
+    /// task).
+    pub async fn task_poll_credential(&self, caller: &Identity) -> Option<Credential> {
+        match &self.target {
+            UpstreamTarget::Gateway(_) => self.credential_for(caller).await.ok().flatten(),
+            _ => None,
+        }
     }
 
     /// The credential of the facade's own requests (probe, tool refresh).

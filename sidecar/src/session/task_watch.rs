@@ -21,6 +21,7 @@ use super::context::Context;
 use super::tasks::TaskEntry;
 use crate::gates::audit::{self, Record};
 use crate::gates::budget::CallPermit;
+use crate::upstream::Credential;
 
 /// Polls no closer than this, whatever the server asks.
 const MIN_POLL: Duration = Duration::from_millis(100);
@@ -36,6 +37,9 @@ pub(crate) struct Watch {
     pub poll_ms: Option<u64>,
     /// The call's concurrency slots, held while the task runs.
     pub permit: Option<CallPermit>,
+    /// Whom the polls go as (`None`: the facade; see
+    /// [`Context::task_poll_credential`]).
+    pub credential: Option<Credential>,
 }
 
 /// The poll interval for a server's `pollIntervalMs`.
@@ -51,6 +55,7 @@ pub(crate) fn spawn(app: Arc<Context>, channel: Arc<Channel>, watch: Watch) {
             key,
             poll_ms,
             permit,
+            credential,
         } = watch;
         let every = interval(poll_ms);
         let caps = json!({ "extensions": { crate::era::TASKS_EXTENSION: {} } });
@@ -65,7 +70,7 @@ pub(crate) fn spawn(app: Arc<Context>, channel: Arc<Channel>, watch: Watch) {
             let params = json!({ "taskId": entry.upstream_id });
             if entry.created.elapsed() >= app.limits.task_wall_time {
                 let cancelled = channel
-                    .internal_request_as(None, "tasks/cancel", &params, &caps)
+                    .internal_request_for(None, "tasks/cancel", &params, &caps, credential.clone())
                     .await;
                 if let Err(why) = &cancelled {
                     tracing::warn!(tool = %entry.tool, %why, "could not cancel a task past its wall-time limit");
@@ -76,7 +81,7 @@ pub(crate) fn spawn(app: Arc<Context>, channel: Arc<Channel>, watch: Watch) {
                 break;
             }
             let Ok(answer) = channel
-                .internal_request_as(None, "tasks/get", &params, &caps)
+                .internal_request_for(None, "tasks/get", &params, &caps, credential.clone())
                 .await
             else {
                 continue; // the server may be restarting: ask again

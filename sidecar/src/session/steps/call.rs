@@ -68,6 +68,15 @@ impl Outcome<'_> {
 impl Session {
     /// Run one tools/call through the gates; answers it exactly once.
     pub(crate) async fn tools_call(self: Arc<Self>, req: Request) {
+        self.tools_call_as(req, None).await;
+    }
+
+    /// Run one tools/call through the gates. `held`: the call is one the
+    /// facade held as its own task while a person was asked (the key of
+    /// that task, and whether the person approved); its answer goes to the
+    /// task, and the request `req.id` (the `tasks/update` that carried the
+    /// answer) is not answered here.
+    pub(crate) async fn tools_call_as(self: Arc<Self>, req: Request, held: Option<(String, bool)>) {
         let id = req.id.clone();
         let app = self.app.clone();
         let policy = req.policy.clone();
@@ -156,7 +165,17 @@ impl Session {
                 .approval
                 .as_ref()
                 .filter(|a| a.channel == mcp_warden_crds::ApprovalChannel::Elicitation);
-            if let (Some(approval), Some(round)) = (elicited, round.as_ref()) {
+            // A held call's answer came with the task's update: a no is
+            // final, whatever the policy says now.
+            if held.as_ref().is_some_and(|(_, approved)| !approved) {
+                return Err(Refusal::ApprovalDeclined {
+                    tool: grant.exposed_name.to_string(),
+                    rule: elicited.map(|a| a.names()).unwrap_or_default(),
+                    approver: None,
+                });
+            }
+            if let (Some(approval), Some(round), false) = (elicited, round.as_ref(), held.is_some())
+            {
                 match round.approval() {
                     Some(true) => {}
                     Some(false) => {
@@ -179,6 +198,15 @@ impl Session {
                             super::approval::question(grant.exposed_name, approval, arguments);
                         outcome.asked = true;
                         req.span.gate("approval", "ask");
+                        // A caller that may get a task gets one of the
+                        // facade's own, holding the call until the answer
+                        // (see `steps::held`); it counts as a live task.
+                        if super::task::may_make_task(&self, &req) {
+                            super::task::check_cap(&self, &req, grant.exposed_name)?;
+                            let names = (grant.exposed_name, grant.upstream_name);
+                            let bytes = super::held::hold(&self, &req, names, question);
+                            return Ok((bytes, Filtered::default()));
+                        }
                         let bytes = crate::session::approval_request(&app, round, &id, question);
                         return Ok((bytes, Filtered::default()));
                     }
@@ -193,7 +221,10 @@ impl Session {
             // when the client stopped waiting.
             // A call that may become a task: the identity's running tasks
             // are capped (each also holds a concurrency slot, below).
-            super::task::check_cap(&self, &req, grant.exposed_name)?;
+            // A held call was counted when the facade made its task.
+            if held.is_none() {
+                super::task::check_cap(&self, &req, grant.exposed_name)?;
+            }
             let session_rate = policy.compiled.profile_limits().calls_per_minute;
             let permit = self.budget.admit(
                 grant.exposed_name,
@@ -250,7 +281,7 @@ impl Session {
             // Approval: an argument rule said `check`; ask the person: at a
             // legacy client, on its session (a modern one was asked above,
             // through the call's result), or out of band on the admin port.
-            let asked_already = round.is_some()
+            let asked_already = (round.is_some() || held.is_some())
                 && grant
                     .approval
                     .as_ref()
@@ -319,12 +350,19 @@ impl Session {
             // and the facade watches it: the task keeps the call's
             // concurrency slots until it ends.
             let names = (grant.exposed_name, grant.upstream_name);
-            let (answer, task) = super::task::adopt(&self, &req, names, answer);
+            let (answer, task) = match &held {
+                None => super::task::adopt(&self, &req, names, answer),
+                Some((key, _)) => {
+                    let task = super::held::follow(&self, key, &answer);
+                    (answer, task)
+                }
+            };
             if let Some((key, poll_ms)) = task {
                 let watch = crate::session::task_watch::Watch {
                     key,
                     poll_ms,
                     permit: Some(permit),
+                    credential: app.task_poll_credential(&req.caller).await,
                 };
                 crate::session::task_watch::spawn(app.clone(), self.channel.clone(), watch);
             }
@@ -347,7 +385,16 @@ impl Session {
 
         // Answer (exactly once), then audit and metrics.
         let refusal;
+        if let Some((key, _)) = &held {
+            let answer = result.as_ref().map(|(bytes, _)| bytes.clone());
+            super::held::finish(&self, key, answer);
+        }
         match result {
+            Ok((_, filtered)) if held.is_some() => outcome.filtered = Some(filtered),
+            Err(r) if held.is_some() => {
+                refusal = r;
+                outcome.refusal = Some(&refusal);
+            }
             Ok((bytes, _)) if outcome.asked => self.answer_input_required(&id, bytes),
             Ok((bytes, filtered)) => {
                 if !bytes.is_empty() {

@@ -6,7 +6,9 @@
 //! the server offers it: the facade serves it then (`steps::task`).
 //!
 //! The same cut applies to the `initialize` result the facade gives a
-//! legacy client in front of a modern server.
+//! legacy client in front of a modern server. In front of a gateway, the
+//! tasks extension is advertised when one of its backends serves it (they
+//! say so to callers only: asked as the caller until each has said).
 
 use std::sync::Arc;
 
@@ -18,12 +20,17 @@ use crate::jsonrpc;
 use crate::session::Session;
 
 pub async fn discover(session: &Arc<Session>, req: Request) {
+    learn_gateway_tasks(session, &req).await;
     let result = match session.app.upstream.get() {
         Some(info) => {
+            let mut capabilities = served_capabilities(&info.capabilities);
+            if let crate::upstream::UpstreamTarget::Gateway(_) = &session.app.target {
+                set_tasks(&mut capabilities, session.app.upstream_serves_tasks());
+            }
             let mut result = json!({
                 "resultType": "complete",
                 "supportedVersions": era::all_versions(),
-                "capabilities": served_capabilities(&info.capabilities),
+                "capabilities": capabilities,
                 "_meta": { era::meta::SERVER_INFO: info.server_info },
                 // What this caller may use depends on its role: never `public`.
                 "ttlMs": 0,
@@ -49,6 +56,52 @@ pub async fn discover(session: &Arc<Session>, req: Request) {
         jsonrpc::result_response(&req.id, &result.to_string()),
     );
     session.observe("server/discover", "ok", req.started);
+}
+
+/// A gateway's backends say whether they serve tasks to callers only (they
+/// trust the gateway's assertions, none at the probe): until every backend
+/// has said, each caller's `server/discover` asks them, as that caller.
+async fn learn_gateway_tasks(session: &Arc<Session>, req: &Request) {
+    let app = &session.app;
+    let crate::upstream::UpstreamTarget::Gateway(gateway) = &app.target else {
+        return;
+    };
+    if gateway.knows_tasks() {
+        return;
+    }
+    let Some(credential) = app.task_poll_credential(&req.caller).await else {
+        return;
+    };
+    let caps = json!({ "extensions": { era::TASKS_EXTENSION: {} } });
+    let params = json!({});
+    let asked = session.channel.internal_request_for(
+        None,
+        "server/discover",
+        &params,
+        &caps,
+        Some(credential),
+    );
+    if let Err(why) = asked.await {
+        tracing::debug!(%why, "gateway: the backends' server/discover");
+    }
+}
+
+/// `capabilities` offering the tasks extension exactly when `offered`.
+fn set_tasks(capabilities: &mut Value, offered: bool) {
+    let Some(caps) = capabilities.as_object_mut() else {
+        return;
+    };
+    if offered {
+        let ext = caps.entry("extensions").or_insert_with(|| json!({}));
+        if let Some(ext) = ext.as_object_mut() {
+            ext.insert(era::TASKS_EXTENSION.into(), json!({}));
+        }
+    } else if let Some(ext) = caps.get_mut("extensions").and_then(Value::as_object_mut) {
+        ext.remove(era::TASKS_EXTENSION);
+        if ext.is_empty() {
+            caps.remove("extensions");
+        }
+    }
 }
 
 /// The server's capabilities, cut to what the facade passes through.
@@ -96,6 +149,18 @@ mod tests {
             served,
             json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}})
         );
+    }
+
+    #[test]
+    fn a_gateways_tasks_offer_follows_its_backends() {
+        let mut caps = json!({"tools": {}});
+        set_tasks(&mut caps, true);
+        assert_eq!(
+            caps,
+            json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        );
+        set_tasks(&mut caps, false);
+        assert_eq!(caps, json!({"tools": {}}));
     }
 
     #[test]

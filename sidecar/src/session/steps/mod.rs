@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod discover;
 pub mod forward;
 pub mod handshake;
+pub mod held;
 pub mod list;
 pub mod local;
 pub mod search;

@@ -42,7 +42,7 @@ use crate::session::Session;
 pub const TASK_METHODS: &[&str] = &["tools/call", "tasks/get", "tasks/update", "tasks/cancel"];
 
 /// Whether an answer is a task handle (`resultType: "task"`).
-fn is_task_handle(answer: &Message) -> bool {
+pub(super) fn is_task_handle(answer: &Message) -> bool {
     !answer.is_error
         && answer.mentions(b"\"task\"")
         && serde_json::from_slice::<Value>(&answer.bytes)
@@ -54,7 +54,7 @@ fn is_task_handle(answer: &Message) -> bool {
 
 /// What a task id's claims bind besides the caller: that it is a task's,
 /// for this tool (never a `requestState` any request repeats).
-fn task_binding(tool: &str) -> String {
+pub(super) fn task_binding(tool: &str) -> String {
     request_state::request_hash("tasks/*", &serde_json::json!({ "name": tool }))
 }
 
@@ -162,6 +162,7 @@ pub(crate) fn adopt(
         // past its time to live is refused as expired, not unknown.
         expires: Instant::now() + keep + Duration::from_secs(2),
         status,
+        held: None,
     };
     task_watch::task_record(app, &entry, "task_created", None, None);
     app.tasks.insert(nonce.clone(), entry);
@@ -225,7 +226,7 @@ fn admit(session: &Session, req: &Request) -> Result<(String, Claims, TaskEntry)
 /// `tasks/get`, `tasks/update`, `tasks/cancel`: answers the request once.
 pub async fn run(session: &Arc<Session>, req: Request) {
     let method = req.msg.method();
-    let (key, claims, entry) = match admit(session, &req) {
+    let (key, _claims, entry) = match admit(session, &req) {
         Ok(admitted) => admitted,
         Err(refusal) => {
             session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
@@ -241,7 +242,12 @@ pub async fn run(session: &Arc<Session>, req: Request) {
             return;
         }
     };
-    let upstream_id = claims.task.clone().unwrap_or_default();
+    if entry.held.is_some() {
+        return super::held::run(session, req, key, entry).await;
+    }
+    // The table's, not the id's: a task the facade held for an approval
+    // learns its server task only after the id was sealed.
+    let upstream_id = entry.upstream_id.clone();
     let client_id = req
         .params()
         .get("taskId")

@@ -15,6 +15,7 @@
 //!            │                                 names renamed ([`names`]), conflicts withheld
 //!            ├─ tools/call, prompts/get ..... the one backend the name routes to, as its own name
 //!            ├─ resources/read|subscribe …... the backend the URI names (`{backend}+{uri}`)
+//!            ├─ tasks/get|update|cancel ..... the backend the task id names ([`tasks`])
 //!            └─ anything else ............... refused (-32601)
 //! ```
 //!
@@ -26,6 +27,7 @@
 pub mod assertion;
 mod lists;
 pub mod names;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -58,6 +60,8 @@ pub struct GatewayTarget {
     pub(super) names: Mutex<Names>,
     /// Whether each backend answered its last list (`None`: not asked yet).
     pub(super) answering: Mutex<Vec<Option<bool>>>,
+    /// Whether each backend serves the tasks extension (`None`: not known).
+    pub(super) tasks: Mutex<Vec<Option<bool>>>,
     reported: Mutex<Vec<Conflict>>,
     observer: OnceLock<ConflictObserver>,
 }
@@ -80,6 +84,7 @@ impl GatewayTarget {
             }
         }
         let answering = Mutex::new(vec![None; backends.len()]);
+        let tasks = Mutex::new(vec![None; backends.len()]);
         let table = Names::new(
             backends
                 .iter()
@@ -94,6 +99,7 @@ impl GatewayTarget {
             signer,
             names: Mutex::new(table),
             answering,
+            tasks,
             reported: Mutex::new(Vec::new()),
             observer: OnceLock::new(),
         })
@@ -141,6 +147,16 @@ impl GatewayTarget {
     pub fn exposed_name(&self, backend: &str, tool: &str) -> Option<String> {
         let b = self.backends.iter().position(|x| x.name == backend)?;
         Some(self.names.lock().unwrap().exposed(b, tool))
+    }
+
+    /// Whether a backend is known to serve the tasks extension.
+    pub fn serves_tasks(&self) -> bool {
+        self.tasks.lock().unwrap().contains(&Some(true))
+    }
+
+    /// Whether every backend said whether it serves tasks.
+    pub fn knows_tasks(&self) -> bool {
+        !self.tasks.lock().unwrap().contains(&None)
     }
 
     /// Tell the observer when the conflicts changed.
@@ -291,7 +307,10 @@ pub async fn send(
     let value = msg.to_value();
     let params = value.get("params").cloned().unwrap_or_else(|| json!({}));
     let answer = match msg.method() {
-        "server/discover" => discover(&id),
+        "server/discover" => {
+            tasks::learn(state, &msg, credential).await;
+            discover(&id, state.gateway().serves_tasks())
+        }
         "tools/list" => lists::list(state, &id, &params, Catalog::Tools, credential).await?,
         "prompts/list" => lists::list(state, &id, &params, Catalog::Prompts, credential).await?,
         "resources/templates/list" => {
@@ -300,6 +319,9 @@ pub async fn send(
         "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
         "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
         "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            tasks::routed(state, &id, &msg, credential).await?
+        }
         "subscriptions/listen" => return listen(state, msg, credential).await,
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             by_uri(state, &id, &msg, credential).await?
@@ -352,13 +374,17 @@ async fn listen(
     Ok(None)
 }
 
-/// The gateway as a modern server: the union's capabilities.
-fn discover(id: &RequestId) -> Bytes {
-    let result = json!({
+/// The gateway as a modern server: the union's capabilities (the tasks
+/// extension when a backend serves it).
+fn discover(id: &RequestId, tasks: bool) -> Bytes {
+    let mut result = json!({
         "supportedVersions": crate::era::MODERN_VERSIONS,
         "capabilities": { "tools": { "listChanged": true }, "prompts": {}, "resources": {} },
         "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
     });
+    if tasks {
+        result["capabilities"]["extensions"] = json!({ crate::era::TASKS_EXTENSION: {} });
+    }
     jsonrpc::result_response(id, &result.to_string())
 }
 
@@ -437,7 +463,10 @@ async fn routed(
     let answer = ask(state, b, out, credential).await.map_err(|e| {
         UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
     })?;
-    Ok(answer.bytes)
+    Ok(match catalog {
+        Catalog::Tools => tasks::adopt_handle(state, b, answer),
+        _ => answer.bytes,
+    })
 }
 
 /// A resource request: to the backend its URI names, with the backend's URI.
