@@ -84,6 +84,11 @@ impl RoleIndex {
             let named = !b.subjects.is_empty() || !b.groups.is_empty();
             let issuer = match (&b.issuer, accepted.as_slice()) {
                 (Some(issuer), _) if accepted.contains(&issuer.as_str()) => issuer.clone(),
+                // A trusted gateway's own issuer names the gateway itself:
+                // bound only where a binding says so.
+                (Some(issuer), _) if auth.gateways.iter().any(|g| &g.issuer == issuer) => {
+                    issuer.clone()
+                }
                 (Some(issuer), _) => {
                     errors.push(ConfigError::invalid(
                         format!("{at}.issuer"),
