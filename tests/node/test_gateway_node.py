@@ -1,0 +1,138 @@
+"""The gateway on the node: examples/gateway/gateway.yaml applied after the
+examples it fronts (the node suite's `examples` fixture runs `everything`,
+`files` and `git` — http-server, with-workspace and stdio-server — as real
+pods), the operator runs the MCPGateway as a pod with a Service, and the
+official Python SDK calls through that Service (tests/node/node_client.py,
+inside the node's network namespace, as test_node.py's clients do):
+
+- it sees the prefixed union of what each backend gives its role, exactly;
+- one call to each backend works;
+- a backend's own refusal (an argument rule of `files`; the gateway's
+  profile has none) comes back with the backend's code;
+- the gateway read each backend's list as itself at start: its MCPGateway
+  status counts every backend's tools and its `/tools` inventory holds them
+  before any caller listed, which backends that accept only the gateway's
+  assertions for callers of the gateway would refuse without its own identity;
+- the token a caller holds for the gateway opens no backend (no passthrough):
+  presented to a backend's Service directly it is refused (401).
+
+Run alone: `make static-binaries && .venv/bin/python -m pytest -q tests/node -k gateway`
+(the session fixtures still apply every example first).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from k8s_cluster import wait_for  # noqa: E402
+from k8s_node import Node  # noqa: E402
+from node_fixtures import (  # noqa: E402,F401 - the fixtures are used by name
+    NS, POLICY_BLOCKED, REPO_ROOT, chart, examples, images, node, pods_of, tour)
+
+GATEWAY = "team-a-tools"
+SA = "coding-agent"
+# What coding-agent is given at each backend (test_node.PROMISES), under the
+# example's prefixes: `everything__`, `files__`, and `vcs_` for git.
+UNION = {"everything__echo", "everything__add_numbers", "files__read_text", "files__list_directory",
+         "vcs_log", "vcs_git_status"}
+CALLS = [("everything__echo", {"message": "hi through the gateway"}, "hi through the gateway"),
+         ("files__list_directory", {"path": "/workspace"}, "README.md"),
+         ("vcs_git_status", {"repo_path": "/workspace/demo"}, "On branch")]
+
+
+@pytest.fixture(scope="module")
+def gateway(node, examples):
+    tour(node, "kubectl apply -f examples/gateway/gateway.yaml")
+
+    def deployed():
+        return node.get("deployment", GATEWAY, NS)
+    wait_for("the gateway's Deployment", deployed, timeout=120)
+    tour(node, f"kubectl -n {NS} rollout status deployment/{GATEWAY} --timeout=300s")
+
+    def all_backends_ready():
+        status = (node.get("mcpgateway", GATEWAY, NS) or {}).get("status", {})
+        backends = status.get("backends", [])
+        return len(backends) == 3 and all(b["ready"] for b in backends) and status
+    try:
+        yield wait_for("the gateway's three backends ready", all_backends_ready, timeout=180)
+    except AssertionError as e:
+        logs = node.kubectl("-n", NS, "logs", f"deployment/{GATEWAY}", "--all-containers", "--tail=60",
+                            check=False).stdout
+        raise AssertionError(f"{e}\n{node.get('mcpgateway', GATEWAY, NS)}\n{logs}") from None
+    finally:
+        # The rest of the suite finds the examples as it left them: the
+        # backends' policies lose the gateway's key again.
+        node.kubectl("delete", "-f", str(REPO_ROOT / "examples/gateway/gateway.yaml"), "--wait=true", check=False)
+        for name in ("everything", "files", "git"):
+            node.kubectl("-n", NS, "rollout", "status", f"deployment/{name}", "--timeout=300s", check=False,
+                         timeout=320)
+
+
+def gateway_client_config(node: Node) -> tuple[str, str]:
+    """(the in-cluster URL, the token command) as `client-config --gateway` prints them."""
+    text = tour(node, f"mcp-warden-operator client-config {GATEWAY} --gateway -n {NS}")
+    url = re.search(r"^# URL: (\S+)$", text, re.M).group(1)
+    in_cluster = re.search(r"^#\s+in the cluster: (\S+)$", text, re.M)
+    command = re.search(r"^#\s+(kubectl -n \S+ create token <service-account> --audience \S+)$", text, re.M).group(1)
+    return (in_cluster.group(1) if in_cluster else url), command
+
+
+def through(node: Node, service: str, url: str, token: str, *args: str):
+    svc = node.get("service", service, NS)
+    host = url.split("//", 1)[1].split(":", 1)[0].split("/", 1)[0]
+    return node.in_node([sys.executable, str(HERE / "node_client.py"), url, *args], {host: svc["spec"]["clusterIP"]},
+                        env={"MCP_WARDEN_TOKEN": token})
+
+
+def test_a_client_calls_every_backend_through_the_gateways_service(node, gateway):
+    started = time.monotonic()
+    url, command = gateway_client_config(node)
+    assert f"mcpwarden.dev/{NS}/mcpgateway/{GATEWAY}" in command, command
+    token = tour(node, command.replace("<service-account>", SA)).strip()
+    args = ["--call", CALLS[0][0], json.dumps(CALLS[0][1]),
+            # An argument rule of `files` (the path must be under /workspace):
+            # the gateway's own profile has no argument rules.
+            "--refused", "files__read_text", json.dumps({"path": "/etc/passwd"})]
+    for name, arguments, _ in CALLS[1:]:
+        args += ["--also-call", name, json.dumps(arguments)]
+    out = through(node, GATEWAY, url, token, *args)
+    assert out.returncode == 0, out.stderr[-4000:] + node.kubectl(
+        "-n", NS, "logs", f"deployment/{GATEWAY}", "-c", "gateway", "--tail=60", check=False).stdout
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(seen["tools"]) == UNION, seen
+    texts = [seen["call"], *seen["also"]]
+    for (name, _, want), text in zip(CALLS, texts):
+        assert want in (text or ""), (name, seen)
+    assert seen["refused"]["code"] == POLICY_BLOCKED, seen
+    print(f"gateway calls through the Service: {time.monotonic() - started:.1f}s")
+
+
+def test_the_gateway_listed_every_backend_as_itself(node, gateway):
+    """The operator's status counts come from the backends; the gateway's own
+    inventory (its `/tools`, read by the operator's port-forward-free path:
+    the facade's log) must have every backend's tools without a caller."""
+    status = node.get("mcpgateway", GATEWAY, NS)["status"]
+    assert {b["name"]: b["ready"] for b in status["backends"]} == {"everything": True, "files": True,
+                                                                   "git": True}, status
+    logs = "".join(node.kubectl("-n", NS, "logs", f"pod/{p['metadata']['name']}", "-c", "gateway", check=False).stdout
+                   for p in pods_of(node, GATEWAY))
+    # A refused list is logged per backend ("a backend's tools/list failed").
+    assert "tools/list failed" not in logs, logs[-4000:]
+    assert "ready" in logs, logs[-4000:]
+
+
+def test_the_callers_gateway_token_opens_no_backend(node, gateway):
+    _, command = gateway_client_config(node)
+    token = tour(node, command.replace("<service-account>", SA)).strip()
+    url = f"http://everything.{NS}.svc.cluster.local:8080/mcp"
+    out = through(node, "everything", url, token)
+    assert out.returncode != 0, out.stdout
+    assert "401" in out.stderr or "Unauthorized" in out.stderr or "auth" in out.stderr.lower(), out.stderr[-3000:]
