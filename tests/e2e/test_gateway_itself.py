@@ -188,3 +188,26 @@ def test_a_list_change_reaches_a_subscribed_caller(gateway, backends):
     time.sleep(1)
     assert rejections(backends["fx"]) == before, backends["fx"].stderr_text()[-2000:]
     assert "fx__test_trigger_tool_change" in {t["name"] for t in inventory(gateway)["tools"]}
+
+
+def test_an_anonymous_caller_is_never_the_gateway_itself(module_facade, backends, keys):
+    """A gateway that lets anonymous callers in, in front of a backend that
+    binds the gateway itself as a viewer: the gateway lists there as itself,
+    but an anonymous caller's call carries no assertion (never the gateway's),
+    so the backend refuses it."""
+    open_gw = module_facade(
+        policy=policy_doc(auth={"anonymous": {"role": "user"}}, defaultAction="allow"),
+        extra_args=gateway_args({"bound": backends["bound"].url})
+        + ["--gateway-key-file", str(keys / "gateway.key.pem"), "--gateway-issuer", GW_ISSUER])
+    deadline = time.monotonic() + 20
+    while "bound__echo" not in {t["name"] for t in inventory(open_gw)["tools"]} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "bound__echo" in {t["name"] for t in inventory(open_gw)["tools"]}
+    before = rejections(backends["bound"])
+    mcp = ModernMcp(open_gw.url)
+    try:
+        _, answer = mcp.request("tools/call", {"name": "bound__echo", "arguments": {"message": "anon"}})
+        assert "error" in answer and "anon" not in str(answer), answer
+    finally:
+        mcp.close()
+    assert rejections(backends["bound"]) > before
