@@ -55,6 +55,13 @@ def gateway(node, examples):
     def deployed():
         return node.get("deployment", GATEWAY, NS)
     wait_for("the gateway's Deployment", deployed, timeout=120)
+    # The node has no cluster DNS (pods resolve nothing): the gateway's pod is
+    # given its backends' Service names as /etc/hosts entries (hostAliases,
+    # a field the operator does not set), as node_client's callers are.
+    aliases = [{"ip": node.get("service", b, NS)["spec"]["clusterIP"],
+                "hostnames": [f"{b}.{NS}.svc.cluster.local"]} for b in ("everything", "files", "git")]
+    node.kubectl("-n", NS, "patch", "deployment", GATEWAY, "--type=strategic",
+                 "-p", json.dumps({"spec": {"template": {"spec": {"hostAliases": aliases}}}}))
     tour(node, f"kubectl -n {NS} rollout status deployment/{GATEWAY} --timeout=300s")
 
     def all_backends_ready():
