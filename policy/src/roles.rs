@@ -84,6 +84,11 @@ impl RoleIndex {
             let named = !b.subjects.is_empty() || !b.groups.is_empty();
             let issuer = match (&b.issuer, accepted.as_slice()) {
                 (Some(issuer), _) if accepted.contains(&issuer.as_str()) => issuer.clone(),
+                // A trusted gateway's own issuer names the gateway itself:
+                // bound only where a binding says so.
+                (Some(issuer), _) if auth.gateways.iter().any(|g| &g.issuer == issuer) => {
+                    issuer.clone()
+                }
                 (Some(issuer), _) => {
                     errors.push(ConfigError::invalid(
                         format!("{at}.issuer"),
@@ -510,5 +515,44 @@ mod tests {
                 "auth.jwt[0].audiences",
             ]
         );
+    }
+
+    #[test]
+    fn the_gateway_itself_is_bound_only_by_name() {
+        use mcp_warden_crds::TrustedGateway;
+        let auth = AuthConfig {
+            gateways: vec![TrustedGateway {
+                issuer: "gw".into(),
+                public_key_file: "gw.pub".into(),
+                audience: "everything".into(),
+                caller_issuers: vec![STATIC_ISSUER.into()],
+                clock_skew_seconds: None,
+            }],
+            ..Default::default()
+        };
+        let me = "mcpwarden.dev/gateway:gw";
+        let mut errs = Vec::new();
+        let idx = RoleIndex::compile(
+            &[
+                on(STATIC_ISSUER, bind(Role::Admin, &[me], &[], &[])),
+                on("gw", bind(Role::Viewer, &[me], &[], &[])),
+            ],
+            &auth,
+            &mut errs,
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(idx.role_for("gw", me, [], None), Some(Role::Viewer));
+        // The same subject of the callers' issuer is someone else.
+        assert_eq!(idx.role_for(STATIC_ISSUER, me, [], None), Some(Role::Admin));
+        // Unnamed, the gateway's issuer is still not the default one: the
+        // callers' issuer is the only issuer an unnamed binding means.
+        let mut errs = Vec::new();
+        let idx = RoleIndex::compile(&[bind(Role::User, &["alice"], &[], &[])], &auth, &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            idx.role_for(STATIC_ISSUER, "alice", [], None),
+            Some(Role::User)
+        );
+        assert_eq!(idx.role_for("gw", me, [], None), None);
     }
 }

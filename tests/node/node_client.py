@@ -9,6 +9,10 @@ refused, and prints one JSON line:
 
     node_client.py URL [--call TOOL ARGS_JSON] [--refused TOOL ARGS_JSON]
                        [--hold DIR [--then-call TOOL ARGS_JSON]] [--failing TOOL ARGS_JSON]
+                       [--also-call TOOL ARGS_JSON]...
+
+--also-call (repeatable) makes further calls in the same session, after the
+others ("also": [<text>, ...] in order).
 
 --hold DIR keeps the session open across a change the test makes: after the
 above it creates DIR/ready, waits for DIR/go, then lists again and makes the
@@ -42,6 +46,7 @@ def main() -> None:
     ap.add_argument("--hold")
     ap.add_argument("--then-call", nargs=2)
     ap.add_argument("--failing", nargs=2)
+    ap.add_argument("--also-call", nargs=2, action="append", default=[])
     a = ap.parse_args()
     token = os.environ["MCP_WARDEN_TOKEN"]
 
@@ -59,6 +64,8 @@ def main() -> None:
                 e = await sdk_error(c.call_tool(a.failing[0], json.loads(a.failing[1])))
                 seen["failing"] = {"code": e.error.code, "message": e.error.message,
                                    "reason": (e.error.data or {}).get("reason")}
+            if a.also_call:
+                seen["also"] = [text_of_result(await c.call_tool(t, json.loads(args))) for t, args in a.also_call]
             if a.hold:
                 hold = Path(a.hold)
                 (hold / "ready").touch()

@@ -204,3 +204,79 @@ fn an_assertion_accepted_before_is_refused_once_expired() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_gateway_itself_is_known_by_its_issuer_and_own_subject_only() {
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("itself");
+    let everything = backend(&dir, &k.public, "everything");
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    let who = everything
+        .authenticate(Some(&token(&signer, &signer.itself(), "everything")))
+        .unwrap();
+    assert_eq!(
+        (who.issuer.as_deref(), who.subject.as_deref(), who.method),
+        (
+            Some("gw"),
+            Some("mcpwarden.dev/gateway:gw"),
+            AuthMethod::GatewayItself
+        )
+    );
+    assert!(who.groups.is_empty());
+    // Claims the signer would never make (another subject under the
+    // gateway's issuer), signed with the gateway's key all the same.
+    #[derive(serde::Serialize)]
+    struct Forged<'a> {
+        iss: &'a str,
+        aud: &'a str,
+        sub: &'a str,
+        caller_iss: &'a str,
+        exp: u64,
+        nbf: u64,
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let key = jsonwebtoken::EncodingKey::from_ed_pem(k.private.as_bytes()).unwrap();
+    let forged = |sub: &str| {
+        let claims = Forged {
+            iss: "gw",
+            aud: "everything",
+            sub,
+            caller_iss: "gw",
+            exp: now + 60,
+            nbf: now,
+        };
+        let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    };
+    for sub in ["alice", "mcpwarden.dev/gateway:other"] {
+        assert_eq!(
+            everything.authenticate(Some(&forged(sub))),
+            Err(AuthFailure::Invalid("caller_issuer_not_vouched")),
+            "{sub}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_gateway_never_vouches_for_callers_of_its_own_issuer() {
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("own-iss");
+    std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
+    let cfg = AuthConfig {
+        gateways: vec![TrustedGateway {
+            issuer: "gw".into(),
+            public_key_file: "gw.pub".into(),
+            audience: "everything".into(),
+            caller_issuers: vec!["static".into(), "gw".into()],
+            clock_skew_seconds: None,
+        }],
+        ..Default::default()
+    };
+    let err = Authenticator::from_config(&cfg, None, &dir).err().unwrap();
+    assert!(err.contains("the gateway itself"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

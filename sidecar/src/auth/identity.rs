@@ -13,6 +13,9 @@ pub enum AuthMethod {
     ServiceAccount,
     /// A trusted gateway's assertion, naming the caller it authenticated.
     Gateway,
+    /// A trusted gateway's assertion of itself (its own tool list): it
+    /// may list, and do more only where a role binding names it.
+    GatewayItself,
 }
 
 impl AuthMethod {
@@ -23,6 +26,7 @@ impl AuthMethod {
             AuthMethod::Jwt => "jwt",
             AuthMethod::ServiceAccount => "service_account",
             AuthMethod::Gateway => "gateway",
+            AuthMethod::GatewayItself => "gateway_itself",
         }
     }
 }

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use crate::auth::identity::{AuthMethod, Identity};
 use crate::auth::verified::{self, Verified};
+use crate::upstream::gateway::assertion::itself_subject;
 use mcp_warden_policy::login::ResourceUrl;
 
 const ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
@@ -178,6 +179,12 @@ impl JwtVerifier {
         if cfg.caller_issuers.is_empty() {
             return Err(format!(
                 "{at}.callerIssuers: name the issuers of the callers this gateway may vouch for"
+            ));
+        }
+        if cfg.caller_issuers.contains(&cfg.issuer) {
+            // Under its own issuer a gateway speaks only for itself.
+            return Err(format!(
+                "{at}.callerIssuers: the gateway's own issuer names the gateway itself, not callers"
             ));
         }
         let path = base.join(&cfg.public_key_file);
@@ -408,6 +415,21 @@ impl JwtVerifier {
                     .get("caller_iss")
                     .and_then(Value::as_str)
                     .ok_or(Rejection::Invalid("missing_claim"))?;
+                if issuer == self.issuer {
+                    // The gateway itself (its own tool list), by its one
+                    // subject and no groups: no caller is ever named so.
+                    if sub != itself_subject(&self.issuer) {
+                        return Err(Rejection::Invalid("caller_issuer_not_vouched"));
+                    }
+                    return Ok(Identity {
+                        issuer: Some(self.issuer.clone()),
+                        subject: Some(sub),
+                        groups: Vec::new(),
+                        service_account: None,
+                        method: AuthMethod::GatewayItself,
+                        token: None,
+                    });
+                }
                 if !caller_issuers.iter().any(|i| i == issuer) {
                     return Err(Rejection::Invalid("caller_issuer_not_vouched"));
                 }

@@ -213,9 +213,54 @@ pub fn least_role(who: Who) -> Option<Role> {
     }
 }
 
+/// The role of a trusted gateway speaking for itself (its own tool list)
+/// when no role binding names it: the listing steps only, each seen as the
+/// highest role sees it (the gateway's inventory is of every tool this
+/// facade could route to a caller of it); anything else — a call, a read,
+/// a prompt — gets no role (-32003 `no_role`). A binding that names the
+/// gateway's issuer and its own subject gives it that role instead, for
+/// everything, as any caller.
+pub fn gateway_itself_role(step: Step) -> Option<Role> {
+    match step {
+        Step::ToolList
+        | Step::PromptList
+        | Step::ResourceList
+        | Step::TemplateList
+        | Step::Discover
+        | Step::Listen => Some(Role::Admin),
+        Step::Handshake
+        | Step::Forward
+        | Step::ToolCall
+        | Step::Resource
+        | Step::Prompt
+        | Step::Completion
+        | Step::Task => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateway_itself_may_only_list() {
+        let listing = [
+            "tools/list",
+            "prompts/list",
+            "resources/list",
+            "resources/templates/list",
+            "server/discover",
+            "subscriptions/listen",
+        ];
+        for (method, g) in CLIENT_REQUESTS {
+            let role = gateway_itself_role(g.step);
+            if listing.contains(method) {
+                assert_eq!(role, Some(Role::Admin), "{method}");
+            } else {
+                assert_eq!(role, None, "{method} must need a binding");
+            }
+        }
+    }
 
     #[test]
     fn unknown_and_unsafe_methods_have_no_gates() {

@@ -307,6 +307,7 @@ impl Context {
         if let UpstreamTarget::Gateway(_) = &self.target {
             // A gateway's backends hear who the caller is, each through an
             // assertion of its own (minted by the link); never the token.
+            // An anonymous caller is nobody there, not the gateway itself.
             return Ok(match (&caller.issuer, &caller.subject) {
                 (Some(issuer), Some(subject)) => Some(Credential::on_behalf_of(
                     crate::upstream::gateway::assertion::Principal {
@@ -315,7 +316,7 @@ impl Context {
                         groups: caller.groups.clone(),
                     },
                 )),
-                _ => None,
+                _ => Some(Credential::nobody()),
             });
         }
         let UpstreamTarget::Http(target) = &self.target else {
@@ -345,7 +346,14 @@ impl Context {
     }
 
     /// The credential of the facade's own requests (probe, tool refresh).
+    /// A gateway's are the gateway's own: its backends let it list.
     pub async fn facade_credential(&self) -> Result<Option<Credential>, String> {
+        if let UpstreamTarget::Gateway(g) = &self.target {
+            return Ok(g
+                .signer
+                .as_ref()
+                .map(|s| Credential::on_behalf_of(s.itself())));
+        }
         let UpstreamTarget::Http(target) = &self.target else {
             return Ok(None);
         };

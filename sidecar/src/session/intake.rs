@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::channel::Era;
 use super::{Pending, Session, ToClient};
-use crate::auth::identity::Identity;
+use crate::auth::identity::{AuthMethod, Identity};
 use crate::era;
 use crate::gates::methods::{self, ClientNotification, Who};
 use crate::gates::refusal::Refusal;
@@ -128,7 +128,11 @@ impl Session {
             }
         }
         let policy = self.app.policy.load_full();
-        let role = caller.role(&policy.compiled);
+        let role = caller.role(&policy.compiled).or_else(|| {
+            (caller.method == AuthMethod::GatewayItself)
+                .then(|| methods::gateway_itself_role(gates.step))
+                .flatten()
+        });
         if let Some(role) = role.filter(|_| span.is_recording()) {
             span.set(vec![KeyValue::new(
                 "mcpwarden.role",

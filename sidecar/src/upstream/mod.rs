@@ -108,6 +108,16 @@ impl Credential {
         }
     }
 
+    /// A gateway's caller it cannot name (anonymous): its requests carry
+    /// no assertion, and never the gateway's own (which an absent
+    /// credential would fall back to).
+    pub fn nobody() -> Credential {
+        Credential {
+            header: None,
+            principal: None,
+        }
+    }
+
     pub fn principal(&self) -> Option<&gateway::assertion::Principal> {
         self.principal.as_deref()
     }

@@ -25,6 +25,14 @@
 //! a backend always receives one with time to spare, one caller's assertion
 //! never goes to another caller or another backend, and the cache is
 //! bounded.
+//!
+//! The gateway's own requests — the tool list it reads at start and again
+//! on a list change — carry an assertion of the gateway itself
+//! ([`Signer::itself`]): `caller_iss` is the gateway's own `iss` and `sub`
+//! is [`itself_subject`], a name no caller can hold (a caller of an issuer
+//! spelled like the gateway's is never vouched for: [`Signer::mint`]
+//! refuses it). A backend lets that identity list and nothing more unless
+//! one of its role bindings names it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,6 +43,14 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::Serialize;
 
 use crate::upstream::Credential;
+
+/// Where the gateway's own subject starts (then its issuer).
+pub const ITSELF_PREFIX: &str = "mcpwarden.dev/gateway:";
+
+/// The subject of the gateway of issuer `issuer` speaking for itself.
+pub fn itself_subject(issuer: &str) -> String {
+    format!("{ITSELF_PREFIX}{issuer}")
+}
 
 /// Who a request is for: the caller the facade authenticated.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -141,10 +157,27 @@ impl Signer {
         })
     }
 
+    /// The gateway itself, as its own requests name it: its issuer, its
+    /// own subject, no groups.
+    pub fn itself(&self) -> Principal {
+        Principal {
+            issuer: self.issuer.clone(),
+            subject: itself_subject(&self.issuer),
+            groups: Vec::new(),
+        }
+    }
+
     /// An assertion of `who` for backend `audience`, as a bearer credential:
     /// the one signed before while a quarter of its lifetime is left, else
-    /// a new one.
+    /// a new one. A caller whose issuer is spelled like the gateway's is
+    /// refused: only [`Signer::itself`] speaks under the gateway's issuer.
     pub fn mint(&self, who: &Principal, audience: &str) -> Result<Credential, String> {
+        if who.issuer == self.issuer && *who != self.itself() {
+            return Err(format!(
+                "a caller of issuer {:?} (the gateway's own) cannot be vouched for",
+                who.issuer
+            ));
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -230,6 +263,31 @@ mod tests {
             first
         );
         assert_eq!(text(&s.mint(&alice, "git").unwrap()), first);
+    }
+
+    #[test]
+    fn the_gateway_itself_is_no_caller_of_its_issuer() {
+        let s = signer();
+        let me = s.itself();
+        assert_eq!(
+            (me.issuer.as_str(), me.subject.as_str()),
+            ("gw", "mcpwarden.dev/gateway:gw")
+        );
+        assert!(me.groups.is_empty());
+        assert!(s.mint(&me, "git").is_ok());
+        // A caller some issuer named like the gateway: never vouched for,
+        // not even under the gateway's own subject with groups.
+        assert!(s.mint(&who("alice", &[]).with_issuer("gw"), "git").is_err());
+        let mut lookalike = me.clone();
+        lookalike.groups.push("admins".into());
+        assert!(s.mint(&lookalike, "git").is_err());
+    }
+
+    impl Principal {
+        fn with_issuer(mut self, issuer: &str) -> Principal {
+            self.issuer = issuer.into();
+            self
+        }
     }
 
     #[test]
