@@ -280,3 +280,50 @@ fn a_gateway_never_vouches_for_callers_of_its_own_issuer() {
     assert!(err.contains("the gateway itself"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_vouched_service_account_is_one_only_under_the_backends_own_service_account_issuer() {
+    const SA_ISSUER: &str = "https://kubernetes.default.svc";
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("sa");
+    std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
+    std::fs::write(dir.join("sa-jwks.json"), r#"{"keys":[]}"#).unwrap();
+    let cfg = AuthConfig {
+        service_account_tokens: Some(mcp_warden_crds::ServiceAccountTokens {
+            issuer: SA_ISSUER.into(),
+            jwks_file: "sa-jwks.json".into(),
+            audience: Some("mcpwarden.dev/team-a/files".into()),
+        }),
+        gateways: vec![TrustedGateway {
+            issuer: "gw".into(),
+            public_key_file: "gw.pub".into(),
+            audience: "files".into(),
+            caller_issuers: vec![SA_ISSUER.into(), "https://login.example".into()],
+            clock_skew_seconds: Some(0),
+        }],
+        ..Default::default()
+    };
+    let files = Authenticator::from_config(&cfg, None, &dir).unwrap();
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    let agent = |issuer: &str| Principal {
+        issuer: issuer.into(),
+        subject: "system:serviceaccount:team-a:coding-agent".into(),
+        groups: vec!["system:serviceaccounts".into()],
+    };
+    // The cluster's issuer: a service account, so `serviceAccounts` bindings match it.
+    let who = files
+        .authenticate(Some(&token(&signer, &agent(SA_ISSUER), "files")))
+        .unwrap();
+    assert_eq!(who.service_account.as_deref(), Some("team-a/coding-agent"));
+    assert_eq!(who.method, AuthMethod::Gateway);
+    // Another issuer spelling its subject the same way names no service account.
+    let who = files
+        .authenticate(Some(&token(
+            &signer,
+            &agent("https://login.example"),
+            "files",
+        )))
+        .unwrap();
+    assert_eq!(who.service_account, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

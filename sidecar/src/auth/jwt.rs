@@ -51,6 +51,10 @@ enum Kind {
     ServiceAccount,
     Gateway {
         caller_issuers: Vec<String>,
+        /// This policy's service-account issuer: a vouched caller of that
+        /// issuer is a service account (`serviceAccounts` bindings match it),
+        /// as it would be with its own token.
+        service_account_issuer: Option<String>,
     },
 }
 
@@ -171,7 +175,11 @@ impl JwtVerifier {
     }
 
     /// A trusted gateway: its assertions, checked against its public key.
-    pub fn gateway(cfg: &TrustedGateway, base: &Path) -> Result<JwtVerifier, String> {
+    pub fn gateway(
+        cfg: &TrustedGateway,
+        service_account_issuer: Option<&str>,
+        base: &Path,
+    ) -> Result<JwtVerifier, String> {
         let at = format!("auth.gateways[{}]", cfg.issuer);
         if cfg.issuer.trim().is_empty() || cfg.audience.trim().is_empty() {
             return Err(format!("{at}: issuer and audience must not be empty"));
@@ -214,6 +222,7 @@ impl JwtVerifier {
             validation,
             kind: Kind::Gateway {
                 caller_issuers: cfg.caller_issuers.clone(),
+                service_account_issuer: service_account_issuer.map(str::to_string),
             },
             resources: None,
             required_scopes: Vec::new(),
@@ -408,7 +417,10 @@ impl JwtVerifier {
                     token: None,
                 })
             }
-            Kind::Gateway { caller_issuers } => {
+            Kind::Gateway {
+                caller_issuers,
+                service_account_issuer,
+            } => {
                 // The caller the gateway authenticated, of an issuer it may
                 // vouch for: judged by this policy's bindings for that issuer.
                 let issuer = claims
@@ -444,17 +456,31 @@ impl JwtVerifier {
                         .collect(),
                     _ => Vec::new(),
                 };
+                // Only under this policy's own service-account issuer does a
+                // `system:serviceaccount:` subject name a service account: any
+                // other issuer may spell its subjects so.
+                let service_account = (service_account_issuer.as_deref() == Some(issuer))
+                    .then(|| service_account_of(&sub))
+                    .flatten();
                 Ok(Identity {
                     issuer: Some(issuer.to_string()),
                     subject: Some(sub),
                     groups,
-                    service_account: None,
+                    service_account,
                     method: AuthMethod::Gateway,
                     token: None,
                 })
             }
         }
     }
+}
+
+/// `namespace/name` of a `system:serviceaccount:<namespace>:<name>` subject.
+fn service_account_of(subject: &str) -> Option<String> {
+    let rest = subject.strip_prefix("system:serviceaccount:")?;
+    let (ns, name) = rest.split_once(':')?;
+    let valid = |s: &str| !s.is_empty() && !s.contains(':');
+    (valid(ns) && valid(name)).then(|| format!("{ns}/{name}"))
 }
 
 /// What every token must be: signed by one of the accepted algorithms, of

@@ -85,8 +85,12 @@ impl Authenticator {
             };
             jwt.push(JwtVerifier::service_accounts(sa, audience, base)?);
         }
+        let sa_issuer = cfg
+            .service_account_tokens
+            .as_ref()
+            .map(|sa| sa.issuer.as_str());
         for gateway in &cfg.gateways {
-            jwt.push(JwtVerifier::gateway(gateway, base)?);
+            jwt.push(JwtVerifier::gateway(gateway, sa_issuer, base)?);
         }
         Ok(Authenticator {
             anonymous: cfg.anonymous.is_some(),
