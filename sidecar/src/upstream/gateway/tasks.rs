@@ -46,6 +46,16 @@ pub(super) fn split_id(id: &str) -> Option<(&str, &str)> {
 /// `server/discover`, as `credential`'s caller, and remember what each says.
 pub(super) async fn learn(state: &State, msg: &Message, credential: Option<&Credential>) {
     let gateway = state.gateway();
+    // No credential: the gateway's own request (its probe), which its
+    // backends hear as the gateway itself, never as nobody.
+    let own = match credential {
+        Some(_) => None,
+        None => gateway
+            .signer
+            .as_ref()
+            .map(|s| Credential::on_behalf_of(s.itself())),
+    };
+    let credential = credential.or(own.as_ref());
     let unknown: Vec<usize> = {
         let tasks = gateway.tasks.lock().unwrap();
         (0..gateway.backends.len())
