@@ -281,8 +281,9 @@ pub async fn answer(
                 "kind": "MCPGatewayList", "metadata": {}, "items": []}))
             .unwrap(),
         ),
-        // The namespace's servers (the egress proxy's clients): the fixture's.
-        "GET" if path.ends_with("/mcpservers") => (
+        // The namespace's servers (the egress proxy's clients): the fixture's,
+        // unless a test put a list there (the gateway's backends).
+        "GET" if path.ends_with("/mcpservers") && !state.objects.contains_key(&path) => (
             StatusCode::OK,
             serde_json::to_vec(&json!({"apiVersion": "mcpwarden.dev/v1alpha1",
                 "kind": "MCPServerList", "metadata": {}, "items": state.server.iter().collect::<Vec<_>>()}))
