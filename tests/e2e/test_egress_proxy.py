@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -401,3 +402,22 @@ def test_npm_honours_https_proxy_with_credentials(env):
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "1.0.0"
     env.wait_record(event="egress_tunnel", client=A, host=ALLOWED)
+
+
+def test_sigterm_stops_the_proxy_within_its_drain_even_with_a_tunnel_open(env):
+    """The kubelet stops a pod with SIGTERM; as PID 1 a process without a
+    handler ignores it and is killed only at the end of the grace period, so
+    every rollout and uninstall waited for it. The proxy stops taking
+    connections, gives open tunnels a few seconds, and exits 0."""
+    status, _, _, tunnel = env.connect(f"{ALLOWED}:{env.port}", basic(A, TOKEN_A), keep=True)
+    assert status == 200 and tunnel is not None
+    proc = env.proxy.proc
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=15)
+    took = time.monotonic() - started
+    tunnel.close()
+    assert rc == 0, rc
+    assert took < 10, f"the proxy took {took:.1f}s to stop"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", env.proxy_port), timeout=2).close()

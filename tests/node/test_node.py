@@ -569,8 +569,13 @@ def test_uninstall_leaves_nothing_behind(node, chart, examples):
     for docs in examples.values():
         tour(node, f"kubectl -n {NS} delete mcpserver {server_name(docs)} --wait=true")
     managed = "app.kubernetes.io/managed-by=mcp-warden-operator"
-    wait_for("the servers' objects collected", lambda: node.kubectl(
-        "-n", NS, "get", OWNED_KINDS, "-l", managed, "-o", "name").stdout.strip() == "", timeout=120)
+    def left_behind():
+        names = node.kubectl("-n", NS, "get", OWNED_KINDS, "-l", managed, "-o", "name").stdout.split()
+        return names or None
+    try:
+        wait_for("the servers' objects collected", lambda: not left_behind(), timeout=240)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: left behind {left_behind()}") from None
     node.kubectl("delete", "--wait=true", "-f", "-", input=yaml.safe_dump_all(chart), timeout=180)
     wait_for("the operator's pod gone", lambda: not node.list("pods", NAMESPACE), timeout=120)
     left = node.kubectl("get", "clusterroles,clusterrolebindings,validatingwebhookconfigurations,"

@@ -49,6 +49,11 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the clients file is looked at.
 const CLIENTS_POLL: Duration = Duration::from_secs(3);
+/// How long open tunnels may go on after SIGTERM before the process ends:
+/// a download in flight gets a moment, a rollout or uninstall never waits
+/// for the kubelet's grace period (as PID 1 the process would otherwise
+/// ignore SIGTERM and be killed only when that period ends).
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// `egress`: the flags, each also an `MCP_WARDEN_EGRESS_*` variable.
 #[derive(clap::Args, Debug)]
@@ -197,8 +202,13 @@ pub async fn run(args: EgressArgs) -> anyhow::Result<()> {
         .header_read_timeout(HEADER_TIMEOUT)
         .max_buf_size(64 * 1024);
     let builder = Arc::new(builder);
+    let mut stop = std::pin::pin!(stop_signal());
     loop {
-        let tcp = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stop => break,
+        };
+        let tcp = match accepted {
             Ok((tcp, _)) => tcp,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -223,6 +233,28 @@ pub async fn run(args: EgressArgs) -> anyhow::Result<()> {
             }
         });
     }
+    // No new connections; the open tunnels get DRAIN to finish.
+    drop(listener);
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    while state.open.lock().unwrap().values().any(|&n| n > 0)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tracing::info!("egress proxy stopped");
+    Ok(())
+}
+
+/// SIGTERM (the kubelet stopping the pod) or SIGINT.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
 }
 
 async fn serve_metrics(listener: TcpListener, metrics: Arc<EgressMetrics>) {
