@@ -32,7 +32,7 @@ use crate::gates::audit;
 use crate::gates::refusal::Refusal;
 use crate::gates::Request;
 use crate::jsonrpc::{self, Message};
-use crate::request_state::{self, Claims, StateError, StateKind};
+use crate::request_state::{self, StateError};
 use crate::session::mrtr::APPROVAL_KEY;
 use crate::session::task_watch;
 use crate::session::tasks::{self, Creator, Held, TaskEntry};
@@ -56,20 +56,7 @@ pub(crate) fn hold(
     let keep = tasks::kept_for(None, app.limits.max_task_ttl);
     let nonce = request_state::nonce();
     let caller = req.caller.state_hash();
-    let claims = Claims {
-        kind: StateKind::Task,
-        caller: caller.clone(),
-        request: super::task::task_binding(tool),
-        exp: request_state::now() + keep.as_secs(),
-        approved: false,
-        upstream: None,
-        park: None,
-        owner: app.session_ids.me().map(str::to_string),
-        nonce: Some(nonce.clone()),
-        roots_keys: Vec::new(),
-        task: Some(HELD_TASK.to_string()),
-        tool: Some(tool.to_string()),
-    };
+    let claims = super::task::task_claims(app, &caller, tool, &nonce, keep, HELD_TASK.to_string());
     let task_id = app.state_seal.seal(&claims);
     let params = req.params();
     let call = json!({

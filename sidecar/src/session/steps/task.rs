@@ -52,6 +52,33 @@ pub(super) fn is_task_handle(answer: &Message) -> bool {
             })
 }
 
+/// The sealed claims of a task id the client holds: the caller, the tool,
+/// this replica, until `keep` from now, naming the server's task `task`
+/// (or the facade's own held marker).
+pub(super) fn task_claims(
+    app: &crate::session::context::Context,
+    caller: &str,
+    tool: &str,
+    nonce: &str,
+    keep: std::time::Duration,
+    task: String,
+) -> Claims {
+    Claims {
+        kind: StateKind::Task,
+        caller: caller.to_string(),
+        request: task_binding(tool),
+        exp: request_state::now() + keep.as_secs(),
+        approved: false,
+        upstream: None,
+        park: None,
+        owner: app.session_ids.me().map(str::to_string),
+        nonce: Some(nonce.to_string()),
+        roots_keys: Vec::new(),
+        task: Some(task),
+        tool: Some(tool.to_string()),
+    }
+}
+
 /// What a task id's claims bind besides the caller: that it is a task's,
 /// for this tool (never a `requestState` any request repeats).
 pub(super) fn task_binding(tool: &str) -> String {
@@ -119,20 +146,7 @@ pub(crate) fn adopt(
     let keep = tasks::kept_for(ttl_ms, app.limits.max_task_ttl);
     let nonce = request_state::nonce();
     let caller = req.caller.state_hash();
-    let claims = Claims {
-        kind: StateKind::Task,
-        caller: caller.clone(),
-        request: task_binding(tool),
-        exp: request_state::now() + keep.as_secs(),
-        approved: false,
-        upstream: None,
-        park: None,
-        owner: app.session_ids.me().map(str::to_string),
-        nonce: Some(nonce.clone()),
-        roots_keys: Vec::new(),
-        task: Some(upstream_id.clone()),
-        tool: Some(tool.to_string()),
-    };
+    let claims = task_claims(app, &caller, tool, &nonce, keep, upstream_id.clone());
     let client_id = app.state_seal.seal(&claims);
     result.insert("taskId".into(), Value::String(client_id));
     if ttl_ms.is_some_and(|ms| u128::from(ms) > keep.as_millis()) {
