@@ -29,8 +29,8 @@ setup:
 
 ## test: unit + snapshot tests, generated-file freshness, then end-to-end tests against real MCP peers,
 ## a real API server, every example's pod under bubblewrap and, on a one-node cluster whose pods run,
-## the chart, the operator and every example from images of the static release binaries
-test: setup build static-binaries check-generated test-rust test-e2e
+## the chart, the operator and every example from images of static builds of the same code
+test: setup build node-binaries check-generated test-rust test-e2e
 
 test-rust:
 	$(CARGO) test --workspace
@@ -38,8 +38,8 @@ test-rust:
 # What every pytest run is told: the binaries under test and the Kubernetes binaries' directory.
 TEST_ENV = MCP_WARDEN_SIDECAR=$(abspath $(SIDECAR)) MCP_WARDEN_OPERATOR=$(abspath $(OPERATOR)) \
 	MCP_WARDEN_K8S_BIN_DIR=$(abspath $(K8S_BIN_DIR)) \
-	MCP_WARDEN_STATIC_SIDECAR=$(abspath $(STATIC_DIR)/mcp-warden-sidecar) \
-	MCP_WARDEN_STATIC_OPERATOR=$(abspath $(STATIC_DIR)/mcp-warden-operator)
+	MCP_WARDEN_STATIC_SIDECAR=$(abspath $(NODE_STATIC_DIR)/mcp-warden-sidecar) \
+	MCP_WARDEN_STATIC_OPERATOR=$(abspath $(NODE_STATIC_DIR)/mcp-warden-operator)
 
 # The one-node suite runs beside the rest: it mostly waits on the kubelet and its pods,
 # so on two cores the whole run takes about as long as the longer of the two. Its output
@@ -58,14 +58,14 @@ test-pods:
 	$(TEST_ENV) $(PYTHON) -m pytest -q tests/pods
 
 ## test-node: only the one-node-cluster suite (the chart, the operator and every example as real pods);
-## builds nothing but the images (cached): run `make build static-binaries` first
+## builds nothing but the images (cached): run `make build node-binaries` first
 test-node:
 	$(TEST_ENV) $(PYTHON) -m pytest -q tests/node
 
 ## node-images: the operator, sidecar and server stand-in images as OCI archives, without a container
 ## engine (images/build-node-images.py; cached by a hash of their inputs, printed as JSON)
 node-images:
-	$(PYTHON) images/build-node-images.py --static-dir $(abspath $(STATIC_DIR)) --k8s-bin-dir $(abspath $(K8S_BIN_DIR))
+	$(PYTHON) images/build-node-images.py --static-dir $(abspath $(NODE_STATIC_DIR)) --k8s-bin-dir $(abspath $(K8S_BIN_DIR))
 
 ## test-apiserver: only the real-API-server suite (CRDs, examples, chart, operator, webhook, RBAC)
 test-apiserver:
@@ -136,8 +136,18 @@ VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n
 ENGINE       ?= $(firstword $(foreach e,docker podman buildah,$(shell command -v $(e) >/dev/null 2>&1 && $(e) info >/dev/null 2>&1 && echo $(e))))
 STATIC_FLAGS := -C target-feature=+crt-static
 STATIC_DIR   := $(TARGET_DIR)/x86_64-unknown-linux-gnu/release
+# The binaries the tests put in the one-node suite's images. `debug` (the default): the
+# operator and sidecar of `make build`, relinked with glibc static: `cargo rustc` gives the
+# flags to the two binaries alone and reuses the debug build's objects (all but tokio's tree,
+# whose features `make build` unifies with test-only ones: built once more), so this takes
+# about three minutes where a static release build of every dependency takes about twelve
+# on two cores; the code, the static linking and the images are the same, only the
+# optimisation differs (and debug assertions stay on). `release`: the ones images/Dockerfile
+# builds (`make static-binaries`).
+NODE_BINARIES ?= debug
+NODE_STATIC_DIR := $(if $(filter release,$(NODE_BINARIES)),$(STATIC_DIR),$(TARGET_DIR)/static-debug)
 
-.PHONY: chart-crds check-chart-crds chart-dashboard images static-binaries static-sidecar
+.PHONY: chart-crds check-chart-crds chart-dashboard images static-binaries static-sidecar node-binaries
 
 ## chart-crds: copy the generated CRDs into the chart (part of `make generate`)
 chart-crds:
@@ -170,6 +180,25 @@ images:
 ## static-sidecar: the sidecar image's binary alone (static, release), as images/Dockerfile builds it
 static-sidecar:
 	RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target x86_64-unknown-linux-gnu -p mcp-warden-sidecar
+
+## node-binaries: the binaries the one-node suite's images hold (NODE_BINARIES: debug or release)
+ifeq ($(NODE_BINARIES),release)
+node-binaries: static-binaries
+else
+node-binaries:
+	@mkdir -p $(NODE_STATIC_DIR)
+	@for p in operator sidecar; do \
+	  $(CARGO) rustc --locked -q -p mcp-warden-$$p --bin mcp-warden-$$p -- $(STATIC_FLAGS) -C strip=debuginfo && \
+	  cp $(TARGET_DIR)/debug/mcp-warden-$$p $(NODE_STATIC_DIR)/ || exit 1; \
+	done
+	@# The relinked binaries took the debug ones' place in $(TARGET_DIR)/debug; cargo keeps
+	@# both, so `make build` again only puts the dynamic ones back.
+	$(CARGO) build --workspace --all-targets -q
+	@for b in $(NODE_STATIC_DIR)/mcp-warden-operator $(NODE_STATIC_DIR)/mcp-warden-sidecar; do \
+	  if ldd "$$b" 2>/dev/null | grep -q '=>'; then echo "$$b is dynamically linked" >&2; exit 1; fi; \
+	  echo "static: $$b"; \
+	done
+endif
 
 ## static-binaries: the images' statically linked release binaries, built on this machine
 static-binaries:

@@ -15,8 +15,8 @@ and a second checkout, reuse it.
 
 Real and stand-in (docs/operating.md, tests/README.md say the same):
 - ghcr.io/mcp-warden/operator:<appVersion>, ghcr.io/mcp-warden/sidecar:<appVersion>:
-  the real binaries — the static release builds `make static-binaries` makes,
-  as images/Dockerfile copies them — on a directory standing in for
+  the real binaries, statically linked — `make node-binaries` (the debug build
+  relinked static, or with NODE_BINARIES=release the release builds images/Dockerfile copies) — on a directory standing in for
   distroless/static (CA certificates, a passwd naming 65532 `nonroot`, /tmp),
   run as 65532;
 - node:22-slim: a stand-in. Debian bookworm (mmdebstrap) with Node 22 (the

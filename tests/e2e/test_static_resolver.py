@@ -1,14 +1,14 @@
-"""The release binary, built as images/Dockerfile builds it (glibc linked
-statically, `-C target-feature=+crt-static`), resolves host names without
-the C library: a static glibc binary cannot load NSS modules, and the
-distroless image has none, so `getaddrinfo` could not. The facade's own
-resolver reads resolv.conf (here one naming tests/fixtures/dns_server.py)
-and reaches an HTTPS remote by name.
+"""The sidecar linked as images/Dockerfile links it (glibc statically,
+`-C target-feature=+crt-static`) resolves host names without the C library:
+a static glibc binary cannot load NSS modules, and the distroless image has
+none, so `getaddrinfo` could not. The facade's own resolver reads
+resolv.conf (here one naming tests/fixtures/dns_server.py) and reaches an
+HTTPS remote by name.
 
-`make static-sidecar` builds the binary (target/x86_64-unknown-linux-gnu/
-release/mcp-warden-sidecar, the path `make static-binaries` uses);
-`$MCP_WARDEN_STATIC_SIDECAR` points elsewhere. Without it the test skips,
-saying so.
+`$MCP_WARDEN_STATIC_SIDECAR` names the binary: in `make test` the debug
+build relinked static (`make node-binaries`, the one-node suite's images
+hold it too); by default the release build `make static-sidecar` makes, as
+the image does. Without it the test skips, saying so.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ STATIC = Path(os.environ.get("MCP_WARDEN_STATIC_SIDECAR",
                              REPO_ROOT / "target" / "x86_64-unknown-linux-gnu" / "release" / "mcp-warden-sidecar"))
 
 
-def test_the_static_release_binary_resolves_names_itself(start_process, tmp_path):
+def test_the_static_binary_resolves_names_itself(start_process, tmp_path):
     if not STATIC.exists():
         pytest.skip(f"{STATIC} does not exist: `make static-sidecar` builds it as the image does")
     ldd = subprocess.run(["ldd", str(STATIC)], capture_output=True, text=True)

@@ -64,7 +64,7 @@ PROMISES = {
 
 def static_dir() -> Path:
     p = Path(os.environ.get("MCP_WARDEN_STATIC_OPERATOR",
-                            REPO_ROOT / "target/x86_64-unknown-linux-gnu/release/mcp-warden-operator"))
+                            REPO_ROOT / "target/static-debug/mcp-warden-operator"))
     return p.parent
 
 
@@ -84,7 +84,7 @@ def node():
     for binary in ("mcp-warden-operator", "mcp-warden-sidecar"):
         if not (static_dir() / binary).exists():
             pytest.skip(f"skipped: {static_dir() / binary} is missing "
-                        "(make static-binaries builds the images' binaries)")
+                        "(make node-binaries builds the images' binaries)")
     started = time.monotonic()
     # Not under pytest's basetemp: pytest removes all but the newest three of those,
     # and another pytest session on this machine must not remove a running node's state.

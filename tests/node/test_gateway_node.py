@@ -16,7 +16,7 @@ inside the node's network namespace, as test_node.py's clients do):
 - the token a caller holds for the gateway opens no backend (no passthrough):
   presented to a backend's Service directly it is refused (401).
 
-Run alone: `make static-binaries && .venv/bin/python -m pytest -q tests/node -k gateway`
+Run alone: `make build node-binaries && .venv/bin/python -m pytest -q tests/node -k gateway`
 (the session fixtures still apply every example first).
 """
 from __future__ import annotations

@@ -31,7 +31,7 @@ once per test session. On it:
 6. metrics scraped from the pod, audit records read from its sink.
 
 Images (images/build-node-images.py, cached by a hash of their inputs): the
-operator and sidecar images hold the real static release binaries; `node:22-slim`,
+operator and sidecar images hold the real binaries, linked statically (make node-binaries); `node:22-slim`,
 the uv image, `mcp/time` and `mcp/fetch` are stand-ins on Debian with the
 packages the examples start, installed offline. Two examples name untagged
 images (`mcp/time`, `mcp/fetch`: `:latest`) with `imagePullPolicy: IfNotPresent`,
@@ -368,7 +368,26 @@ def test_metrics_and_audit_come_from_the_pod(node, examples):
     assert metric(out.stdout, "mcpwarden_tool_calls_total", tool="git_status", outcome="ok") >= 1, out.stdout[-3000:]
     assert metric(out.stdout, "mcpwarden_tool_calls_total", outcome="denied", code="-32004") >= 1, out.stdout[-3000:]
 
-    logs = tour(node, f"kubectl -n {NS} logs deploy/{name} -c facade | grep '\"event\":\"tool_call\"'")
+    # The container runtime copies the facade's stdout into the pod's log file
+    # on its own schedule: on a loaded node the records can land a few seconds
+    # after the call has been answered, so the tour's command is read until
+    # they are there (and what the node had is shown when they never come).
+    read_audit = f"kubectl -n {NS} logs deploy/{name} -c facade | grep '\"event\":\"tool_call\"'"
+
+    def audit_lines():
+        try:
+            out = tour(node, read_audit)
+        except AssertionError:
+            return ""
+        return '"decision":"allow"' in out and '"decision":"deny"' in out and out
+    try:
+        logs = wait_for("the calls' audit records in the facade's log", audit_lines, timeout=60, interval=2)
+    except AssertionError as e:
+        pods = node.kubectl("-n", NS, "get", "pods", "-o", "wide", check=False).stdout
+        tails = "".join(f"\n--- {p['metadata']['name']}:\n" + node.kubectl(
+            "-n", NS, "logs", p["metadata"]["name"], "-c", "facade", "--tail=20", check=False).stdout
+            for p in pods_of(node, name))
+        raise AssertionError(f"{e}\n{pods}{tails}") from None
     records = [check_audit_record(json.loads(line[line.index("{"):])) for line in logs.splitlines() if "{" in line]
     calls = {(r["tool"], r["decision"]) for r in records}
     assert ("git_status", "allow") in calls and any(d == "deny" for t, d in calls if t != "git_status"), records
