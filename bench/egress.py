@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import statistics
@@ -62,11 +63,27 @@ def _wait_listening(proc, log: Path, timeout: float = 20) -> int:
 
 
 def _make_ca(d: Path) -> tuple[Path, Path, Path]:
-    sys.path.insert(0, str(BENCH.parent / "tests" / "e2e"))
-    sys.path.insert(0, str(BENCH.parent / "tests"))
-    from remote_helpers import make_ca  # the tests' CA maker (cryptography)
-    pki = make_ca(d, [NAME])
-    return pki.ca, pki.cert, pki.key
+    """A throwaway CA and a certificate it signs for NAME, made with the
+    `openssl` command (the bench's own environment has no test packages)."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise RuntimeError("openssl not found: the egress section needs it for its test CA")
+    d.mkdir(parents=True, exist_ok=True)
+    ext = d / "leaf.ext"
+    ext.write_text(f"subjectAltName=DNS:{NAME}\nextendedKeyUsage=serverAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    for cmd in (
+        [openssl, "req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.pem", "-days", "1",
+         "-subj", "/CN=mcp-warden bench CA", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"],
+        [openssl, "req", *ec, "-keyout", d / "server.key", "-out", d / "server.csr", "-subj", f"/CN={NAME}"],
+        [openssl, "x509", "-req", "-in", d / "server.csr", "-CA", d / "ca.pem", "-CAkey", d / "ca.key",
+         "-CAcreateserial", "-out", d / "server.pem", "-days", "1", "-extfile", ext],
+    ):
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"openssl failed: {r.stderr[-500:]}")
+    return d / "ca.pem", d / "server.pem", d / "server.key"
 
 
 def _download(ctx: ssl.SSLContext, port: int, proxy: int | None) -> float:

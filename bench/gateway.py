@@ -15,7 +15,10 @@ round by round at concurrency 1 and 16 in one run:
 Reported per level: p50, p99 and calls/s of each; the backend facade's own
 overhead over direct and the gateway hop's over the backend (each the median
 over rounds of the same-round difference, p50 and p99), and the ratio of the
-two at the median. The goal: the gateway hop adds no more at the median
+two at the median. The `gateway` and `backend` rows use a legacy (2025-11-25
+session) client, but behind the gateway the backend serves stateless
+2026-07-28 requests: the hop between rows of the same client era (modern:
+`gateway-modern` over `backend-modern`) is reported beside it. The goal: the gateway hop adds no more at the median
 than the backend facade's own overhead over the direct server.
 """
 from __future__ import annotations
@@ -62,7 +65,8 @@ def run(b, levels=(1, 16)) -> dict:
             summary = {"backend_vs_direct": paired_vs(runs["backend"], runs["direct"]),
                        "gateway_vs_backend": paired_vs(runs["gateway"], runs["backend"]),
                        "gateway_vs_direct": paired_vs(runs["gateway"], runs["direct"]),
-                       "backend_modern_vs_backend": paired_vs(runs["backend-modern"], runs["backend"])}
+                       "backend_modern_vs_backend": paired_vs(runs["backend-modern"], runs["backend"]),
+                       "gateway_modern_vs_backend_modern": paired_vs(runs["gateway-modern"], runs["backend-modern"])}
             own = summary["backend_vs_direct"].get("added_p50_us")
             hop = summary["gateway_vs_backend"].get("added_p50_us")
             if own and hop is not None:
@@ -112,12 +116,13 @@ def print_tables(res: dict) -> None:
                          str(v["errors"])))
     table(rows)
     rows = [("c", "facade over direct +p50/+p99 µs", "gateway hop +p50/+p99 µs", "hop/facade p50",
-             "gateway vs direct rps", "backend modern vs legacy +p50 µs")]
+             "gateway vs direct rps", "backend modern vs legacy +p50 µs", "hop, modern rows +p50 µs")]
     for c, level in gw["levels"].items():
         s = level.get("summary", {})
         f, h, d = s.get("backend_vs_direct", {}), s.get("gateway_vs_backend", {}), s.get("gateway_vs_direct", {})
         rows.append((c, f"{fmt(f.get('added_p50_us'))} / {fmt(f.get('added_p99_us'))}",
                      f"{fmt(h.get('added_p50_us'))} / {fmt(h.get('added_p99_us'))}",
                      fmt(s.get("hop_over_facade_p50"), 2), fmt(d.get("rps_ratio"), 3),
-                     fmt(s.get("backend_modern_vs_backend", {}).get("added_p50_us"))))
+                     fmt(s.get("backend_modern_vs_backend", {}).get("added_p50_us")),
+                     fmt(s.get("gateway_modern_vs_backend_modern", {}).get("added_p50_us"))))
     table(rows)
