@@ -177,35 +177,36 @@ def workspace(node: Node, tls: dict[str, bytes]) -> list[dict]:
                       "resources": {"requests": {"storage": "1Gi"}}}}]
 
 
+def warden(kind: str, name: str, spec: dict) -> dict:
+    return {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": NS},
+            "spec": spec}
+
+
 def servers(git_image: str, clock_image: str) -> list[dict]:
     """`git` as the stdio-server example has it (its index and CA given),
     and `clock`, whose approved host is not the index."""
     viewer = [{"role": "viewer", "serviceAccounts": [f"{NS}/coding-agent"]}]
     path_arg = [{"name": "repo_path", "kind": "path", "root": "/workspace", "allow": ["/workspace/**"]}]
+    git_tools = [{"name": "git_log", "alias": "log", "risk": "low", "requiredRole": "viewer", "arguments": path_arg},
+                 {"name": "git_status", "risk": "low", "requiredRole": "viewer", "arguments": path_arg}]
+    git_env = [{"name": "UV_INDEX_URL", "value": f"https://{INDEX_HOST}/simple"},
+               # uv 0.13 takes the bundle as its trust store (UV_NATIVE_TLS,
+               # now UV_SYSTEM_CERTS, is not needed for that).
+               {"name": "SSL_CERT_FILE", "value": "/workspace/ca.pem"}]
     return [
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "index", "namespace": NS},
-         "spec": {"network": {"egress": {"hosts": [{"name": INDEX_HOST, "ports": [443]}]}}}},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "git-readonly", "namespace": NS},
-         "spec": {"defaultAction": "deny", "roles": viewer,
-                  "tools": [{"name": "git_log", "alias": "log", "risk": "low", "requiredRole": "viewer",
-                             "arguments": path_arg},
-                            {"name": "git_status", "risk": "low", "requiredRole": "viewer", "arguments": path_arg}]}},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "git", "namespace": NS},
-         "spec": {"image": git_image, "imagePullPolicy": "IfNotPresent",
-                  "command": ["uvx", f"mcp-server-git=={GIT_VERSION}"], "transport": "stdio", "protocolEra": "modern",
-                  "env": [{"name": "UV_INDEX_URL", "value": f"https://{INDEX_HOST}/simple"},
-                          # uv 0.13 takes the bundle as its trust store (UV_NATIVE_TLS,
-                          # now UV_SYSTEM_CERTS, is not needed for it any more).
-                          {"name": "SSL_CERT_FILE", "value": "/workspace/ca.pem"}],
-                  "toolProfileRef": {"name": "git-readonly"}, "sandboxProfileRef": {"name": "index"},
-                  "workspace": {"mountPath": "/workspace", "persistentVolumeClaim": {"claimName": "repos"}}}},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "elsewhere", "namespace": NS},
-         "spec": {"network": {"egress": {"hosts": [{"name": "time.example.org", "ports": [443]}]}}}},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "clock", "namespace": NS},
-         "spec": {"tools": [{"name": "get_current_time", "risk": "low"}], "roles": viewer}},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "clock", "namespace": NS},
-         "spec": {"image": clock_image, "imagePullPolicy": "IfNotPresent", "command": ["mcp-server-time"],
-                  "toolProfileRef": {"name": "clock"}, "sandboxProfileRef": {"name": "elsewhere"}}},
+        warden("SandboxProfile", "index", {"network": {"egress": {"hosts": [{"name": INDEX_HOST, "ports": [443]}]}}}),
+        warden("ToolProfile", "git-readonly", {"defaultAction": "deny", "roles": viewer, "tools": git_tools}),
+        warden("MCPServer", "git", {
+            "image": git_image, "imagePullPolicy": "IfNotPresent", "command": ["uvx", f"mcp-server-git=={GIT_VERSION}"],
+            "transport": "stdio", "protocolEra": "modern", "env": git_env,
+            "toolProfileRef": {"name": "git-readonly"}, "sandboxProfileRef": {"name": "index"},
+            "workspace": {"mountPath": "/workspace", "persistentVolumeClaim": {"claimName": "repos"}}}),
+        warden("SandboxProfile", "elsewhere",
+               {"network": {"egress": {"hosts": [{"name": "time.example.org", "ports": [443]}]}}}),
+        warden("ToolProfile", "clock", {"tools": [{"name": "get_current_time", "risk": "low"}], "roles": viewer}),
+        warden("MCPServer", "clock", {
+            "image": clock_image, "imagePullPolicy": "IfNotPresent", "command": ["mcp-server-time"],
+            "toolProfileRef": {"name": "clock"}, "sandboxProfileRef": {"name": "elsewhere"}}),
     ]
 
 
