@@ -29,6 +29,10 @@ Real and stand-in (docs/operating.md, tests/README.md say the same):
   tests/setup.sh downloaded (tests/pods/pods.requirements) as a find-links
   directory a system /etc/uv/uv.toml names, so `uvx pkg==version` installs
   offline;
+- ghcr.io/astral-sh/uv:<uv version>-python3.12-bookworm: the same without the
+  wheels and without an index setting, as the published image is: `uvx`
+  fetches its package from the index it is given (tests/node's egress test
+  serves one, reached through the egress proxy);
 - mcp/time:latest, mcp/fetch:latest: stand-ins. Debian bookworm with
   /app/.venv holding PyPI mcp-server-time / mcp-server-fetch at the versions
   tests/pods/pods.requirements pins (the wheels above), the console script on
@@ -291,6 +295,22 @@ def uv_image(root: Path, venv: Path, wheels: Path) -> None:
     (root / "etc/uv/uv.toml").write_text('no-index = true\nfind-links = ["/opt/wheels"]\npython-downloads = "never"\n')
 
 
+def uv_version(venv: Path) -> str:
+    """The version of the uv in `venv` (`uv 0.13.8 (…)` → `0.13.8`)."""
+    out = subprocess.run([str(venv / "bin" / "uv"), "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[1]
+
+
+def uv_plain_image(root: Path, venv: Path) -> None:
+    """uv and uvx on Debian's Python, nothing pre-installed: the index comes
+    from the pod (`UV_INDEX_URL`), and no Python is downloaded."""
+    (root / "usr/local/bin").mkdir(parents=True, exist_ok=True)
+    for exe in ("uv", "uvx"):
+        shutil.copy2(venv / "bin" / exe, root / "usr/local/bin" / exe)
+    (root / "etc/uv").mkdir(parents=True, exist_ok=True)
+    (root / "etc/uv/uv.toml").write_text('python-downloads = "never"\n')
+
+
 def python_app(root: Path, package: str, wheels: Path) -> None:
     """/app/.venv with the package from the wheels, built by the image's own Python."""
     shutil.copytree(wheels, root / "tmp/wheels")
@@ -334,6 +354,8 @@ def main() -> None:
         ref, (node, TESTS / "package.json", TESTS / "package-lock.json", *NPM_SERVERS), node_image, ["node"])
     recipes["ghcr.io/astral-sh/uv:python3.12-bookworm"] = lambda ref: b.image(
         ref, (a.venv / "bin" / "uv", *wheel_files), lambda r: uv_image(r, a.venv, wheels), ["/bin/sh"])
+    recipes[f"ghcr.io/astral-sh/uv:{uv_version(a.venv)}-python3.12-bookworm"] = lambda ref: b.image(
+        ref, (a.venv / "bin" / "uv",), lambda r: uv_plain_image(r, a.venv), ["/bin/sh"])
     for image, package in PYTHON_APPS.items():
         recipes[python_app_ref(image)] = lambda ref, package=package: b.image(
             ref, tuple(wheel_files), lambda r: python_app(r, package, wheels), [package])

@@ -10,7 +10,8 @@
 //! ├─ no entry with a host → the shared objects go (the Service stays while a credential
 //! │   does; the garbage collector removes everything with the last owner)
 //! └─ some → Service (its cluster IP goes into the URL) → this server's Secret (created once)
-//!           → clients ConfigMap, NetworkPolicy, Deployment (owners: every server served)
+//!           → clients ConfigMap (written: its hash on the proxy's pods, so the kubelet
+//!             refreshes their copy at once), NetworkPolicy, Deployment (owners: every server served)
 //! ```
 //! A server that goes takes its Secret with it (owner reference); the
 //! controller watches those Secrets and reconciles the namespace's other
@@ -21,7 +22,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{ConfigMap, Secret},
+        core::v1::{ConfigMap, Pod, Secret},
         networking::v1::NetworkPolicy,
     },
     NamespaceResourceScope,
@@ -33,7 +34,10 @@ use kube::{
 use mcp_warden_crds::MCPServer;
 use serde::{de::DeserializeOwned, Serialize};
 
-use super::apply::{contains, controlled_by, random_key, ApplyError};
+use super::{
+    apply::{contains, controlled_by, random_key, ApplyError},
+    nudge,
+};
 use crate::{
     build::{
         egress_proxy::{
@@ -181,7 +185,26 @@ pub async fn apply_proxy(
             Err(source) => return Err(api_error("Secret", &own_name)(source)),
         }
     }
+    let before = written.len();
     apply_one(client, &ns, &objects.clients_config_map, written).await?;
+    if written.len() > before {
+        // The proxy's pods read the file from a volume the kubelet refreshes
+        // only on its periodic sync: a pod object that changes is synced at
+        // once, so a server approved now is not refused for a minute.
+        let hash = nudge::data_hash(&objects.clients_config_map, proxy::CLIENTS_KEY);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let live = pods
+            .list(
+                &ListParams::default()
+                    .labels(&format!("app.kubernetes.io/name={}", proxy::PROXY_NAME)),
+            )
+            .await
+            .map_err(api_error("Pod", proxy::PROXY_NAME))?;
+        let behind = nudge::proxy_pods_behind(&live.items, &hash);
+        let nudged =
+            nudge::annotate(client, &ns, behind, nudge::EGRESS_CLIENTS_ANNOTATION, &hash).await?;
+        written.extend(nudged);
+    }
     apply_one(client, &ns, &objects.network_policy, written).await?;
     apply_one(client, &ns, &objects.deployment, written).await?;
     Ok(())
