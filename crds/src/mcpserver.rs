@@ -37,6 +37,7 @@ pub use crate::mcpserver_status::{MCPServerStatus, ObservedServer, ObservedTool,
 #[x_kube(validation = kube::core::Rule::new("self.transport != 'stdio' || !has(self.port)").message("port is only used with transport streamable-http").field_path(".port"))]
 #[x_kube(validation = kube::core::Rule::new("has(self.remote) || self.transport != 'stdio' || size(self.command) > 0").message("command is required when transport is stdio: the bridge has to know what to start").field_path(".command"))]
 #[x_kube(validation = kube::core::Rule::new("has(self.remote) != has(self.image)").message("set exactly one of image (a server container in the pod) or remote (a server reached over HTTPS)"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.onlyThroughGateway) || !has(self.expose) || (!has(self.expose.ingress) && !has(self.expose.httpRoute))").message("a server reachable only through its gateway gets no Ingress or HTTPRoute of its own: expose the gateway instead").field_path(".onlyThroughGateway"))]
 #[x_kube(validation = kube::core::Rule::new("!has(self.remote) || ((!has(self.command) || size(self.command) == 0) && (!has(self.args) || size(self.args) == 0) && (!has(self.env) || size(self.env) == 0) && (!has(self.secretEnv) || size(self.secretEnv) == 0) && !has(self.port) && !has(self.workspace))").message("a remote server has no container: command, args, env, secretEnv, port and workspace do not apply").field_path(".remote"))]
 pub struct MCPServerSpec {
     /// Container image of the MCP server, e.g. `ghcr.io/acme/mcp-git:1.2.0`.
@@ -136,6 +137,22 @@ pub struct MCPServerSpec {
     /// callers (and port-forwards sending the Service's host name) get in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expose: Option<Expose>,
+    /// Make the server reachable only through this MCPGateway (its name, in
+    /// this namespace): the server's NetworkPolicy admits the facade port
+    /// (8080) only from that gateway's pods (the metrics port is unchanged),
+    /// and the facade accepts only that gateway's assertions — none of its
+    /// profile's own callers (static tokens, JWT issuers, service-account
+    /// tokens, anonymous) — so it holds where NetworkPolicy is not enforced.
+    /// Until that gateway selects this server and its key exists, nobody
+    /// gets in. Set here, on the server, rather than on the gateway: the
+    /// server's owner closes it, and deleting or changing a gateway never
+    /// opens it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub only_through_gateway: Option<String>,
 }
 
 /// Exposure beyond the in-cluster Service.

@@ -786,6 +786,14 @@ pub struct AuthConfig {
     /// bindings; nothing unsigned is ever believed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<TrustedGateway>,
+    /// Accept only the assertions of `gateways`: static tokens, JWT
+    /// issuers, service-account tokens and `anonymous` are not used to let
+    /// anyone in, though their issuers still name, in role bindings, the
+    /// callers a gateway vouches for. An MCPServer's `onlyThroughGateway`
+    /// sets it (with `gateways` then holding that gateway alone, or
+    /// nothing until its key exists: no way in).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gateways_only: bool,
 }
 
 /// A gateway whose assertions this facade accepts.

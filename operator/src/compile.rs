@@ -156,6 +156,16 @@ fn compile_auth(server: &MCPServer, auth: &ProfileAuth, cfg: &BuildConfig) -> Au
             clock_skew_seconds: None,
         })
         .collect();
+    // Reachable only through one gateway: that gateway's assertions are the
+    // only way in (the profile's tokens, issuers and anonymous role stay
+    // only as names its bindings use), so a caller that reaches the pod
+    // around the gateway is refused even where NetworkPolicy is not
+    // enforced. Without that gateway's key yet, nothing gets in.
+    if let Some(only) = &server.spec.only_through_gateway {
+        let issuer = crate::gateway::names::issuer(&names::namespace(server), only);
+        compiled.gateways.retain(|g| g.issuer == issuer);
+        compiled.gateways_only = true;
+    }
     compiled
 }
 
@@ -208,6 +218,7 @@ pub(crate) fn compile_auth_for(
         }),
         anonymous: None,
         gateways: Vec::new(),
+        gateways_only: false,
     }
 }
 

@@ -119,3 +119,41 @@ def test_the_webhook_refuses_a_gateway_whose_names_would_collide(cluster, exampl
     assert out.code != 0 and "each name is mapped once" in out.stderr, out.stderr
     doc["spec"]["resolve"].pop()
     assert cluster.apply(doc, dry_run=True, check=False).code == 0
+
+
+def facade_ingress(cluster, server: str) -> list:
+    return ((cluster.get("networkpolicy", server, NS) or {}).get("spec") or {}).get("ingress", [])
+
+
+def test_a_backend_made_reachable_only_through_its_gateway(cluster, gateway):
+    """`onlyThroughGateway` on the git example: its NetworkPolicy admits 8080
+    only from the gateway's pods (9090 unchanged), and its compiled policy
+    lets in the gateway's assertions alone (`gatewaysOnly`); an Ingress of its own beside it is refused by the CRD; removing
+    the field opens it again."""
+    wait_for("git trusts the gateway", lambda: trusted(cluster, "git"), timeout=60)
+    before = facade_ingress(cluster, "git")
+    # From anywhere (`from: []`, which the API server may drop).
+    assert before[0]["ports"] == [{"port": 8080, "protocol": "TCP"}] and not before[0].get("from"), before
+    patch = '{"spec": {"onlyThroughGateway": "%s"}}'
+    cluster.kubectl("patch", "mcpserver", "git", "-n", NS, "--type=merge", "-p", patch % NAME)
+    try:
+        wait_for("8080 from the gateway's pods only", lambda: facade_ingress(cluster, "git")[0].get("from") == [
+            {"podSelector": {"matchLabels": {"mcpwarden.dev/gateway": NAME}}}], timeout=60)
+        assert facade_ingress(cluster, "git")[1:] == before[1:], "the metrics port is unchanged"
+        wait_for("git lets in the gateway's assertions alone", lambda: yaml.safe_load(
+            policy_data(cluster, "git")["policy.yaml"])["auth"].get("gatewaysOnly") is True, timeout=60)
+        auth = yaml.safe_load(policy_data(cluster, "git")["policy.yaml"])["auth"]
+        assert [g["issuer"] for g in auth["gateways"]] == [f"mcpwarden.dev/{NS}/mcpgateway/{NAME}"]
+        git = cluster.get("mcpserver", "git", NS)
+        git["spec"]["expose"] = {"hosts": ["git.example.com"], "ingress": {}}
+        for key in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):
+            git["metadata"].pop(key, None)
+        git.pop("status", None)
+        out = cluster.apply(git, dry_run=True, check=False)
+        assert out.code != 0 and "expose the gateway instead" in out.stderr, out.stderr
+    finally:
+        cluster.kubectl("patch", "mcpserver", "git", "-n", NS, "--type=merge", "-p",
+                        '{"spec": {"onlyThroughGateway": null}}')
+    wait_for("8080 open again", lambda: not facade_ingress(cluster, "git")[0].get("from"), timeout=60)
+    wait_for("git's own callers again", lambda: "gatewaysOnly" not in yaml.safe_load(
+        policy_data(cluster, "git")["policy.yaml"])["auth"], timeout=60)

@@ -1,7 +1,8 @@
 //! The pod's NetworkPolicy.
 //!
 //! ```text
-//! ingress  :8080 from anywhere (agents; Service)            always
+//! ingress  :8080 from anywhere (agents; Service)            always, unless
+//!          :8080 from the named gateway's pods only             `onlyThroughGateway`
 //!          :9090 from the monitoring namespace + the operator's pods (/metrics, /tools)
 //!          :8080 from the same MCPServer's pods (relay)     replicas > 1
 //! egress   :8080 to the same MCPServer's pods (relay)       replicas > 1
@@ -124,10 +125,24 @@ pub fn desired_network_policy(input: BuildInput<'_>) -> NetworkPolicy {
         pod_selector: labels(&names::selector(input.server)),
         ..NetworkPolicyPeer::default()
     };
+    // Agents reach the facade from anywhere, unless the server is reachable
+    // only through one gateway: then from that gateway's pods alone (its
+    // facade refuses everyone else as well, see `crate::compile`).
+    let agents_from = input.server.spec.only_through_gateway.as_ref().map(|gw| {
+        vec![NetworkPolicyPeer {
+            pod_selector: labels(
+                &[(crate::gateway::names::GATEWAY_LABEL.to_string(), gw.clone())].into(),
+            ),
+            ..NetworkPolicyPeer::default()
+        }]
+    });
     let mut ingress = vec![
         NetworkPolicyIngressRule {
             ports: Some(vec![tcp(FACADE_PORT)]),
-            from: None,
+            // `[]` (from anywhere, as an absent list) rather than absent,
+            // so that apply sees the gateway's peer go when the field is
+            // removed (an absent field in what apply wants matches any).
+            from: Some(agents_from.unwrap_or_default()),
         },
         NetworkPolicyIngressRule {
             ports: Some(vec![tcp(ADMIN_PORT)]),

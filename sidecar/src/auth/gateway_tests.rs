@@ -327,3 +327,56 @@ fn a_vouched_service_account_is_one_only_under_the_backends_own_service_account_
     assert_eq!(who.service_account, None);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn gateways_only_lets_in_the_gateways_assertions_alone() {
+    use mcp_warden_crds::{AnonymousAccess, Role, StaticToken, StaticTokens};
+    use sha2::{Digest, Sha256};
+    let k = keys(&rcgen::PKCS_ED25519);
+    let dir = dir("only");
+    std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
+    let own = "alice-own-token-0123456789";
+    let open = AuthConfig {
+        static_tokens: Some(StaticTokens {
+            tokens: vec![StaticToken {
+                sha256: hex::encode(Sha256::digest(own)),
+                subject: "alice".into(),
+                groups: vec![],
+            }],
+            ..Default::default()
+        }),
+        anonymous: Some(AnonymousAccess { role: Role::Viewer }),
+        gateways: vec![TrustedGateway {
+            issuer: "gw".into(),
+            public_key_file: "gw.pub".into(),
+            audience: "everything".into(),
+            caller_issuers: vec!["static".into()],
+            clock_skew_seconds: Some(0),
+        }],
+        ..Default::default()
+    };
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    let vouched = token(&signer, &alice("static"), "everything");
+    // Without the flag: the backend's own token and nobody get in too.
+    let before = Authenticator::from_config(&open, None, &dir).unwrap();
+    assert!(before.authenticate(Some(own)).is_ok());
+    assert!(before.authenticate(None).is_ok());
+    let only = Authenticator::from_config(
+        &AuthConfig {
+            gateways_only: true,
+            ..open.clone()
+        },
+        None,
+        &dir,
+    )
+    .unwrap();
+    // Its own token is no token of the gateway's: refused, as nobody is.
+    assert!(matches!(
+        only.authenticate(Some(own)),
+        Err(AuthFailure::Invalid(_))
+    ));
+    assert_eq!(only.authenticate(None), Err(AuthFailure::Missing));
+    let who = only.authenticate(Some(&vouched)).unwrap();
+    assert_eq!(who.method, AuthMethod::Gateway);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -69,13 +69,16 @@ impl Authenticator {
         server: Option<&ServerRef>,
         base: &Path,
     ) -> Result<Authenticator, String> {
-        let static_tokens = StaticTokens::load(cfg.static_tokens.as_ref(), base)?;
+        // Only through a gateway: its assertions are the one way in (the
+        // other authenticators' issuers still name callers in bindings).
+        let own = !cfg.gateways_only;
+        let static_tokens = StaticTokens::load(cfg.static_tokens.as_ref().filter(|_| own), base)?;
         let resource = ProtectedResource::from_config(cfg);
         let mut jwt = Vec::new();
-        for issuer in &cfg.jwt {
+        for issuer in cfg.jwt.iter().filter(|_| own) {
             jwt.push(JwtVerifier::issuer(issuer, &resource.urls, base)?);
         }
-        if let Some(sa) = &cfg.service_account_tokens {
+        if let Some(sa) = cfg.service_account_tokens.as_ref().filter(|_| own) {
             let audience = match (&sa.audience, server) {
                 (Some(aud), _) => aud.clone(),
                 (None, Some(s)) => format!("mcpwarden.dev/{}/{}", s.namespace, s.name),
@@ -93,7 +96,7 @@ impl Authenticator {
             jwt.push(JwtVerifier::gateway(gateway, sa_issuer, base)?);
         }
         Ok(Authenticator {
-            anonymous: cfg.anonymous.is_some(),
+            anonymous: own && cfg.anonymous.is_some(),
             static_tokens,
             jwt,
             resource,

@@ -14,6 +14,7 @@
 //!            ├─ tools|prompts|resources/…list  every backend, each page followed,
 //!            │                                 names renamed ([`names`]), conflicts withheld
 //!            ├─ tools/call, prompts/get ..... the one backend the name routes to, as its own name
+//!            ├─ completion/complete ......... the backend its `ref` names ([`complete`])
 //!            ├─ resources/read|subscribe …... the backend the URI names (`{backend}+{uri}`)
 //!            ├─ tasks/get|update|cancel ..... the backend the task id names ([`tasks`])
 //!            └─ anything else ............... refused (-32601)
@@ -25,6 +26,7 @@
 //! as it is, under the facade's id.
 
 pub mod assertion;
+mod complete;
 mod lists;
 pub mod names;
 mod tasks;
@@ -319,6 +321,7 @@ pub async fn send(
         "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
         "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
         "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
+        "completion/complete" => complete::routed(state, &id, &msg, credential).await?,
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
             tasks::routed(state, &id, &msg, credential).await?
         }
@@ -379,7 +382,7 @@ async fn listen(
 fn discover(id: &RequestId, tasks: bool) -> Bytes {
     let mut result = json!({
         "supportedVersions": crate::era::MODERN_VERSIONS,
-        "capabilities": { "tools": { "listChanged": true }, "prompts": {}, "resources": {} },
+        "capabilities": { "tools": { "listChanged": true }, "prompts": {}, "resources": {}, "completions": {} },
         "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
     });
     if tasks {
