@@ -288,12 +288,14 @@ def test_webhook_contract(variant):
         assert "mcpwarden.dev/approve" in expression and "check('update')" in expression
         assert "mcpwarden.dev/changed-by" in expression and "request.operation == 'CREATE'" in expression
         # Every spec field an approval covers sends the write to the webhook (it records who made
-        # it): all of the CRD's spec but `replicas` and `expose`.
+        # it): all of the CRD's spec but `replicas` and who may reach the server (`expose`,
+        # `onlyThroughGateway`), which no approval covers.
         crd = yaml.safe_load((REPO / "crds" / "mcpserver.yaml").read_text())
         spec_fields = set(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
         listed = set(re.search(r"\[('image'.*?)\]\.exists\(f,", expression, re.S).group(1)
                      .replace("'", "").replace(" ", "").replace("\n", "").split(","))
-        assert listed == spec_fields - {"replicas", "expose"}, listed ^ (spec_fields - {"replicas", "expose"})
+        reach = {"replicas", "expose", "onlyThroughGateway"}
+        assert listed == spec_fields - reach, listed ^ (spec_fields - reach)
         if kind == "MutatingWebhookConfiguration":
             assert wh["reinvocationPolicy"] == "Never"
         annotations = config["metadata"].get("annotations", {})

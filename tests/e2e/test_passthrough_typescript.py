@@ -135,11 +135,14 @@ def test_facade_stdio_exits_when_client_closes_stdin():
         def send(msg):
             proc.stdin.write((json.dumps(msg) + "\n").encode())
             proc.stdin.flush()
+        # As a client must: the call only after initialize has been answered
+        # (requests in flight together may be answered in any order).
         send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        answers = [json.loads(proc.stdout.readline())]
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}})
-        answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+        answers.append(json.loads(proc.stdout.readline()))
         assert [a["id"] for a in answers] == [1, 2] and answers[1]["result"]["content"][0]["text"] == "hi"
         proc.stdin.close()
         try:

@@ -238,12 +238,17 @@ pub async fn publish(
         "kind": MCPGateway::kind(&()),
         "status": desired,
     });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(err)?;
-    Ok(())
+    match api
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+    {
+        // Deleted since this reconcile read it: there is no status to keep,
+        // and retrying would only log the same miss again.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        other => other.map(drop).map_err(err),
+    }
 }
