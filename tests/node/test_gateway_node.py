@@ -150,11 +150,26 @@ def test_the_gateway_listed_every_backend_as_itself(node, gateway):
         pods = [p for p in pods_of(node, GATEWAY) if p["metadata"]["name"] not in old]
         ready = [p for p in pods if all(c.get("ready") for c in p.get("status", {}).get("containerStatuses", [{}]))]
         return ready if ready and len(ready) == len(pods) else None
-    pods = wait_for("a fresh gateway pod Ready", fresh_ready, timeout=180)
-    time.sleep(2)
-    logs = "".join(node.kubectl("-n", NS, "logs", f"pod/{p['metadata']['name']}", "-c", "gateway",
-                                check=False).stdout for p in pods)
-    assert "ready" in logs, logs[-4000:]
+    # Read the fresh pods' logs once they say ready: a pod Ready a moment ago
+    # may be replaced before its log is read (its log file is then gone), so
+    # the pods are looked up again until one reading of all of them works.
+    last = {"logs": ""}
+
+    def fresh_logs():
+        pods = fresh_ready()
+        if not pods:
+            return None
+        read = [node.kubectl("-n", NS, "logs", f"pod/{p['metadata']['name']}", "-c", "gateway", check=False)
+                for p in pods]
+        last["logs"] = "".join(r.stdout + r.stderr for r in read)
+        if any(r.code != 0 for r in read):
+            return None
+        logs = "".join(r.stdout for r in read)
+        return logs if "ready" in logs else None
+    try:
+        logs = wait_for("a fresh gateway pod Ready, its log saying ready", fresh_logs, timeout=180, interval=2)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{last['logs'][-4000:]}") from None
     assert "tools/list failed" not in logs, logs[-4000:]
 
 
