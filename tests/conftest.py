@@ -40,9 +40,14 @@ import pytest
 import yaml
 
 # The real-API-server suite's fixtures (cluster, installed chart, operator,
-# webhook): a plugin, so they are shared by tests/apiserver's modules.
+# webhook) and the one-node suite's (node, images, chart, examples): plugins,
+# so each is made once per run and shared by its suite's modules. A session
+# fixture imported into several modules is a fixture of each: the node suite
+# once started a node per module, three kubelets sharing the machine's
+# /var/log/pods and each removing the others' pods' log files.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "apiserver"))
-pytest_plugins = ["k8s_fixtures"]
+sys.path.insert(0, str(Path(__file__).resolve().parent / "node"))
+pytest_plugins = ["k8s_fixtures", "node_fixtures"]
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent

@@ -7,6 +7,8 @@
         .kubectl / .apply / .get / .list      as tests/apiserver's ControlPlane (admin, bob, carol)
         .load(archive)                        an OCI image archive into containerd (nothing is pulled)
         .keep_pause()                         the sandbox image imported again (see its docstring)
+        .hold_pause()                         a pod running the sandbox image, so that the kubelet
+                                             counts it as in use and never garbage-collects it
         .in_node(argv, hosts)                 a process of this host inside the node's network
                                              namespace, with `hosts` ({name: IP}) in a private
                                              /etc/hosts: the cluster DNS the node does not have
@@ -34,6 +36,7 @@ from k8s_cluster import ControlPlane, etcd_binary, missing_prerequisites  # noqa
 
 NODE_TOOLS = ("containerd", "runc", "ctr", "iptables", "conntrack", "socat", "nsenter", "unshare", "ip", "mmdebstrap",
               "chroot")
+PAUSE_IMAGE = "registry.k8s.io/pause:3.6"  # the sandbox image node.sh gives containerd
 DEBIAN_PACKAGES = "containerd runc containernetworking-plugins iptables conntrack socat mmdebstrap"
 
 
@@ -101,6 +104,37 @@ class Node(ControlPlane):
         85%, does not count the sandbox image as in use and removes it; then no new
         pod can start. Called before a test creates pods."""
         self.load(self.dir / "pause.tar")
+
+    def hold_pause(self, timeout: float = 120) -> None:
+        """Run a pod whose one container is the sandbox image. When the disk is
+        fuller than 85% (on a machine whose disk is shared, as soon as a build and
+        the images are on it) the kubelet removes every image no container uses,
+        every five minutes; a container runtime that pins its sandbox image
+        (containerd 1.7 and later) keeps it, but containerd 1.6 does not, and then
+        no pod can start until the image is imported again. An image a running
+        container uses is never removed, whatever the disk."""
+        self.keep_pause()
+        self.apply([{
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "sandbox-image-holder", "namespace": "kube-system"},
+            "spec": {
+                "containers": [{
+                    "name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "Never",
+                    "resources": {"requests": {"cpu": "1m", "memory": "4Mi"}},
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65535, "allowPrivilegeEscalation": False,
+                                        "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                }],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pod = self.get("pod", "sandbox-image-holder", "kube-system") or {}
+            if pod.get("status", {}).get("phase") == "Running":
+                return
+            time.sleep(1)
+        raise AssertionError(f"the sandbox image's holder pod did not run: {pod.get('status')}")
 
     def in_node(self, argv: list[str], hosts: dict[str, str] | None = None, timeout: float = 120,
                 env: dict | None = None) -> subprocess.CompletedProcess:

@@ -1,6 +1,8 @@
-"""The session fixtures and helpers of tests/node (imported by test_node.py,
-whose docstring says what the suite checks): the node, the images, the chart
-installed, the examples applied and approved, and the commands a user types.
+"""The session fixtures and helpers of tests/node (test_node.py's docstring
+says what the suite checks): the node, the images, the chart installed, the
+examples applied and approved, and the commands a user types. The fixtures are
+a plugin (tests/conftest.py's pytest_plugins), made once per run for every
+module: one node, whichever modules run.
 
     node       session: node.sh started in a temp dir of its own (stopped at the end;
                MCP_WARDEN_NODE_KEEP=1 leaves it running); skips, saying what is missing
@@ -90,6 +92,7 @@ def node():
     # and another pytest session on this machine must not remove a running node's state.
     work = Path(tempfile.mkdtemp(prefix="mcp-warden-node-"))
     n = Node.start(k8s_bin_dir(), work)
+    n.hold_pause()
     print(f"node ready in {time.monotonic() - started:.1f}s")
     try:
         yield n

@@ -62,8 +62,7 @@ sys.path.insert(0, str(HERE))
 
 from k8s_cluster import wait_for  # noqa: E402
 from k8s_node import Node  # noqa: E402
-from node_fixtures import (  # noqa: E402,F401 - the fixtures are used by name
-    NONROOT, POLICY_BLOCKED, REPO_ROOT, chart, images, load, node, pods_of, tour)
+from node_fixtures import NONROOT, POLICY_BLOCKED, REPO_ROOT, load, pods_of, tour  # noqa: E402
 
 NS = "team-egress"
 INDEX_HOST = f"pypi.{NS}.internal"

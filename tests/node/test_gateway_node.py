@@ -34,8 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from k8s_cluster import wait_for  # noqa: E402
 from k8s_node import Node  # noqa: E402
-from node_fixtures import (  # noqa: E402,F401 - the fixtures are used by name
-    NS, POLICY_BLOCKED, REPO_ROOT, chart, examples, images, node, pods_of, tour)
+from node_fixtures import NS, POLICY_BLOCKED, REPO_ROOT, pods_of, tour  # noqa: E402
 
 GATEWAY = "team-a-tools"
 SA = "coding-agent"
@@ -169,7 +168,9 @@ def test_the_gateway_listed_every_backend_as_itself(node, gateway):
     try:
         logs = wait_for("a fresh gateway pod Ready, its log saying ready", fresh_logs, timeout=180, interval=2)
     except AssertionError as e:
-        raise AssertionError(f"{e}\n{last['logs'][-4000:]}") from None
+        pods = node.kubectl("-n", NS, "get", "pods", "-o", "wide", check=False).stdout
+        events = node.kubectl("-n", NS, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
+        raise AssertionError(f"{e}\n{last['logs'][-4000:]}\n{pods}\n{events[-3000:]}") from None
     assert "tools/list failed" not in logs, logs[-4000:]
 
 

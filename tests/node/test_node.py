@@ -55,9 +55,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from node_fixtures import (  # noqa: E402,F401 - the fixtures are used by name
+from node_fixtures import (  # noqa: E402
     APPROVE, EXAMPLES, NONROOT, NS, PERMISSION_DENIED, POLICY_BLOCKED, PROMISES, REPO_ROOT, TOUR_LOG,
-    chart, examples, images, load, node, pods_of, server_name, tour)
+    load, pods_of, server_name, tour)
 from chartkit import NAMESPACE, RELEASE  # noqa: E402
 from k8s_cluster import wait_for  # noqa: E402
 from k8s_fixtures import RESTRICTED  # noqa: E402
