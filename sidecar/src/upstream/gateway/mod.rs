@@ -20,6 +20,9 @@
 //!            └─ anything else ............... refused (-32601)
 //! ```
 //!
+//! A watcher ([`health`]) asks each backend every few seconds whether it
+//! answers and announces a list change when one goes or comes back.
+//!
 //! Each request to a backend carries an assertion minted for that backend
 //! from the caller the facade authenticated ([`assertion`]), never the
 //! caller's token; a backend's answer — a result, or an error with the backend's own code — comes back
@@ -27,6 +30,8 @@
 
 pub mod assertion;
 mod complete;
+mod health;
+mod listen;
 mod lists;
 pub mod names;
 mod tasks;
@@ -201,6 +206,8 @@ pub struct State {
     gateway: Arc<GatewayTarget>,
     pub(super) links: Vec<Arc<http::State>>,
     waiters: Arc<Waiters>,
+    /// The callers' subscriptions held at the backends, by the facade's id.
+    listening: Arc<listen::Live>,
 }
 
 impl State {
@@ -219,6 +226,7 @@ pub fn connect(
 ) -> Result<Connected, UpstreamError> {
     let (up, events) = mpsc::channel(limits.queue_depth);
     let waiters: Arc<Waiters> = Arc::default();
+    let listening: Arc<listen::Live> = Arc::default();
     let mut links = Vec::new();
     let mut guards = Vec::new();
     for (b, backend) in gateway.backends.iter().enumerate() {
@@ -227,7 +235,7 @@ pub fn connect(
             ..LinkMode::default()
         };
         let (state, guard, rx) = http::connect(&backend.target, limits, mode)?;
-        tokio::spawn(pump(b, rx, up.clone(), waiters.clone()));
+        tokio::spawn(pump(b, rx, up.clone(), waiters.clone(), listening.clone()));
         links.push(state);
         guards.push(guard);
     }
@@ -235,17 +243,22 @@ pub fn connect(
         gateway: gateway.clone(),
         links,
         waiters,
+        listening,
     });
+    tokio::spawn(health::watch(Arc::downgrade(&state), up));
     Ok((state, Box::new(guards), events))
 }
 
 /// A backend's messages: answers the link waits for go to their waiter;
-/// anything else (progress of a call) goes up as it came.
+/// anything else (progress of a call) goes up as it came. A subscription
+/// that one backend drops is not the caller's to lose: it is held again
+/// there ([`listen`]), and the facade hears nothing of the drop.
 async fn pump(
     b: usize,
     mut rx: mpsc::Receiver<LinkEvent>,
     up: mpsc::Sender<LinkEvent>,
     waiters: Arc<Waiters>,
+    listening: Arc<listen::Live>,
 ) {
     while let Some(event) = rx.recv().await {
         match event {
@@ -273,6 +286,9 @@ async fn pump(
                     Some(waiter) => {
                         let _ = waiter.send(Err(reason));
                     }
+                    None if listening.holds(&id) => {
+                        tracing::debug!(backend = b, %reason, "gateway: a backend dropped a subscription; holding it again");
+                    }
                     None => {
                         let _ = up.send(LinkEvent::Failed { id, reason }).await;
                     }
@@ -287,6 +303,7 @@ async fn pump(
 
 /// Cancel request `id` at whichever backend has it.
 pub fn abort(state: &State, id: &RequestId) -> bool {
+    state.listening.end(id);
     let mut any = false;
     for (b, link) in state.links.iter().enumerate() {
         any |= http::abort(link, id);
@@ -325,7 +342,7 @@ pub async fn send(
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
             tasks::routed(state, &id, &msg, credential).await?
         }
-        "subscriptions/listen" => return listen(state, msg, credential).await,
+        "subscriptions/listen" => return listen::hold(state, msg, credential),
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
             by_uri(state, &id, &msg, credential).await?
         }
@@ -339,42 +356,6 @@ pub async fn send(
     Message::parse(answer)
         .map(Some)
         .map_err(|_| UpstreamError::Refused("the gateway built an invalid answer".into()))
-}
-
-/// A subscription: held at every backend, as the caller, under the
-/// facade's id; what each sends on it (its acknowledgement, its list
-/// changes) comes up as it came, until the facade ends it ([`abort`]).
-async fn listen(
-    state: &Arc<State>,
-    msg: Message,
-    credential: Option<&Credential>,
-) -> Result<Option<Message>, UpstreamError> {
-    let gateway = state.gateway();
-    for (b, link) in state.links.iter().enumerate() {
-        let minted = match (credential.and_then(Credential::principal), &gateway.signer) {
-            (Some(who), Some(signer)) => Some(
-                signer
-                    .mint(who, &gateway.backends[b].name)
-                    .map_err(UpstreamError::Refused)?,
-            ),
-            _ => None,
-        };
-        let (link, msg) = (link.clone(), msg.clone());
-        let name = gateway.backends[b].name.clone();
-        tokio::spawn(async move {
-            match http::post(&link, msg, minted.as_ref()).await {
-                // A backend that answers at once holds no subscription.
-                Ok(Some(answer)) if answer.is_error => {
-                    tracing::debug!(backend = %name, "gateway: a backend refused subscriptions/listen")
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::debug!(backend = %name, error = %e, "gateway: subscriptions/listen at a backend ended")
-                }
-            }
-        });
-    }
-    Ok(None)
 }
 
 /// The gateway as a modern server: the union's capabilities (the tasks

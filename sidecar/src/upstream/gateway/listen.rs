@@ -1,0 +1,133 @@
+//! Callers' subscriptions (`subscriptions/listen`) through the gateway: one
+//! caller's subscription is held at every backend, as that caller, under the
+//! facade's id; what each backend sends on it (its acknowledgement, its list
+//! changes) comes up as it came.
+//!
+//! Where it sits: part of the gateway link ([`super`]). A backend that goes
+//! away ends its part of every subscription, but the caller's subscription
+//! is the gateway's and lives on: each backend's part is held again (after
+//! a pause that grows while the backend stays away) until the facade ends the
+//! subscription ([`super::abort`]), so a backend that comes back reaches the
+//! callers listening again. Meanwhile the health watcher ([`super::health`])
+//! tells them the backend's names went and came back.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use super::assertion::Principal;
+use super::{http, State};
+use crate::jsonrpc::{Message, RequestId};
+use crate::upstream::{Credential, UpstreamError};
+
+/// The first pause before a backend's part is held again, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// The subscriptions callers hold, by the facade's id.
+#[derive(Default)]
+pub(super) struct Live(Mutex<HashSet<RequestId>>);
+
+impl Live {
+    pub(super) fn holds(&self, id: &RequestId) -> bool {
+        self.0.lock().unwrap().contains(id)
+    }
+
+    pub(super) fn end(&self, id: &RequestId) {
+        self.0.lock().unwrap().remove(id);
+    }
+
+    fn start(&self, id: RequestId) {
+        self.0.lock().unwrap().insert(id);
+    }
+}
+
+/// Hold `msg`, a caller's `subscriptions/listen`, at every backend. Nothing
+/// is answered here: the subscription's stream is the answer.
+pub(super) fn hold(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
+    let Some(id) = msg.id.clone() else {
+        return Ok(None);
+    };
+    let who = credential.and_then(Credential::principal).cloned();
+    // A caller the gateway may not vouch for is refused at once, not at
+    // every backend in turn.
+    if let (Some(who), Some(signer)) = (&who, &state.gateway().signer) {
+        for backend in &state.gateway().backends {
+            signer
+                .mint(who, &backend.name)
+                .map_err(UpstreamError::Refused)?;
+        }
+    }
+    state.listening.start(id.clone());
+    for b in 0..state.links.len() {
+        let part = Part {
+            state: Arc::downgrade(state),
+            b,
+            id: id.clone(),
+            msg: msg.clone(),
+            who: who.clone(),
+        };
+        tokio::spawn(part.run());
+    }
+    Ok(None)
+}
+
+/// One backend's part of one subscription.
+struct Part {
+    state: Weak<State>,
+    b: usize,
+    id: RequestId,
+    msg: Message,
+    who: Option<Principal>,
+}
+
+impl Part {
+    async fn run(self) {
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let Some((link, minted, name)) = self.next() else {
+                return;
+            };
+            let started = Instant::now();
+            match http::post(&link, self.msg.clone(), minted.as_ref()).await {
+                // A backend that refuses holds no subscription, now or later.
+                Ok(Some(answer)) if answer.is_error => {
+                    tracing::debug!(backend = %name, "gateway: a backend refused subscriptions/listen");
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(backend = %name, error = %e, "gateway: subscriptions/listen at a backend ended")
+                }
+            }
+            drop(link);
+            // A part held for a while ended because its backend went: try
+            // again soon; one that keeps failing, less and less often.
+            if started.elapsed() > LONGEST_PAUSE {
+                pause = FIRST_PAUSE;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(LONGEST_PAUSE);
+        }
+    }
+
+    /// The link, a fresh assertion and the backend's name, while the
+    /// subscription is live and the gateway link is up.
+    fn next(&self) -> Option<(Arc<http::State>, Option<Credential>, String)> {
+        let state = self.state.upgrade()?;
+        if !state.listening.holds(&self.id) {
+            return None;
+        }
+        let gateway = state.gateway();
+        let name = gateway.backends[self.b].name.clone();
+        let minted = match (&self.who, &gateway.signer) {
+            (Some(who), Some(signer)) => Some(signer.mint(who, &name).ok()?),
+            _ => None,
+        };
+        Some((state.links[self.b].clone(), minted, name))
+    }
+}
