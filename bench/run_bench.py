@@ -35,7 +35,7 @@ bounded amplification (the facade's RSS under maximal batches and 5 MB requests,
 a batch vs single calls: amplification.py), a before/after comparison with an
 older facade build (--before-sidecar: before_after.py), the gateway hop (gateway.py), the egress
 proxy's added latency for a 1 MiB HTTPS download (egress.py), the criterion
-micro-benchmarks of the policy crate, and the operator scale test. `--only`
+micro-benchmarks of the policy crate, and the operator scale test (both in cargo_benches.py). `--only`
 picks sections. Helpers shared with the section modules are in common.py.
 
 Results: a table on stdout, bench/results/bench-<time>.json (+ latest.json) and
@@ -61,10 +61,11 @@ from pathlib import Path
 
 import amplification
 import before_after
+import cargo_benches
 import egress
 import gateway
 from common import (MESSAGE, MIB, TOKEN, OtlpSink, Proc, Target, aggregate, allow_all_policy, children_of, fmt,
-                    free_port, human_ns, log, metric_sum, paired_vs, proc_status_kib, realistic_policy, wait_http_ok,
+                    free_port, log, metric_sum, paired_vs, proc_status_kib, realistic_policy, wait_http_ok,
                     wait_port)
 from report import add_ratios, goals, https_vs_http, plot, print_tables
 
@@ -436,51 +437,6 @@ class Bench:
         log(f"   collector: {sink.requests} export requests, {sink.bytes:,} bytes")
         return res
 
-    # -- criterion + operator --------------------------------------------------
-    def criterion(self) -> dict:
-        log("== criterion micro-benchmarks (policy/benches/policy.rs)")
-        env = {**os.environ, "CARGO_TARGET_DIR": self.a.target_dir}
-        crit_dir = Path(self.a.target_dir) / "criterion"
-        cmd = [*shlex.split(self.a.cargo), "bench", "-q", "-p", "mcp-warden-policy", "--bench", "policy", "--",
-               "--warm-up-time", "1", "--measurement-time", str(self.a.criterion_secs), "--sample-size", "30",
-               "--noplot"]
-        t0, wall0 = time.monotonic(), time.time()
-        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            return {"failed": r.stderr[-3000:]}
-        out = {"wall_s": round(time.monotonic() - t0, 1), "benches": {}}
-        for est in sorted(crit_dir.glob("**/new/estimates.json")):
-            bench = json.loads((est.parent / "benchmark.json").read_text())
-            e = json.loads(est.read_text())
-            if est.stat().st_mtime < wall0 - 1:
-                continue  # stale result of a bench that no longer exists
-            tp = bench.get("throughput") or {}
-            rec = {"median_ns": e["median"]["point_estimate"], "mean_ns": e["mean"]["point_estimate"],
-                   "mean_ci95_ns": [e["mean"]["confidence_interval"]["lower_bound"],
-                                    e["mean"]["confidence_interval"]["upper_bound"]]}
-            if "Bytes" in tp:
-                rec["throughput_mib_s"] = tp["Bytes"] / (e["median"]["point_estimate"] / 1e9) / (1 << 20)
-            if "Elements" in tp:
-                rec["ns_per_element"] = e["median"]["point_estimate"] / tp["Elements"]
-            out["benches"][bench["full_id"]] = rec
-            log(f"   {bench['full_id']:<55} median {human_ns(rec['median_ns'])}")
-        return out
-
-    def operator_scale(self) -> dict:
-        log("== operator scale (operator/tests/scale.rs, ignored test, mock API)")
-        env = {**os.environ, "CARGO_TARGET_DIR": self.a.target_dir, "SCALE_SERVERS": "1000"}
-        cmd = [*shlex.split(self.a.cargo), "test", "-q", "--release", "-p", "mcp-warden-operator", "--test", "scale",
-               "--", "--ignored", "--nocapture", "--test-threads", "1"]
-        t0 = time.monotonic()
-        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-        lines = [l for l in r.stdout.splitlines() if l.startswith("SCALE_JSON ")]
-        if r.returncode != 0 or not lines:
-            return {"failed": (r.stderr + r.stdout)[-3000:]}
-        out = json.loads(lines[-1][len("SCALE_JSON "):])
-        out["wall_s"] = round(time.monotonic() - t0, 1)
-        log(f"   {out}")
-        return out
-
 
 def machine_info() -> dict:
     info = {"cpus": os.cpu_count(), "platform": sys.platform}
@@ -577,9 +533,9 @@ def main() -> int:
         if "before-after" not in a.skip:
             b.results["before_after"] = before_after.run(b)
         if "criterion" not in a.skip:
-            b.results["criterion"] = b.criterion()
+            b.results["criterion"] = cargo_benches.criterion(b)
         if "operator" not in a.skip:
-            b.results["operator_scale"] = b.operator_scale()
+            b.results["operator_scale"] = cargo_benches.operator_scale(b)
     finally:
         b.stop_all()
         shutil.rmtree(b.tmp, ignore_errors=True)

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::Answer;
+use super::load_client::Answer;
 
 /// The body of one POST: a single call, or a batch of `n` calls with ids
 /// `first_id .. first_id + n`.

@@ -5,6 +5,8 @@
 //! (`gatewaysOnly`) — so a caller that reaches the pod around the gateway
 //! is refused where NetworkPolicy is not enforced too.
 
+mod common;
+
 use mcp_warden_crds::{AuthConfig, MCPServer, SandboxProfileSpec, ToolProfileSpec, TrustedGateway};
 use mcp_warden_operator::config::{BuildConfig, TrustedGatewayKey};
 use mcp_warden_operator::plan;
@@ -35,17 +37,7 @@ fn plan_with(server: &MCPServer, trusted: &[&str]) -> plan::Plan {
     )
     .unwrap();
     let sandbox = SandboxProfileSpec::default();
-    let inputs = plan::Inputs {
-        server,
-        tool_profile: Some(&tools),
-        sandbox_profile: Some(&sandbox),
-        jwks: None,
-        issuer_jwks: None,
-        content: None,
-        revoke: false,
-        peers: &[],
-        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-    };
+    let inputs = common::inputs(server, Some(&tools), Some(&sandbox));
     let config = BuildConfig {
         trusted_gateways: trusted.iter().map(|n| key(n)).collect(),
         ..BuildConfig::default()

@@ -3,6 +3,8 @@
 //! filesystem, resources, egress (CIDRs and named hosts), env and secrets,
 //! runtime class, and a pod template with every field it may set.
 
+mod common;
+
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use mcp_warden_crds::{MCPServer, SandboxProfileSpec, ToolProfileSpec};
 use mcp_warden_operator::{config::BuildConfig, plan, pss};
@@ -61,17 +63,7 @@ fn every_buildable_pod_is_restricted() {
             for extra in extras {
                 for sandbox in sandboxes() {
                     let server = server(transport, workspace, extra);
-                    let inputs = plan::Inputs {
-                        server: &server,
-                        tool_profile: Some(&tools),
-                        sandbox_profile: Some(&sandbox),
-                        jwks: None,
-                        issuer_jwks: None,
-                        content: None,
-                        revoke: false,
-                        peers: &[],
-                        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-                    };
+                    let inputs = common::inputs(&server, Some(&tools), Some(&sandbox));
                     let plan = plan::plan(&inputs, &config).expect("the matrix holds valid specs");
                     // …and the same server with everything it asks for approved.
                     let mut approved_server = server.clone();
@@ -124,17 +116,7 @@ fn the_matrix_would_catch_a_broken_builder() {
     // One tool: a profile that allows nothing is refused (the facade would not start).
     let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
-    let inputs = plan::Inputs {
-        server: &server,
-        tool_profile: Some(&tools),
-        sandbox_profile: Some(&sandbox),
-        jwks: None,
-        issuer_jwks: None,
-        content: None,
-        revoke: false,
-        peers: &[],
-        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-    };
+    let inputs = common::inputs(&server, Some(&tools), Some(&sandbox));
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let mut pod = plan.objects.deployment.spec.unwrap().template.spec.unwrap();
     pod.containers[0]
@@ -170,17 +152,7 @@ fn remote_server_pods_are_restricted() {
     ] {
         for sandbox in sandboxes() {
             let server = remote(extra);
-            let inputs = |server| plan::Inputs {
-                server,
-                tool_profile: Some(&tools),
-                sandbox_profile: Some(&sandbox),
-                jwks: None,
-                issuer_jwks: None,
-                content: None,
-                revoke: false,
-            peers: &[],
-            reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-            };
+            let inputs = |server| common::inputs(server, Some(&tools), Some(&sandbox));
             let baseline = plan::plan(&inputs(&server), &config).expect("a valid remote server");
             let mut approved_server = server.clone();
             approved_server.metadata.annotations = Some(
@@ -220,17 +192,7 @@ fn the_pod_template_lands_under_the_hardening() {
     let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox: SandboxProfileSpec =
         serde_yaml_ng::from_str("{runtimeClassName: gvisor}").unwrap();
-    let inputs = plan::Inputs {
-        server: &server,
-        tool_profile: Some(&tools),
-        sandbox_profile: Some(&sandbox),
-        jwks: None,
-        issuer_jwks: None,
-        content: None,
-        revoke: false,
-        peers: &[],
-        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-    };
+    let inputs = common::inputs(&server, Some(&tools), Some(&sandbox));
     let plan = plan::plan(&inputs, &BuildConfig::default()).unwrap();
     let template = plan.objects.deployment.spec.unwrap().template;
     let labels = template.metadata.unwrap().labels.unwrap();

@@ -3,6 +3,8 @@
 //! compiled `upstreamAuth` names, and the NetworkPolicy opens egress to the
 //! remote (and its token endpoints) only once the capabilities are approved.
 
+mod common;
+
 use k8s_openapi::api::{apps::v1::Deployment, networking::v1::NetworkPolicy};
 use mcp_warden_crds::{MCPServer, SandboxProfileSpec, ToolProfileSpec};
 use mcp_warden_operator::{config::BuildConfig, plan};
@@ -21,17 +23,7 @@ fn plans(server: &MCPServer) -> (plan::Plan, plan::Plan) {
     // One tool: a profile that allows nothing is refused (the facade would not start).
     let tools: ToolProfileSpec = serde_yaml_ng::from_str("{tools: [{name: echo}]}").unwrap();
     let sandbox = SandboxProfileSpec::default();
-    let inputs = plan::Inputs {
-        server,
-        tool_profile: Some(&tools),
-        sandbox_profile: Some(&sandbox),
-        jwks: None,
-        issuer_jwks: None,
-        content: None,
-        revoke: false,
-        peers: &[],
-        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-    };
+    let inputs = common::inputs(server, Some(&tools), Some(&sandbox));
     let config = BuildConfig::default();
     let pending = plan::plan(&inputs, &config).expect("a valid remote server");
     let mut approved_server = server.clone();
@@ -304,17 +296,7 @@ fn with_a_named_egress_engine_the_hosts_go_to_its_policy_not_to_public_addresses
         ..BuildConfig::default()
     };
     let mut approved = server.clone();
-    let inputs = plan::Inputs {
-        server: &server,
-        tool_profile: Some(&tools),
-        sandbox_profile: Some(&sandbox),
-        jwks: None,
-        issuer_jwks: None,
-        content: None,
-        revoke: false,
-        peers: &[],
-        reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-    };
+    let inputs = common::inputs(&server, Some(&tools), Some(&sandbox));
     let digest = plan::plan(&inputs, &config).unwrap().capabilities.digest;
     approved.metadata.annotations = Some([("mcpwarden.dev/approve".to_string(), digest)].into());
     let plan = plan::plan(

@@ -15,6 +15,8 @@
 //! here is the operator's own CPU work plus JSON round trips; the process RSS
 //! also holds the mock API's copy of every object, so it is an upper bound.
 
+mod common;
+
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -221,21 +223,8 @@ async fn reconcile_many_servers() {
     for s in &servers {
         let ns = s.metadata.namespace.as_deref().unwrap();
         let t0 = Instant::now();
-        let p = plan::plan(
-            &plan::Inputs {
-                server: s,
-                tool_profile: Some(&profiles[ns].spec),
-                sandbox_profile: None,
-                jwks: None,
-                issuer_jwks: None,
-                content: None,
-                revoke: false,
-                peers: &[],
-                reported_image: &mcp_warden_operator::pin::Reported::Nothing,
-            },
-            &config,
-        )
-        .expect("plan");
+        let p =
+            plan::plan(&common::inputs(s, Some(&profiles[ns].spec), None), &config).expect("plan");
         build.push(t0.elapsed());
         objects += p.objects.to_values().len();
         std::hint::black_box(p);

@@ -27,6 +27,7 @@ import pytest
 
 from conftest import NODE22, TESTS_DIR, free_port, sidecar_path, wait_http_ok
 from remote_helpers import _listening_port, make_ca, start_dns
+from warden_helpers import check_egress_record
 
 FILES = TESTS_DIR / "fixtures" / "https_files.py"
 TOKEN_A, TOKEN_B = "tok-a-3f9c1e", "tok-b-77d0aa"
@@ -75,6 +76,7 @@ class Env:
         self.proxy_port, self.metrics_port = free_port(), free_port()
         self.audit_path = tmp / "audit.jsonl"
         self.audit_out = open(self.audit_path, "w")
+        self.audit_checked = 0
         self.proxy = start([sidecar_path(), "egress", "--listen", f"127.0.0.1:{self.proxy_port}",
                             "--clients-file", self.clients_file, "--resolv-conf", self.dns.resolv_conf,
                             "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
@@ -96,8 +98,13 @@ class Env:
         tmp.replace(self.clients_file)
 
     def audit(self) -> list[dict]:
+        """Every record so far, each checked against the egress audit schema."""
         self.audit_out.flush()
-        return [json.loads(line) for line in self.audit_path.read_text().splitlines() if line.strip()]
+        records = [json.loads(line) for line in self.audit_path.read_text().splitlines() if line.strip()]
+        for record in records[self.audit_checked:]:
+            check_egress_record(record)
+        self.audit_checked = max(self.audit_checked, len(records))
+        return records
 
     def wait_record(self, timeout: float = 10, **fields) -> dict:
         deadline = time.monotonic() + timeout

@@ -9,6 +9,7 @@
     sdk_client(url, token=None, **kw)       the official SDK client, with a bearer token
     sdk_error(coro) -> MCPError             await a call that must fail with an MCPError
     Audit(path)                             the facade's audit file: .lines(), .wait(pred)
+    check_audit_record(r), check_egress_record(r)   a facade / egress proxy audit line against its schema
     Keys                                    RS256 / ES256 / EdDSA key pairs, a JWKS, JWT minting
 """
 from __future__ import annotations
@@ -123,23 +124,37 @@ def text_of_result(result) -> str:
 # Audit
 # ---------------------------------------------------------------------------
 AUDIT_SCHEMA_PATH = REPO_ROOT / "docs" / "audit-record.v1.schema.json"
-_audit_validator = None
+EGRESS_AUDIT_SCHEMA_PATH = REPO_ROOT / "docs" / "egress-audit-record.v1.schema.json"
+_validators: dict[Path, Any] = {}
+
+
+def _check_against(schema_path: Path, what: str, record: dict) -> dict:
+    """Fail unless `record` is valid against the published schema at
+    `schema_path`, naming every field that is not; the schema itself is
+    checked once, when first used."""
+    validator = _validators.get(schema_path)
+    if validator is None:
+        import jsonschema
+        schema = json.loads(schema_path.read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        validator = _validators[schema_path] = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(record), key=lambda e: list(e.path))
+    assert not errors, f"{what} does not match {schema_path.name}: " + "; ".join(
+        f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors) + f"\n{record}"
+    return record
 
 
 def check_audit_record(record: dict) -> dict:
     """Fail unless `record` is valid against the published audit schema
     (docs/audit-record.v1.schema.json): every audit line an e2e test reads
     through `Audit` passes here."""
-    global _audit_validator
-    if _audit_validator is None:
-        import jsonschema
-        schema = json.loads(AUDIT_SCHEMA_PATH.read_text())
-        jsonschema.Draft202012Validator.check_schema(schema)
-        _audit_validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(_audit_validator.iter_errors(record), key=lambda e: list(e.path))
-    assert not errors, f"audit record does not match {AUDIT_SCHEMA_PATH.name}: " + "; ".join(
-        f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors) + f"\n{record}"
-    return record
+    return _check_against(AUDIT_SCHEMA_PATH, "audit record", record)
+
+
+def check_egress_record(record: dict) -> dict:
+    """Fail unless `record`, one line of the egress proxy's audit trail, is
+    valid against its published schema (docs/egress-audit-record.v1.schema.json)."""
+    return _check_against(EGRESS_AUDIT_SCHEMA_PATH, "egress audit record", record)
 
 
 class Audit:

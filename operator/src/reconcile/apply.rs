@@ -251,7 +251,8 @@ pub async fn apply_all(
         Some(peers) => drop(write(client, ns, peers, written).await?),
         None => {
             let name = names::peers_service(server);
-            remove_owned::<k8s_openapi::api::core::v1::Service>(client, server, &name, written)
+            let ours = |s: &_| controlled_by(s, server);
+            remove_if::<k8s_openapi::api::core::v1::Service>(client, ns, &name, ours, written)
                 .await?
         }
     }
@@ -264,8 +265,9 @@ pub async fn apply_all(
         Some(pdb) => drop(write(client, ns, pdb, written).await?),
         None => {
             let name = names::object_name(server);
-            remove_owned::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
-                client, server, &name, written,
+            let ours = |p: &_| controlled_by(p, server);
+            remove_if::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+                client, ns, &name, ours, written,
             )
             .await?
         }
@@ -274,10 +276,9 @@ pub async fn apply_all(
         Some(ingress) => drop(write(client, ns, ingress, written).await?),
         None => {
             let name = names::object_name(server);
-            remove_owned::<k8s_openapi::api::networking::v1::Ingress>(
-                client, server, &name, written,
-            )
-            .await?
+            let ours = |i: &_| controlled_by(i, server);
+            remove_if::<k8s_openapi::api::networking::v1::Ingress>(client, ns, &name, ours, written)
+                .await?
         }
     }
     // Not wanted and not ours: leave it alone.
@@ -361,11 +362,14 @@ pub(crate) fn random_key() -> Vec<u8> {
     key
 }
 
-/// Delete `name` if it exists and this server controls it.
-async fn remove_owned<K>(
+/// Delete `name` if it exists and `ours` says it is ours to delete (this
+/// server controls it; the namespace's shared egress proxy objects: the
+/// operator's label). Anything else under that name is left alone.
+pub(super) async fn remove_if<K>(
     client: &Client,
-    server: &MCPServer,
+    ns: &str,
     name: &str,
+    ours: impl Fn(&K) -> bool,
     written: &mut Vec<String>,
 ) -> Result<(), ApplyError>
 where
@@ -375,7 +379,7 @@ where
         + Debug
         + DeserializeOwned,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), &names::namespace(server));
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
     let err = |source| ApplyError {
         kind: <K as k8s_openapi::Resource>::KIND,
         name: name.to_string(),
@@ -384,7 +388,7 @@ where
     let Some(live) = api.get_opt(name).await.map_err(err)? else {
         return Ok(());
     };
-    if controlled_by(&live, server) {
+    if ours(&live) {
         api.delete(name, &DeleteParams::default())
             .await
             .map_err(err)?;

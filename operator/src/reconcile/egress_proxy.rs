@@ -28,14 +28,14 @@ use k8s_openapi::{
     NamespaceResourceScope,
 };
 use kube::{
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
     Api, Client, Resource, ResourceExt,
 };
 use mcp_warden_crds::MCPServer;
 use serde::{de::DeserializeOwned, Serialize};
 
 use super::{
-    apply::{contains, controlled_by, random_key, ApplyError},
+    apply::{contains, controlled_by, random_key, remove_if, ApplyError},
     nudge,
 };
 use crate::{
@@ -297,43 +297,19 @@ pub async fn remove_shared(
     ns: &str,
     written: &mut Vec<String>,
 ) -> Result<(), ApplyError> {
-    remove::<Deployment>(client, ns, proxy::PROXY_NAME, written).await?;
-    remove::<NetworkPolicy>(client, ns, proxy::PROXY_NAME, written).await?;
-    remove::<ConfigMap>(client, ns, proxy::CLIENTS_CONFIG_MAP, written).await
+    let (name, map) = (proxy::PROXY_NAME, proxy::CLIENTS_CONFIG_MAP);
+    remove_if::<Deployment>(client, ns, name, managed_by_operator, written).await?;
+    remove_if::<NetworkPolicy>(client, ns, name, managed_by_operator, written).await?;
+    remove_if::<ConfigMap>(client, ns, map, managed_by_operator, written).await
 }
 
-async fn remove<K>(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    written: &mut Vec<String>,
-) -> Result<(), ApplyError>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + k8s_openapi::Resource
-        + Clone
-        + std::fmt::Debug
-        + DeserializeOwned,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let err = |source| ApplyError {
-        kind: <K as k8s_openapi::Resource>::KIND,
-        name: name.to_string(),
-        source,
-    };
-    let Some(live) = api.get_opt(name).await.map_err(err)? else {
-        return Ok(());
-    };
-    let ours = live
+/// Whose the shared objects are: they list every server they serve as an
+/// owner and none as controller, so the operator's `managed-by` label says
+/// it (an object of that name someone else made is left alone).
+fn managed_by_operator<K: Resource>(object: &K) -> bool {
+    object
         .labels()
         .get("app.kubernetes.io/managed-by")
         .map(String::as_str)
-        == Some("mcp-warden-operator");
-    if ours {
-        api.delete(name, &DeleteParams::default())
-            .await
-            .map_err(err)?;
-        written.push(format!("-{}/{name}", <K as k8s_openapi::Resource>::KIND));
-    }
-    Ok(())
+        == Some("mcp-warden-operator")
 }
