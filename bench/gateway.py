@@ -1,21 +1,27 @@
 """The gateway hop (a section of run_bench.py, `--only gateway`).
 
-Three targets in front of the same mcp-bench-echo over HTTP, interleaved
+Six targets in front of the same mcp-bench-echo over HTTP, interleaved
 round by round at concurrency 1 and 16 in one run:
 
     direct   the echo server's own endpoint
-    backend  a facade in front of it (--upstream-url, allow-all, audit off)
+    backend  a facade in front of it (--upstream-url, allow-all, audit off;
+             it also trusts the keyed gateway's key)
     backend-modern  the same backend facade, driven by stateless 2026-07-28
              requests (how the gateway speaks to it)
     gateway-modern  the same gateway, driven by stateless requests
     gateway  a facade in gateway mode in front of that backend facade
              (--backend echo=URL, prefix none, allow-all, audit off):
              client -> gateway -> backend facade -> server
+    gateway-keyed  a second gateway, the same but with a signing key
+             (Ed25519) and a static-token caller: every call reaches the
+             backend with the gateway's assertion of that caller, which
+             the backend verifies (the backend trusts the key; anonymous
+             calls, the other rows', carry none)
 
 Reported per level: p50, p99 and calls/s of each; the backend facade's own
 overhead over direct and the gateway hop's over the backend (each the median
 over rounds of the same-round difference, p50 and p99), and the ratio of the
-two at the median. The `gateway` and `backend` rows use a legacy (2025-11-25
+two at the median; and what the key adds (`gateway-keyed` over `gateway`). The `gateway` and `backend` rows use a legacy (2025-11-25
 session) client, but behind the gateway the backend serves stateless
 2026-07-28 requests: the hop between rows of the same client era (modern:
 `gateway-modern` over `backend-modern`) is reported beside it. The goal: the gateway hop adds no more at the median
@@ -23,10 +29,40 @@ than the backend facade's own overhead over the direct server.
 """
 from __future__ import annotations
 
-from common import MESSAGE, Target, aggregate, fmt, free_port, log, paired_vs, table, wait_port
+import hashlib
+import subprocess
+from pathlib import Path
+
+from common import (MESSAGE, TOKEN, Target, aggregate, allow_all_policy, fmt, free_port, log, paired_vs, table,
+                    wait_port)
 
 GOALS = {"gateway_hop_over_facade_overhead_p50": 1.0}
-VARIANTS = ("direct", "backend", "backend-modern", "gateway", "gateway-modern")
+VARIANTS = ("direct", "backend", "backend-modern", "gateway", "gateway-modern", "gateway-keyed")
+ISSUER = "bench-gateway"
+
+
+def keyed_policies(tmp: Path) -> tuple[Path, Path, Path]:
+    """(signing key, the backend's policy, the keyed gateway's policy): the
+    allow-all policy of the other rows, the backend's also trusting the key
+    for static-token callers, the gateway's naming its caller by a static
+    token (an anonymous caller gets no assertion); that caller is an admin
+    at both, as the anonymous caller of the other rows is."""
+    key, pub = tmp / "gateway.key.pem", tmp / "gateway.pub.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    base = tmp / "gw-allow-all.yaml"
+    allow_all_policy(base)
+    text = base.read_text()
+    anonymous = "auth: {anonymous: {role: admin}}"
+    assert anonymous in text, text
+    backend, gateway = tmp / "gw-backend-keyed.yaml", tmp / "gw-gateway-keyed.yaml"
+    backend.write_text(text.replace(anonymous, (
+        "auth: {anonymous: {role: admin}, gateways: [{issuer: %s, publicKeyFile: '%s', audience: echo, "
+        "callerIssuers: [static]}]}\nroles: [{role: admin, issuer: static, subjects: [bench]}]" % (ISSUER, pub))))
+    sha = hashlib.sha256(TOKEN.encode()).hexdigest()
+    gateway.write_text(text.replace(anonymous, "auth: {staticTokens: {tokens: [{sha256: '%s', subject: bench}]}}\n"
+                                    "roles: [{role: admin, subjects: [bench]}]" % sha))
+    return key, backend, gateway
 
 
 def run(b, levels=(1, 16)) -> dict:
@@ -39,11 +75,19 @@ def run(b, levels=(1, 16)) -> dict:
     res: dict = {"levels": {}, "upstream": "mcp-bench-echo (HTTP)",
                  "note": "allow-all facades, audit off; the gateway's one backend has prefix none"}
     try:
-        p, backend_url, _ = b.facade("gw-backend", upstream_url=direct_url)
+        key, backend_policy, keyed_policy = keyed_policies(b.tmp)
+        # One backend for every gateway row: it trusts the key, which costs
+        # the anonymous rows nothing (their requests carry no assertion).
+        p, backend_url, _ = b.facade("gw-backend", upstream_url=direct_url, policy_file=backend_policy)
         backend = Target("backend", "facade", "http", backend_url, p.pid, note="facade --upstream-url")
         p, gateway_url, _ = b.facade("gw-gateway", extra=["--backend", f"echo={backend_url}",
                                                           "--backend-prefix", "echo=none"])
         gateway = Target("gateway", "facade", "http", gateway_url, p.pid, note="facade --backend (gateway mode)")
+        p, keyed_url, _ = b.facade("gw-gateway-keyed", policy_file=keyed_policy, extra=[
+            "--backend", f"echo={backend_url}", "--backend-prefix", "echo=none",
+            "--gateway-key-file", str(key), "--gateway-issuer", ISSUER])
+        keyed = Target("gateway-keyed", "facade", "http", keyed_url, p.pid, [f"Authorization: Bearer {TOKEN}"],
+                       note="the gateway with a key and a static-token caller: an assertion on every call")
         direct = Target("direct", "direct", "http", direct_url, up.pid, note="the server's own endpoint")
         # The backend as the gateway speaks to it: stateless 2026-07-28
         # requests (no session), which is part of what the hop costs.
@@ -51,7 +95,7 @@ def run(b, levels=(1, 16)) -> dict:
                         note="the backend facade, modern (stateless) client")
         gateway_modern = Target("gateway-modern", "facade", "http", gateway_url, gateway.watch_pid, modern=True,
                                 note="the gateway, modern (stateless) client")
-        targets = [direct, backend, modern, gateway, gateway_modern]
+        targets = [direct, backend, modern, gateway, gateway_modern, keyed]
         for c in levels:
             runs: dict = {t.name: [] for t in targets}
             for r in range(a.rounds):
@@ -66,7 +110,8 @@ def run(b, levels=(1, 16)) -> dict:
                        "gateway_vs_backend": paired_vs(runs["gateway"], runs["backend"]),
                        "gateway_vs_direct": paired_vs(runs["gateway"], runs["direct"]),
                        "backend_modern_vs_backend": paired_vs(runs["backend-modern"], runs["backend"]),
-                       "gateway_modern_vs_backend_modern": paired_vs(runs["gateway-modern"], runs["backend-modern"])}
+                       "gateway_modern_vs_backend_modern": paired_vs(runs["gateway-modern"], runs["backend-modern"]),
+                       "gateway_keyed_vs_gateway": paired_vs(runs["gateway-keyed"], runs["gateway"])}
             own = summary["backend_vs_direct"].get("added_p50_us")
             hop = summary["gateway_vs_backend"].get("added_p50_us")
             if own and hop is not None:
@@ -116,7 +161,8 @@ def print_tables(res: dict) -> None:
                          str(v["errors"])))
     table(rows)
     rows = [("c", "facade over direct +p50/+p99 µs", "gateway hop +p50/+p99 µs", "hop/facade p50",
-             "gateway vs direct rps", "backend modern vs legacy +p50 µs", "hop, modern rows +p50 µs")]
+             "gateway vs direct rps", "backend modern vs legacy +p50 µs", "hop, modern rows +p50 µs",
+             "key +p50/+p99 µs")]
     for c, level in gw["levels"].items():
         s = level.get("summary", {})
         f, h, d = s.get("backend_vs_direct", {}), s.get("gateway_vs_backend", {}), s.get("gateway_vs_direct", {})
@@ -124,5 +170,7 @@ def print_tables(res: dict) -> None:
                      f"{fmt(h.get('added_p50_us'))} / {fmt(h.get('added_p99_us'))}",
                      fmt(s.get("hop_over_facade_p50"), 2), fmt(d.get("rps_ratio"), 3),
                      fmt(s.get("backend_modern_vs_backend", {}).get("added_p50_us")),
-                     fmt(s.get("gateway_modern_vs_backend_modern", {}).get("added_p50_us"))))
+                     fmt(s.get("gateway_modern_vs_backend_modern", {}).get("added_p50_us")),
+                     f"{fmt(s.get('gateway_keyed_vs_gateway', {}).get('added_p50_us'))} / "
+                     f"{fmt(s.get('gateway_keyed_vs_gateway', {}).get('added_p99_us'))}"))
     table(rows)

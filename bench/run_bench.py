@@ -177,7 +177,7 @@ class Bench:
 
     def facade(self, name: str, upstream: list[str] | None = None, upstream_url: str | None = None,
                policy: bool = False, extra: list[str] = (), env: dict | None = None,
-               binary: str | None = None) -> tuple[Proc, str, str]:
+               binary: str | None = None, policy_file: Path | None = None) -> tuple[Proc, str, str]:
         port, admin = free_port(), free_port()
         cmd = [binary or self.a.sidecar, "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
                "--log-format", "text"]
@@ -187,7 +187,9 @@ class Bench:
         if "--max-sessions-per-identity" in self.sidecar_help(binary):
             cmd += ["--max-sessions-per-identity", "100000"]
         pfile = self.tmp / f"policy-{name}.yaml"
-        if policy:
+        if policy_file:
+            cmd += ["--policy", str(policy_file), "--audit", "off"]
+        elif policy:
             realistic_policy(pfile)
             cmd += ["--policy", str(pfile), "--audit", f"file:{self.tmp / f'audit-{name}.log'}"]
         else:

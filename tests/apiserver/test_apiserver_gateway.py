@@ -8,6 +8,7 @@ gateway whose names would collide.
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 import yaml
@@ -157,3 +158,43 @@ def test_a_backend_made_reachable_only_through_its_gateway(cluster, gateway):
     wait_for("8080 open again", lambda: not facade_ingress(cluster, "git")[0].get("from"), timeout=60)
     wait_for("git's own callers again", lambda: "gatewaysOnly" not in yaml.safe_load(
         policy_data(cluster, "git")["policy.yaml"])["auth"], timeout=60)
+
+
+def test_the_gateways_expose_routes_follow_its_spec(cluster, gateway):
+    """`expose.ingress` on the gateway makes an Ingress the gateway owns, to
+    its Service; `expose.httpRoute` on a cluster without the Gateway API (this
+    one) applies the rest and says so in `Degraded`; dropping them from the
+    spec removes the Ingress. A route without hosts is refused at admission."""
+    wait_for("the gateway's status", lambda: backends(cluster) == ["everything", "files", "git"], timeout=60)
+    expose = {"hosts": ["tools.example.com"], "ingress": {"className": "nginx"},
+              "httpRoute": {"parentRefs": [{"name": "public", "namespace": "infra"}]}}
+    cluster.kubectl("patch", "mcpgateway", NAME, "-n", NS, "--type=merge", "-p",
+                    json.dumps({"spec": {"expose": expose}}))
+    try:
+        ingress = wait_for("the gateway's Ingress", lambda: cluster.get("ingress", NAME, NS), timeout=60)
+        gw = cluster.get("mcpgateway", NAME, NS)
+        owner = ingress["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["uid"]) == ("MCPGateway", gw["metadata"]["uid"]), owner
+        assert ingress["spec"]["ingressClassName"] == "nginx"
+        (rule,) = ingress["spec"]["rules"]
+        assert rule["host"] == "tools.example.com"
+        assert {p["backend"]["service"]["name"] for p in rule["http"]["paths"]} == {NAME}
+
+        def degraded():
+            status = (cluster.get("mcpgateway", NAME, NS) or {}).get("status", {})
+            c = next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), {})
+            return c if "install the Gateway API" in c.get("message", "") else None
+
+        wait_for("Degraded says the HTTPRoute cannot be made", degraded, timeout=60)
+        assert cluster.get("mcpgateway", NAME, NS)["status"]["endpoint"] == "https://tools.example.com/mcp"
+        bad = {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
+               "metadata": {"name": "routeless", "namespace": NS},
+               "spec": {"backends": [{"name": "git"}], "expose": {"ingress": {}}}}
+        out = cluster.apply(bad, dry_run=True, check=False)
+        assert out.code != 0 and "needs expose.hosts" in out.stderr, out.stderr
+    finally:
+        cluster.kubectl("patch", "mcpgateway", NAME, "-n", NS, "--type=merge", "-p",
+                        json.dumps({"spec": {"expose": {"hosts": ["tools.example.com"],
+                                                        "ingress": None, "httpRoute": None}}}))
+    wait_for("the Ingress removed", lambda: cluster.get("ingress", NAME, NS) is None, timeout=60)
+    wait_for("Degraded no longer about the route", lambda: degraded() is None, timeout=60)

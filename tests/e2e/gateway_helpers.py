@@ -4,6 +4,10 @@
     gateway_args(backends, prefixes={})     `run` flags for a gateway in front of `backends`
     gateway_view(fa) -> dict                the gateway's admin `/gateway` document
     gateway_keys(dir)                       an Ed25519 pair: gateway.key.pem, gateway.pub.pem
+    key_tree(tmp_path_factory, name)        a fresh folder holding such a pair
+    keyed_gateway(module_facade, tree, issuer, backend=…, front=…)
+                                            a backend facade (server-everything) trusting that key
+                                            for static callers, and a gateway in front signing with it
 """
 from __future__ import annotations
 
@@ -51,3 +55,34 @@ def gateway_keys(directory: Path) -> tuple[Path, Path]:
     public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
     return private, public
+
+
+def key_tree(tmp_path_factory, name: str) -> Path:
+    """A fresh folder with the gateway's key pair in it (see `gateway_keys`)."""
+    root = tmp_path_factory.mktemp(name).resolve()
+    gateway_keys(root)
+    return root
+
+
+def keyed_gateway(module_facade, tree: Path, issuer: str, *, backend: dict, front: dict,
+                  upstream=None, name: str = "everything") -> tuple:
+    """(backend, gateway): backend `name` — a facade in front of `upstream`
+    (server-everything by default), its policy `policy_doc(**backend)` plus
+    trust in the gateway key of `tree` for callers with static tokens, its
+    audit in `tree/backend-audit.jsonl` — and in front of it a gateway with
+    policy `policy_doc(**front)` that signs each caller's assertion with that
+    key under `issuer`."""
+    from helpers import everything_stdio
+    from warden_helpers import policy_doc
+
+    trust = {"gateways": [{"issuer": issuer, "publicKeyFile": str(tree / "gateway.pub.pem"),
+                           "audience": name, "callerIssuers": ["static"]}]}
+    back = module_facade(
+        upstream=upstream or everything_stdio(),
+        policy=policy_doc(auth=trust, **backend),
+        extra_args=["--audit", f"file:{tree / 'backend-audit.jsonl'}"])
+    gateway = module_facade(
+        policy=policy_doc(**front),
+        extra_args=gateway_args({name: back.url})
+        + ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", issuer])
+    return back, gateway

@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 
 from era_helpers import ModernMcp
-from gateway_helpers import gateway_args, gateway_keys
-from helpers import everything_stdio, run_async
-from warden_helpers import Audit, policy_doc, rpc_error, sdk_client, sdk_error, token_entry
+from gateway_helpers import key_tree, keyed_gateway
+from helpers import run_async
+from warden_helpers import Audit, rpc_error, sdk_client, sdk_error, token_entry
 
 ALICE, BOB = "gwc-alice-token-0123456789", "gwc-bob-token-0123456789"
 GW_ISSUER = "gwc-e2e"
@@ -30,9 +30,7 @@ PROMPT = "everything__completable-prompt"
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gwc").resolve()
-    gateway_keys(root)
-    return root
+    return key_tree(tmp_path_factory, "gwc")
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +39,9 @@ def gateway(module_facade, tree):
     prompt and the text template need a user; the blob template is hidden
     from everyone. The gateway's own policy lets every prompt and resource
     through, so every refusal below is the backend's."""
-    backend = module_facade(
-        upstream=everything_stdio(),
-        policy=policy_doc(
-            auth={"gateways": [{"issuer": GW_ISSUER, "publicKeyFile": str(tree / "gateway.pub.pem"),
-                                "audience": "everything", "callerIssuers": ["static"]}]},
+    _, front = keyed_gateway(
+        module_facade, tree, GW_ISSUER,
+        backend=dict(
             roles=[{"role": "user", "issuer": "static", "subjects": ["alice"]},
                    {"role": "viewer", "issuer": "static", "subjects": ["bob"]}],
             defaultAction="deny",
@@ -55,17 +51,14 @@ def gateway(module_facade, tree):
             # A rule's URI is a glob, matched against a template's text too.
             resources={"rules": [{"uri": "demo://resource/dynamic/text/*", "requiredRole": "user"}]},
         ),
-        extra_args=["--audit", f"file:{tree / 'backend-audit.jsonl'}"])
-    return module_facade(
-        policy=policy_doc(
+        front=dict(
             auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
             roles=[{"role": "user", "subjects": ["alice", "bob"]}],
             defaultAction="allow",
             resources={"defaultAction": "allow"},
             prompts={"defaultAction": "allow"},
-        ),
-        extra_args=gateway_args({"everything": backend.url})
-        + ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", GW_ISSUER])
+        ))
+    return front
 
 
 def prompt_ref(name: str = PROMPT) -> dict:

@@ -21,9 +21,9 @@ import anyio
 import pytest
 
 from era_helpers import ModernMcp
-from gateway_helpers import gateway_args, gateway_keys
-from helpers import everything_stdio, run_async
-from warden_helpers import Audit, policy_doc, rpc_error, sdk_client, text_of_result, token_entry
+from gateway_helpers import key_tree, keyed_gateway
+from helpers import run_async
+from warden_helpers import Audit, rpc_error, sdk_client, text_of_result, token_entry
 
 ALICE, BOB = "gwe-alice-token-0123456789", "gwe-bob-token-0123456789"
 GW_ISSUER = "gwe-e2e"
@@ -32,34 +32,27 @@ TOOL = "everything__trigger-elicitation-request"
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gwe").resolve()
-    gateway_keys(root)
-    return root
+    return key_tree(tmp_path_factory, "gwe")
 
 
 @pytest.fixture(scope="module")
 def gateway(module_facade, tree):
-    backend = module_facade(
-        upstream=everything_stdio(),
-        policy=policy_doc(
-            auth={"gateways": [{"issuer": GW_ISSUER, "publicKeyFile": str(tree / "gateway.pub.pem"),
-                                "audience": "everything", "callerIssuers": ["static"]}]},
+    _, front = keyed_gateway(
+        module_facade, tree, GW_ISSUER,
+        backend=dict(
             roles=[{"role": "user", "issuer": "static", "subjects": ["alice", "bob"]}],
             defaultAction="deny",
             tools=[{"name": "trigger-elicitation-request"}, {"name": "echo"}],
             # The tool carries no read-only hint: it may write.
             sandbox={"writeAllowed": True},
         ),
-        extra_args=["--audit", f"file:{tree / 'backend-audit.jsonl'}"])
-    return module_facade(
-        policy=policy_doc(
+        front=dict(
             auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
             roles=[{"role": "user", "subjects": ["alice", "bob"]}],
             defaultAction="allow",
             sandbox={"writeAllowed": True},
-        ),
-        extra_args=gateway_args({"everything": backend.url})
-        + ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", GW_ISSUER])
+        ))
+    return front
 
 
 def answering(who: str, asked: list):

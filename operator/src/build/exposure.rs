@@ -1,5 +1,7 @@
-//! The routes into the cluster that `spec.expose` asks for: an Ingress
-//! and/or a Gateway API HTTPRoute, both named `<name>`, both sending
+//! The routes into the cluster that `spec.expose` asks for, of an MCPServer
+//! or an MCPGateway (the same builders, [`ingress_for`] and
+//! [`http_route_for`]): an Ingress and/or a Gateway API HTTPRoute, both
+//! named `<name>`, both sending
 //! `expose.hosts`, paths `/mcp` and the protected-resource metadata
 //! (`/.well-known/oauth-protected-resource…`, where a client that got a 401
 //! learns where to log in), to the Service's port 8080. The facade
@@ -16,7 +18,9 @@ use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
     IngressServiceBackend, IngressSpec, IngressTLS, ServiceBackendPort,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
+use mcp_warden_crds::mcpserver::Expose;
 use serde_json::json;
 
 use super::BuildInput;
@@ -39,14 +43,36 @@ pub fn http_route_api() -> ApiResource {
     }
 }
 
-/// The Ingress, when `expose.ingress` is set.
+/// The Ingress of an MCPServer, when `expose.ingress` is set.
 pub fn desired_ingress(input: BuildInput<'_>) -> Option<Ingress> {
     let server = input.server;
-    let expose = server.spec.expose.as_ref()?;
+    let name = names::object_name(server);
+    ingress_for(
+        names::metadata(server, name.clone()),
+        &name,
+        server.spec.expose.as_ref()?,
+    )
+}
+
+/// The HTTPRoute of an MCPServer, when `expose.httpRoute` is set.
+pub fn desired_http_route(input: BuildInput<'_>) -> Option<DynamicObject> {
+    let server = input.server;
+    let name = names::object_name(server);
+    http_route_for(
+        names::metadata(server, name.clone()),
+        &name,
+        server.spec.expose.as_ref()?,
+    )
+}
+
+/// The Ingress `expose.ingress` asks for, sending `expose.hosts` to the
+/// facade port of Service `service`. An MCPServer and an MCPGateway both
+/// build theirs here; `metadata` (name, labels, owner) is the owner's.
+pub fn ingress_for(metadata: ObjectMeta, service: &str, expose: &Expose) -> Option<Ingress> {
     let ingress = expose.ingress.as_ref()?;
     let backend = IngressBackend {
         service: Some(IngressServiceBackend {
-            name: names::object_name(server),
+            name: service.to_string(),
             port: Some(ServiceBackendPort {
                 name: None,
                 number: Some(FACADE_PORT),
@@ -71,7 +97,7 @@ pub fn desired_ingress(input: BuildInput<'_>) -> Option<Ingress> {
             }),
         })
         .collect();
-    let mut metadata = names::metadata(server, names::object_name(server));
+    let mut metadata = metadata;
     if !ingress.annotations.is_empty() {
         metadata.annotations = Some(ingress.annotations.clone());
     }
@@ -92,10 +118,13 @@ pub fn desired_ingress(input: BuildInput<'_>) -> Option<Ingress> {
     })
 }
 
-/// The HTTPRoute, when `expose.httpRoute` is set.
-pub fn desired_http_route(input: BuildInput<'_>) -> Option<DynamicObject> {
-    let server = input.server;
-    let expose = server.spec.expose.as_ref()?;
+/// The HTTPRoute `expose.httpRoute` asks for, sending `expose.hosts` to
+/// the facade port of Service `service` (see [`ingress_for`]).
+pub fn http_route_for(
+    metadata: ObjectMeta,
+    service: &str,
+    expose: &Expose,
+) -> Option<DynamicObject> {
     let route = expose.http_route.as_ref()?;
     let parents: Vec<serde_json::Value> = route
         .parent_refs
@@ -116,14 +145,14 @@ pub fn desired_http_route(input: BuildInput<'_>) -> Option<DynamicObject> {
     let object = json!({
         "apiVersion": api.api_version,
         "kind": api.kind,
-        "metadata": names::metadata(server, names::object_name(server)),
+        "metadata": metadata,
         "spec": {
             "parentRefs": parents,
             "hostnames": expose.hosts,
             "rules": [{
                 "matches": [{"path": {"type": "PathPrefix", "value": MCP_PATH}},
                             {"path": {"type": "PathPrefix", "value": METADATA_PATH}}],
-                "backendRefs": [{"name": names::object_name(server), "port": FACADE_PORT}],
+                "backendRefs": [{"name": service, "port": FACADE_PORT}],
             }],
         },
     });

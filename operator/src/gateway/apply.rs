@@ -1,6 +1,7 @@
 //! Apply: the gateway's Secrets made once, then server-side apply of every
 //! desired object with the operator's field manager, skipping objects that
-//! already match. As for an MCPServer, every object is read first and
+//! already match; an Ingress or HTTPRoute of ours that `expose` no longer
+//! asks for is deleted. As for an MCPServer, every object is read first and
 //! nothing at all is written when one that exists is not controlled by
 //! this gateway (its status names them).
 //!
@@ -15,19 +16,22 @@ use k8s_openapi::{
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, Secret, Service},
-        networking::v1::NetworkPolicy,
+        networking::v1::{Ingress, NetworkPolicy},
     },
     NamespaceResourceScope,
 };
 use kube::{
-    api::{Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
     Api, Client, Resource, ResourceExt,
 };
 use mcp_warden_crds::MCPGateway;
 use serde::{de::DeserializeOwned, Serialize};
 
 use super::{build, names};
-use crate::{config::FIELD_MANAGER, reconcile::apply::ApplyError};
+use crate::{
+    config::FIELD_MANAGER,
+    reconcile::apply::{read_dynamic, write_dynamic, ApplyError},
+};
 
 /// Whether `gw` is `object`'s controller (by uid).
 pub fn controlled_by<K: Resource>(object: &K, gw: &MCPGateway) -> bool {
@@ -48,6 +52,9 @@ pub struct Applied {
     pub deployment: Option<Deployment>,
     /// `Kind/name` of objects in the way (not ours); nothing was written.
     pub not_owned: Vec<String>,
+    /// `expose.httpRoute` asks for an HTTPRoute and the cluster does not
+    /// serve the Gateway API (the rest is applied; the status says so).
+    pub route_unavailable: bool,
 }
 
 /// The signing key's public half, once the key exists.
@@ -225,7 +232,32 @@ pub async fn apply_all(
     let deployment = read(client, &ns, &objects.deployment).await?;
     let service = read(client, &ns, &objects.service).await?;
     let network_policy = read(client, &ns, &objects.network_policy).await?;
+    // The routes of `expose`, as an MCPServer's: read even when not asked
+    // for, to remove ours when `expose` drops them.
+    let route_name = names::object_name(gw);
+    let ingress = Api::<Ingress>::namespaced(client.clone(), &ns)
+        .get_opt(&route_name)
+        .await
+        .map_err(api_err::<Ingress>(&route_name))?;
+    let route_api = crate::build::exposure::http_route_api();
+    // A cluster without the Gateway API answers a bare 404 (no Status
+    // body), which get_opt does not read as "absent": it is.
+    let route = match read_dynamic(client, &ns, &route_api, &route_name).await {
+        Err(ApplyError {
+            source: kube::Error::Api(e),
+            ..
+        }) if e.code == 404 => None,
+        read => read?,
+    };
     let mut applied = Applied::default();
+    // Someone else's route under the gateway's name blocks only a gateway
+    // that wants one; unwanted, it is left alone.
+    if objects.ingress.is_some() {
+        in_the_way::<Ingress>(&ingress, gw, &mut applied.not_owned);
+    }
+    if objects.http_route.is_some() && route.as_ref().is_some_and(|r| !controlled_by(r, gw)) {
+        applied.not_owned.push(format!("HTTPRoute/{route_name}"));
+    }
     for cm in [&policy, &jwks, &public_key] {
         in_the_way::<ConfigMap>(cm, gw, &mut applied.not_owned);
     }
@@ -253,6 +285,39 @@ pub async fn apply_all(
         w,
     )
     .await?;
+    match &objects.ingress {
+        Some(desired) => write(client, &ns, desired, ingress.as_ref(), w).await?,
+        None => {
+            if let Some(live) = ingress.filter(|l| controlled_by(l, gw)) {
+                Api::<Ingress>::namespaced(client.clone(), &ns)
+                    .delete(&live.name_any(), &DeleteParams::default())
+                    .await
+                    .map_err(api_err::<Ingress>(&route_name))?;
+                w.push(format!("-Ingress/{route_name}"));
+            }
+        }
+    }
+    let route = route.filter(|r| objects.http_route.is_some() || controlled_by(r, gw));
+    let desired_route = objects.http_route.as_ref();
+    match write_dynamic(
+        client,
+        &ns,
+        &route_api,
+        &route_name,
+        desired_route,
+        route,
+        w,
+    )
+    .await
+    {
+        Ok(()) => {}
+        // No HTTPRoute kind here: not an error to retry, a fact to report.
+        Err(ApplyError {
+            source: kube::Error::Api(e),
+            ..
+        }) if e.code == 404 => applied.route_unavailable = true,
+        Err(e) => return Err(e),
+    }
     applied.deployment = deployment;
     Ok(applied)
 }

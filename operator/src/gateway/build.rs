@@ -7,8 +7,10 @@
 //!             ├─ ConfigMap <gw>-gateway-pub public key + callers' issuers (the backends' reconciles read it)
 //!             ├─ Deployment <gw>            the facade in gateway mode (pod.rs)
 //!             ├─ Service <gw>               8080 /mcp, 9090 metrics
-//!             └─ NetworkPolicy <gw>         in: 8080 (+9090 operator, monitoring);
-//!                                           out: each backend's pods on 8080, and the cluster DNS
+//!             ├─ NetworkPolicy <gw>         in: 8080 (+9090 operator, monitoring);
+//!             │                             out: each backend's pods on 8080, and the cluster DNS
+//!             └─ Ingress/HTTPRoute <gw>     expose.hosts → the Service, when asked (the
+//!                                           MCPServer's builders, build/exposure.rs)
 //! ```
 //! The gateway's policy adds to the backends' and never replaces one: its
 //! risk ceiling and sandbox grant are open because each backend already
@@ -20,20 +22,24 @@ use k8s_openapi::{
     api::{
         core::v1::{ConfigMap, Secret, Service, ServicePort, ServiceSpec},
         networking::v1::{
-            NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
-            NetworkPolicySpec,
+            Ingress, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
+            NetworkPolicyPeer, NetworkPolicySpec,
         },
     },
     apimachinery::pkg::util::intstr::IntOrString,
     ByteString,
 };
+use kube::api::DynamicObject;
 use mcp_warden_crds::{
     DefaultAction, FacadePolicy, MCPGateway, RiskLevel, SandboxGrant, ServerRef, ToolProfileSpec,
 };
 
 use super::{names, resolve::Backend};
 use crate::{
-    build::network_policy::{dns_rule, labels, tcp},
+    build::{
+        exposure,
+        network_policy::{dns_rule, labels, tcp},
+    },
     compile::compile_auth_for,
     config::BuildConfig,
     names::{ADMIN_PORT, FACADE_PORT, JWKS_KEY, PEER_KEY_KEY, POLICY_KEY},
@@ -65,6 +71,10 @@ pub struct GatewayObjects {
     pub deployment: k8s_openapi::api::apps::v1::Deployment,
     pub service: Service,
     pub network_policy: NetworkPolicy,
+    /// The Ingress of `expose.ingress` (apply removes a stale one).
+    pub ingress: Option<Ingress>,
+    /// The HTTPRoute of `expose.httpRoute` (apply removes a stale one).
+    pub http_route: Option<DynamicObject>,
 }
 
 impl GatewayObjects {
@@ -79,6 +89,12 @@ impl GatewayObjects {
             typed_value(&self.service),
             typed_value(&self.network_policy),
         ]);
+        values.extend(self.ingress.as_ref().map(typed_value));
+        values.extend(
+            self.http_route
+                .as_ref()
+                .map(|r| serde_json::to_value(r).expect("an HTTPRoute serializes")),
+        );
         values
     }
 }
@@ -92,7 +108,31 @@ pub fn desired_objects(input: GatewayInput<'_>) -> GatewayObjects {
         deployment: super::pod::desired_deployment(input),
         service: desired_service(input),
         network_policy: desired_network_policy(input),
+        ingress: desired_ingress(input),
+        http_route: desired_http_route(input),
     }
+}
+
+/// The Ingress of `expose.ingress`, to the gateway's Service.
+fn desired_ingress(input: GatewayInput<'_>) -> Option<Ingress> {
+    let gw = input.gateway;
+    let name = names::object_name(gw);
+    exposure::ingress_for(
+        names::metadata(gw, name.clone(), "gateway"),
+        &name,
+        gw.spec.expose.as_ref()?,
+    )
+}
+
+/// The HTTPRoute of `expose.httpRoute`, to the gateway's Service.
+fn desired_http_route(input: GatewayInput<'_>) -> Option<DynamicObject> {
+    let gw = input.gateway;
+    let name = names::object_name(gw);
+    exposure::http_route_for(
+        names::metadata(gw, name.clone(), "gateway"),
+        &name,
+        gw.spec.expose.as_ref()?,
+    )
 }
 
 /// The profile the gateway runs with: its own, or one that passes every
@@ -308,5 +348,125 @@ fn desired_network_policy(input: GatewayInput<'_>) -> NetworkPolicy {
             ]),
             egress: Some(egress),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mcp_warden_crds::MCPServer;
+    use serde_json::json;
+
+    use super::*;
+    use crate::gateway::resolve;
+
+    /// The gateway `front` (uid u-gw) with `expose`, in front of `git`.
+    fn objects(expose: &str) -> GatewayObjects {
+        let gw: MCPGateway = serde_yaml_ng::from_str(&format!(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {{name: front, namespace: a, uid: u-gw}}\n\
+             spec: {{backends: [{{name: git}}], expose: {expose}}}\n"
+        ))
+        .unwrap();
+        let server: MCPServer = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: git, namespace: a}\n\
+             spec: {image: i, command: [x], toolProfileRef: {name: p}}\n",
+        )
+        .unwrap();
+        let selection = resolve::select(&gw, [&server]);
+        desired_objects(GatewayInput {
+            gateway: &gw,
+            backends: &selection.backends,
+            profile: None,
+            jwks: None,
+            public_key: None,
+            config: &BuildConfig::default(),
+        })
+    }
+
+    /// What both routes' metadata must be: the gateway's name, labels and
+    /// controller reference.
+    fn metadata() -> serde_json::Value {
+        json!({
+            "name": "front", "namespace": "a",
+            "labels": {
+                "app.kubernetes.io/name": "mcp-gateway",
+                "app.kubernetes.io/instance": "front",
+                "app.kubernetes.io/component": "gateway",
+                "app.kubernetes.io/part-of": "mcp-warden",
+                "app.kubernetes.io/managed-by": "mcp-warden-operator",
+                "mcpwarden.dev/gateway": "front",
+            },
+            "ownerReferences": [{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
+                "name": "front", "uid": "u-gw", "controller": true}],
+        })
+    }
+
+    #[test]
+    fn hosts_alone_make_no_route() {
+        let built = objects("{hosts: [tools.example.com]}");
+        assert!(built.ingress.is_none() && built.http_route.is_none());
+        let kinds: Vec<String> = built
+            .to_values()
+            .iter()
+            .map(|v| v["kind"].as_str().unwrap().to_string())
+            .collect();
+        assert!(!kinds.iter().any(|k| k == "Ingress" || k == "HTTPRoute"));
+    }
+
+    #[test]
+    fn the_ingress_sends_the_hosts_to_the_gateways_service() {
+        let built = objects(
+            "{hosts: [tools.example.com], ingress: {className: nginx, tlsSecretName: tools-tls, \
+             annotations: {cert-manager.io/cluster-issuer: letsencrypt}}}",
+        );
+        assert!(built.http_route.is_none());
+        let values = built.to_values();
+        let value = values.iter().find(|v| v["kind"] == "Ingress").unwrap();
+        let path = |p: &str| {
+            json!({"path": p, "pathType": "Prefix",
+                   "backend": {"service": {"name": "front", "port": {"number": 8080}}}})
+        };
+        let mut want_meta = metadata();
+        want_meta["annotations"] = json!({"cert-manager.io/cluster-issuer": "letsencrypt"});
+        assert_eq!(
+            value,
+            &json!({
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": want_meta,
+                "spec": {
+                    "ingressClassName": "nginx",
+                    "rules": [{"host": "tools.example.com", "http": {"paths": [
+                        path("/mcp"), path("/.well-known/oauth-protected-resource")]}}],
+                    "tls": [{"hosts": ["tools.example.com"], "secretName": "tools-tls"}]
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn the_http_route_attaches_the_gateways_service_to_the_parents() {
+        let built = objects(
+            "{hosts: [tools.example.com, tools.example.org], httpRoute: {parentRefs: [{name: public, namespace: infra}]}}",
+        );
+        assert!(built.ingress.is_none());
+        let values = built.to_values();
+        let value = values.iter().find(|v| v["kind"] == "HTTPRoute").unwrap();
+        let want_meta = metadata();
+        assert_eq!(
+            value,
+            &json!({
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": want_meta,
+                "spec": {
+                    "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                    "name": "public", "namespace": "infra"}],
+                    "hostnames": ["tools.example.com", "tools.example.org"],
+                    "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/mcp"}},
+                                           {"path": {"type": "PathPrefix", "value": "/.well-known/oauth-protected-resource"}}],
+                               "backendRefs": [{"name": "front", "port": 8080}]}]
+                }
+            })
+        );
     }
 }

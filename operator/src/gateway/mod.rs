@@ -153,7 +153,10 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
     written.extend(applied.written.iter().cloned());
     // 5. status
     let outcome = if applied.not_owned.is_empty() {
-        status::Outcome::Applied(applied.deployment.as_ref())
+        status::Outcome::Applied {
+            deployment: applied.deployment.as_ref(),
+            route_unavailable: applied.route_unavailable,
+        }
     } else {
         status::Outcome::NotOwned(&applied.not_owned)
     };

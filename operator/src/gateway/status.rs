@@ -7,7 +7,8 @@
 //! `Ready`: the gateway's pods serve (`Available`), or why not
 //! (`Progressing`, `Paused`, an invalid spec's reason, `NotOwned`,
 //! `KeyUnavailable`). `Degraded`: it serves, but a backend is missing or not
-//! Ready (`BackendsNotReady`). Each backend shows its own Ready and how many
+//! Ready (`BackendsNotReady`), or `expose.httpRoute` asks for an HTTPRoute
+//! the cluster does not serve (`GatewayAPINotInstalled`). Each backend shows its own Ready and how many
 //! tools its facades expose (its `status.tools`); the signing key is never
 //! shown.
 
@@ -35,8 +36,13 @@ pub enum Outcome<'a> {
     Invalid(&'a GatewayInvalid),
     /// Objects with the gateway's names belong to someone else.
     NotOwned(&'a [String]),
-    /// Applied; the Deployment as read before the apply.
-    Applied(Option<&'a Deployment>),
+    /// Applied.
+    Applied {
+        /// The Deployment as read before the apply.
+        deployment: Option<&'a Deployment>,
+        /// `expose.httpRoute` asks for an HTTPRoute the cluster does not serve.
+        route_unavailable: bool,
+    },
 }
 
 /// A backend's status line.
@@ -108,7 +114,7 @@ pub fn desired_status(
                 objects.join(", ")
             ),
         ),
-        Outcome::Applied(d) => available(d, gw.spec.replicas),
+        Outcome::Applied { deployment, .. } => available(deployment, gw.spec.replicas),
     };
     let not_ready: Vec<String> = lines
         .iter()
@@ -116,14 +122,27 @@ pub fn desired_status(
         .map(|b| b.name.clone())
         .chain(missing.iter().map(|m| format!("{m} (not found)")))
         .collect();
-    let degraded = if not_ready.is_empty() {
-        ("False", "AsExpected", "every backend is Ready".to_string())
-    } else {
-        (
+    let route_unavailable = matches!(
+        outcome,
+        Outcome::Applied {
+            route_unavailable: true,
+            ..
+        }
+    );
+    // Both are said when both hold; the reason is the backends', which
+    // change by themselves, while the route waits for the cluster's admin.
+    let no_route = route_unavailable.then_some(
+        "spec.expose.httpRoute asks for an HTTPRoute, but this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoutes: install the Gateway API (and a Gateway), or use expose.ingress",
+    );
+    let degraded = match (not_ready.is_empty(), no_route) {
+        (false, route) => (
             "True",
             "BackendsNotReady",
-            format!("backends not Ready: {}", not_ready.join(", ")),
-        )
+            format!("backends not Ready: {}", not_ready.join(", "))
+                + &route.map(|r| format!("; {r}")).unwrap_or_default(),
+        ),
+        (true, Some(route)) => ("True", "GatewayAPINotInstalled", route.to_string()),
+        (true, None) => ("False", "AsExpected", "every backend is Ready".to_string()),
     };
     let condition = |type_: &str, (status, reason, message): (&str, &str, String)| {
         let previous = old.conditions.iter().find(|c| c.type_ == type_);
@@ -250,5 +269,74 @@ pub async fn publish(
         // and retrying would only log the same miss again.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         other => other.map(drop).map_err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+    use mcp_warden_crds::MCPServer;
+
+    use super::*;
+
+    fn backend(ready: bool) -> Backend {
+        let server: MCPServer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+            "metadata": {"name": "git", "namespace": "a"},
+            "spec": {"image": "i", "command": ["x"], "toolProfileRef": {"name": "p"}},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                "reason": if ready { "Available" } else { "Progressing" }, "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+        .unwrap();
+        Backend {
+            server,
+            prefix: "git__".into(),
+        }
+    }
+
+    fn degraded(ready: bool, route_unavailable: bool) -> Condition {
+        let gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a}\n\
+             spec: {backends: [{name: git}]}\n",
+        )
+        .unwrap();
+        let outcome = Outcome::Applied {
+            deployment: None,
+            route_unavailable,
+        };
+        let now = Time(Timestamp::UNIX_EPOCH);
+        desired_status(&gw, &[backend(ready)], &[], "e", outcome, &now)
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Degraded")
+            .unwrap()
+    }
+
+    #[test]
+    fn an_http_route_the_cluster_cannot_take_degrades_the_gateway() {
+        let fine = degraded(true, false);
+        assert_eq!(
+            (fine.status.as_str(), fine.reason.as_str()),
+            ("False", "AsExpected")
+        );
+        let routeless = degraded(true, true);
+        assert_eq!(
+            (routeless.status.as_str(), routeless.reason.as_str()),
+            ("True", "GatewayAPINotInstalled")
+        );
+        assert!(
+            routeless.message.contains("install the Gateway API"),
+            "{}",
+            routeless.message
+        );
+        // With a backend down too, both are said; the reason is the backends'.
+        let both = degraded(false, true);
+        assert_eq!(both.reason, "BackendsNotReady");
+        assert!(
+            both.message
+                .starts_with("backends not Ready: git; spec.expose.httpRoute"),
+            "{}",
+            both.message
+        );
     }
 }

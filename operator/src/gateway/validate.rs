@@ -47,6 +47,9 @@ pub enum GatewayInvalid {
     /// `prefix: none` makes two backends serve the same name.
     #[error("with prefix none, backends {0} and {1} both serve tool {2:?}")]
     PrefixCollision(String, String, String),
+    /// `expose.ingress` or `expose.httpRoute` without `expose.hosts`.
+    #[error("an Ingress or HTTPRoute needs expose.hosts: the names it routes")]
+    ExposeWithoutHosts,
     /// `spec.resolve` maps one name twice.
     #[error("spec.resolve maps {0:?} twice")]
     DuplicateMapping(String),
@@ -69,6 +72,7 @@ impl GatewayInvalid {
             GatewayInvalid::PrefixNoneUnproven { .. } => "PrefixNoneUnproven",
             GatewayInvalid::InvalidPolicy(_) => "InvalidPolicy",
             GatewayInvalid::DuplicateMapping(_) => "DuplicateMapping",
+            GatewayInvalid::ExposeWithoutHosts => "InvalidGatewaySpec",
         }
     }
 }
@@ -93,6 +97,14 @@ pub fn validate_spec(spec: &MCPGatewaySpec) -> Result<(), GatewayInvalid> {
         };
         if let Some(other) = prefixes.insert(prefix.clone(), name.clone()) {
             return Err(GatewayInvalid::SamePrefix(other, name.clone(), prefix));
+        }
+    }
+    // As for an MCPServer (its CRD rule, kept here for the webhook and for
+    // objects the API server stored before the rule existed).
+    if let Some(expose) = &spec.expose {
+        let routed = expose.ingress.is_some() || expose.http_route.is_some();
+        if routed && expose.hosts.is_empty() {
+            return Err(GatewayInvalid::ExposeWithoutHosts);
         }
     }
     let mut mapped = BTreeSet::new();
@@ -238,6 +250,20 @@ mod tests {
         );
         mapped.resolve.pop();
         assert_eq!(validate_spec(&mapped), Ok(()));
+        let mut routed = spec("[{name: git}]");
+        routed.expose =
+            serde_yaml_ng::from_str("{httpRoute: {parentRefs: [{name: public}]}}").unwrap();
+        assert_eq!(
+            validate_spec(&routed),
+            Err(GatewayInvalid::ExposeWithoutHosts)
+        );
+        routed.expose = serde_yaml_ng::from_str("{ingress: {}}").unwrap();
+        assert_eq!(
+            validate_spec(&routed).map_err(|e| e.reason()),
+            Err("InvalidGatewaySpec")
+        );
+        routed.expose.as_mut().unwrap().hosts = vec!["tools.example.com".into()];
+        assert_eq!(validate_spec(&routed), Ok(()));
         let bad = "[{selector: {matchExpressions: [{key: team, operator: Bogus, values: [x]}]}}]";
         assert_eq!(
             validate_spec(&spec(bad)).map_err(|e| e.reason()),

@@ -474,7 +474,7 @@ where
 }
 
 /// Read a dynamically typed object (the Cilium or Calico policy).
-async fn read_dynamic(
+pub(crate) async fn read_dynamic(
     client: &Client,
     ns: &str,
     api: &ApiResource,
@@ -490,7 +490,7 @@ async fn read_dynamic(
 
 /// Apply `desired` unless `live` contains it; with nothing desired, delete
 /// `live` (it was checked to be ours): the approval that asked for it is gone.
-async fn write_dynamic(
+pub(crate) async fn write_dynamic(
     client: &Client,
     ns: &str,
     api: &ApiResource,

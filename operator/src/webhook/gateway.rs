@@ -97,6 +97,22 @@ mod tests {
     }
 
     #[test]
+    fn a_route_without_hosts_is_refused_as_for_a_server() {
+        let out = review_gateway(&review(json!({"backends": [{"name": "git"}],
+            "expose": {"ingress": {"className": "nginx"}}})))
+        .unwrap();
+        assert_eq!(out["response"]["allowed"], false);
+        assert_eq!(
+            out["response"]["status"]["message"],
+            "MCPGateway team-a/front: InvalidGatewaySpec: an Ingress or HTTPRoute needs expose.hosts: the names it routes"
+        );
+        let hosted = review_gateway(&review(json!({"backends": [{"name": "git"}],
+            "expose": {"hosts": ["tools.example.com"], "ingress": {"className": "nginx"}}})))
+        .unwrap();
+        assert_eq!(hosted["response"]["allowed"], true);
+    }
+
+    #[test]
     fn a_buildable_gateway_is_allowed() {
         let out = review_gateway(&review(json!({"backends": [
             {"name": "git"}, {"selector": {"matchLabels": {"team": "a"}}}]})))

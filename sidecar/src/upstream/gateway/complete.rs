@@ -30,9 +30,9 @@ use super::{ask, with_params, State};
 use crate::jsonrpc::{self, Message, RequestId};
 use crate::upstream::{Credential, UpstreamError};
 
-/// What a completion's `ref` names.
+/// What a completion's `ref` (or a `prompts/get`, a `resources/read`) names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Target {
+pub(super) enum Target {
     /// `ref/prompt`: `ref.name`, a prompt's exposed name.
     Prompt,
     /// `ref/resource`: `ref.uri`, a resource or template URI `{backend}+{uri}`.
@@ -48,7 +48,7 @@ impl Target {
     }
 
     /// The facade's refusal of a prompt or resource the caller may not see.
-    fn unknown(self, name: &str) -> Denial {
+    pub(super) fn unknown(self, name: &str) -> Denial {
         match self {
             Target::Prompt => Denial::PromptNotAvailable {
                 name: name.to_string(),
@@ -123,14 +123,14 @@ pub(super) async fn routed(
 /// names: not authenticated there (-32001), no role or a role too low
 /// (-32003), hidden by its rules (-32004). Other errors (a budget, the
 /// server's own) are about a ref the caller may use and pass as they are.
-fn hides(answer: &Value) -> bool {
+pub(super) fn hides(answer: &Value) -> bool {
     let code = answer.pointer("/error/code").and_then(Value::as_i64);
     matches!(code, Some(-32001 | -32003 | -32004))
 }
 
 /// The refusal of a ref the caller may not see, exactly as the facade's
 /// own policy words it for an unknown prompt or resource.
-fn unknown(id: &RequestId, target: Target, name: &str) -> Bytes {
+pub(super) fn unknown(id: &RequestId, target: Target, name: &str) -> Bytes {
     let denial = target.unknown(name);
     jsonrpc::error_response(
         Some(id),

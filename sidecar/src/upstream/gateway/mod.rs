@@ -13,9 +13,10 @@
 //!   request ─┬─ server/discover ............ answered here (the union's capabilities)
 //!            ├─ tools|prompts|resources/…list  every backend, each page followed,
 //!            │                                 names renamed ([`names`]), conflicts withheld
-//!            ├─ tools/call, prompts/get ..... the one backend the name routes to, as its own name
+//!            ├─ tools/call .................. the one backend the name routes to, as its own name
+//!            ├─ prompts/get ................. likewise; what the caller may not see refused as unknown ([`unseen`])
 //!            ├─ completion/complete ......... the backend its `ref` names ([`complete`])
-//!            ├─ resources/read|subscribe …... the backend the URI names (`{backend}+{uri}`)
+//!            ├─ resources/read|subscribe …... the backend the URI names (`{backend}+{uri}`, [`unseen`])
 //!            ├─ tasks/get|update|cancel ..... the backend the task id names ([`tasks`])
 //!            └─ anything else ............... refused (-32601)
 //! ```
@@ -35,6 +36,7 @@ mod listen;
 mod lists;
 pub mod names;
 mod tasks;
+mod unseen;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -337,14 +339,14 @@ pub async fn send(
         }
         "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
         "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
-        "prompts/get" => routed(state, &id, &msg, Catalog::Prompts, credential).await?,
+        "prompts/get" => unseen::prompt(state, &id, &msg, credential).await?,
         "completion/complete" => complete::routed(state, &id, &msg, credential).await?,
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
             tasks::routed(state, &id, &msg, credential).await?
         }
         "subscriptions/listen" => return listen::hold(state, msg, credential),
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-            by_uri(state, &id, &msg, credential).await?
+            unseen::by_uri(state, &id, &msg, credential).await?
         }
         other => jsonrpc::error_response(
             Some(&id),
@@ -427,7 +429,7 @@ fn param_str(msg: &Message, key: &str) -> (Value, String) {
     (params, value)
 }
 
-/// A call or prompt: to the backend its name routes to, as its own name.
+/// A call: to the backend its name routes to, as its own name.
 async fn routed(
     state: &Arc<State>,
     id: &RequestId,
@@ -451,36 +453,6 @@ async fn routed(
         Catalog::Tools => tasks::adopt_handle(state, b, answer),
         _ => answer.bytes,
     })
-}
-
-/// A resource request: to the backend its URI names, with the backend's URI.
-async fn by_uri(
-    state: &Arc<State>,
-    id: &RequestId,
-    msg: &Message,
-    credential: Option<&Credential>,
-) -> Result<Bytes, UpstreamError> {
-    let (mut params, uri) = param_str(msg, "uri");
-    let gateway = state.gateway();
-    let route = gateway.names.lock().unwrap().route_uri(&uri);
-    let Some((b, own)) = route else {
-        return Ok(unroutable(id, &uri, Unroutable::Unknown));
-    };
-    params["uri"] = Value::String(own);
-    let out = with_params(msg, &params).map_err(UpstreamError::Refused)?;
-    let answer = ask(state, b, out, credential).await.map_err(|e| {
-        UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
-    })?;
-    let mut value = answer.to_value();
-    if let Some(Value::Array(contents)) = value.pointer_mut("/result/contents") {
-        let names = gateway.names.lock().unwrap();
-        for c in contents {
-            if let Some(Value::String(u)) = c.get("uri") {
-                c["uri"] = Value::String(names.exposed_uri(b, u));
-            }
-        }
-    }
-    Ok(Bytes::from(value.to_string()))
 }
 
 /// A name no backend may answer for. The facade's own policy normally
