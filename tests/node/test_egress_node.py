@@ -62,7 +62,8 @@ sys.path.insert(0, str(HERE))
 
 from k8s_cluster import wait_for  # noqa: E402
 from k8s_node import Node  # noqa: E402
-from node_fixtures import NONROOT, POLICY_BLOCKED, REPO_ROOT, load, pods_of, tour  # noqa: E402
+from node_fixtures import NONROOT, POLICY_BLOCKED, load, pods_of, tour  # noqa: E402
+from warden_helpers import check_egress_record  # noqa: E402 - tests/e2e, on sys.path (node_fixtures)
 
 NS = "team-egress"
 INDEX_HOST = f"pypi.{NS}.internal"
@@ -296,13 +297,6 @@ def proxy_audit(node: Node) -> list[dict]:
 def index_log(node: Node) -> list[dict]:
     out = node.kubectl("-n", NS, "logs", "deployment/pypi", "--tail=-1")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith('{"client"')]
-
-
-def check_egress_record(record: dict) -> dict:
-    import jsonschema  # noqa: PLC0415
-    schema = json.loads((REPO_ROOT / "docs" / "egress-audit-record.v1.schema.json").read_text())
-    jsonschema.validate(record, schema)
-    return record
 
 
 def test_auto_picks_the_proxy_and_the_condition_names_it(node, egress):
