@@ -409,3 +409,7 @@ pub fn server_egress_rule(input: BuildInput<'_>) -> Option<NetworkPolicyEgressRu
 #[cfg(test)]
 #[path = "egress_proxy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "egress_proxy_scope_tests.rs"]
+mod scope_tests;
