@@ -26,8 +26,10 @@ pub struct BuildConfig {
     /// The policy engine that can allow egress by host name, if the
     /// cluster has one (found by API discovery in `run`).
     pub named_egress: NamedEgress,
-    /// Replicas of each namespace's egress proxy Deployment.
+    /// Replicas of each egress proxy Deployment.
     pub egress_proxy_replicas: i32,
+    /// Whose egress proxy a server uses: its namespace's shared one, or its own.
+    pub egress_proxy_scope: EgressProxyScope,
     /// Where the facades send spans and audit records (the platform's
     /// choice, from the chart; not a server's capability).
     pub facade_telemetry: FacadeTelemetry,
@@ -154,6 +156,22 @@ pub enum NamedEgress {
     Proxy,
 }
 
+/// Whose egress proxy a server's host egress goes through (the proxy
+/// engine only). Either way the server reaches only its proxy and the
+/// proxy allows only that server's approved pairs; they differ in what is
+/// shared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EgressProxyScope {
+    /// One proxy per namespace, serving every server there with host egress
+    /// (fewer pods; one process holds every server's credential hash).
+    #[default]
+    Namespace,
+    /// One proxy per server, holding only that server's credential hash: no
+    /// process shared between servers, a fault or compromise of a proxy
+    /// reaches one server's egress only.
+    Server,
+}
+
 impl NamedEgress {
     /// The name status and docs use (`status.egressEngine`).
     pub fn as_str(self) -> &'static str {
@@ -209,6 +227,7 @@ impl Default for BuildConfig {
             )]),
             named_egress: NamedEgress::None,
             egress_proxy_replicas: 1,
+            egress_proxy_scope: EgressProxyScope::Namespace,
             facade_telemetry: FacadeTelemetry::default(),
             cluster_ranges: ClusterRanges::default(),
             trusted_gateways: Vec::new(),

@@ -129,6 +129,15 @@ struct BuildArgs {
     /// Replicas of each namespace's egress proxy (`--egress-engine proxy`).
     #[arg(long, env = "MCP_WARDEN_EGRESS_PROXY_REPLICAS", default_value_t = 1)]
     egress_proxy_replicas: i32,
+    /// Whose egress proxy a server uses: `namespace` (one shared per
+    /// namespace) or `server` (one of its own, holding only its credential).
+    #[arg(
+        long,
+        env = "MCP_WARDEN_EGRESS_PROXY_SCOPE",
+        value_enum,
+        default_value_t = config::EgressProxyScope::Namespace
+    )]
+    egress_proxy_scope: config::EgressProxyScope,
     /// OTLP endpoint the facades send spans to (`http://host:port`); empty: off.
     #[arg(long, env = "MCP_WARDEN_FACADE_OTLP_ENDPOINT", default_value = "")]
     facade_otlp_endpoint: String,
@@ -261,6 +270,7 @@ impl BuildArgs {
                 EngineArg::Proxy => config::NamedEgress::Proxy,
             },
             egress_proxy_replicas: self.egress_proxy_replicas.clamp(1, 10),
+            egress_proxy_scope: self.egress_proxy_scope,
             facade_telemetry: self.facade_telemetry()?,
             cluster_ranges: ClusterRanges {
                 pods: config::parse_cidrs(&self.cluster_pod_cidrs)?,

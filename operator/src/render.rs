@@ -152,29 +152,53 @@ pub fn render(files: &[PathBuf], config: &BuildConfig) -> Result<String, RenderE
     Ok(out)
 }
 
-/// Each namespace's egress proxy: Deployment, Service, NetworkPolicy (its
-/// clients file holds hashes of tokens made in the cluster: not printed).
+/// Each namespace's egress proxy, or each server's own under the `server`
+/// scope: Deployment, Service, NetworkPolicy (its clients file holds hashes
+/// of tokens made in the cluster: not printed).
 fn render_egress_proxies(
     by_namespace: &BTreeMap<String, Vec<crate::build::egress_proxy::ProxyClient>>,
     config: &BuildConfig,
 ) -> String {
-    use crate::build::{egress_proxy, typed_value};
+    use crate::build::{
+        egress_proxy::{self, ProxyOf},
+        typed_value,
+    };
+    use crate::config::EgressProxyScope;
     let mut out = String::new();
     for (ns, clients) in by_namespace {
-        let objects = egress_proxy::desired_proxy_objects(egress_proxy::ProxyInput {
-            namespace: ns,
-            clients,
-            owners: &[],
-            service_owners: &[],
-            config,
-        });
-        for value in [
-            typed_value(&objects.deployment),
-            typed_value(&objects.service),
-            typed_value(&objects.network_policy),
-        ] {
-            out.push_str(&format!("---\n# egress proxy of namespace {ns}\n"));
-            out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
+        let proxies: Vec<(ProxyOf<'_>, &[egress_proxy::ProxyClient], String)> =
+            match config.egress_proxy_scope {
+                EgressProxyScope::Namespace => {
+                    vec![(ProxyOf::Namespace, clients, format!("namespace {ns}"))]
+                }
+                EgressProxyScope::Server => clients
+                    .iter()
+                    .map(|c| {
+                        (
+                            ProxyOf::Server(c.server()),
+                            std::slice::from_ref(c),
+                            format!("MCPServer {}", c.name),
+                        )
+                    })
+                    .collect(),
+            };
+        for (of, clients, whose) in proxies {
+            let objects = egress_proxy::desired_proxy_objects(egress_proxy::ProxyInput {
+                namespace: ns,
+                of,
+                clients,
+                owners: &[],
+                service_owners: &[],
+                config,
+            });
+            for value in [
+                typed_value(&objects.deployment),
+                typed_value(&objects.service),
+                typed_value(&objects.network_policy),
+            ] {
+                out.push_str(&format!("---\n# egress proxy of {whose}\n"));
+                out.push_str(&serde_yaml_ng::to_string(&value).expect("objects serialize"));
+            }
         }
     }
     out

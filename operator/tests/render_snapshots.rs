@@ -199,6 +199,51 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         "stale snapshot {}",
         path.display()
     );
+    // One proxy per server: the server's own, named after it, reached with
+    // the credential of that scope; no namespace proxy.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
+        .args([
+            "render",
+            "--egress-engine",
+            "proxy",
+            "--egress-proxy-scope",
+            "server",
+            "-f",
+        ])
+        .arg(&file)
+        .env(
+            "MCP_WARDEN_SIDECAR_IMAGE",
+            "ghcr.io/mcp-warden/sidecar:test",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = String::from_utf8(out.stdout).unwrap();
+    for wanted in [
+        "name: fetch-egress-proxy-credential",
+        "# egress proxy of MCPServer team-a/fetch",
+        "name: fetch-egress-proxy\n",
+        "app.kubernetes.io/name: mcp-warden-server-egress",
+        "name: fetch-egress-proxy-clients",
+    ] {
+        assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
+    }
+    assert!(!got.contains("name: mcp-warden-egress"), "{got}");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/with-egress-proxy-server.yaml");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some(got.as_str()),
+        "stale snapshot {}",
+        path.display()
+    );
 }
 
 /// The platform's collector and audit store (chart `observability.*`): the

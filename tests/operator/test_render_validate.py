@@ -268,3 +268,32 @@ def test_egress_proxy_objects_are_valid(version: str, tmp_path: Path):
     assert ("NetworkPolicy", "mcp-warden-egress") in names
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_egress_proxy_objects_of_the_server_scope_are_valid(version: str, tmp_path: Path):
+    """The same example under `--egress-proxy-scope server`: the server's own
+    proxy (named after it, its own credential), no namespace proxy, all valid."""
+    source = (REPO / "examples" / "with-egress.yaml").read_text()
+    pending = subprocess.run([str(operator()), "render", "-f", str(REPO / "examples" / "with-egress.yaml")],
+                             capture_output=True, text=True, timeout=60)
+    digest = next(line.split(": ", 1)[1] for line in pending.stdout.splitlines()
+                  if line.startswith("#   capabilityDigest: "))
+    head = "kind: MCPServer\nmetadata:\n  name: fetch\n  namespace: team-a\n"
+    approved = source.replace(head, head + f"  annotations: {{mcpwarden.dev/approve: \"{digest}\"}}\n", 1)
+    (tmp_path / "approved.yaml").write_text(approved)
+    out = subprocess.run([str(operator()), "render", "--egress-engine", "proxy", "--egress-proxy-scope", "server",
+                          "-f", str(tmp_path / "approved.yaml")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    objects = [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    for kind in ("Deployment", "Service", "NetworkPolicy"):
+        assert (kind, "fetch-egress-proxy") in names, names
+        assert (kind, "mcp-warden-egress") not in names, names
+    deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "fetch")
+    env = deployment["spec"]["template"]["spec"]["containers"]
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for c in env for e in c.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {}) and e["name"] == "HTTPS_PROXY"}
+    assert refs == {"fetch-egress-proxy-credential"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)

@@ -1,28 +1,29 @@
 //! The egress proxy engine (pure): approved egress by host name where the
-//! cluster has no Cilium or Calico, through one `mcp-warden-sidecar egress`
-//! per namespace. Built only when the engine in force is
-//! [`NamedEgress::Proxy`] and a (non-remote) server has approved
-//! `network.egress.host:…`; the capability and its approval are the same
-//! whichever engine enforces it.
+//! cluster has no Cilium or Calico, through `mcp-warden-sidecar egress`:
+//! one per namespace, or one per server (`egressProxyScope`). Built only
+//! when the engine in force is [`NamedEgress::Proxy`] and a (non-remote)
+//! server has approved `network.egress.host:…`; the capability and its
+//! approval are the same whichever engine and scope enforce it.
 //!
 //! ```text
-//! per server (BuildInput)                       per namespace (ProxyInput, assembled in apply)
-//!   <name> policy ConfigMap annotation: its       mcp-warden-egress          Deployment (replicas: config)
-//!     approved entry (a held change leaves the    mcp-warden-egress          Service :3128
-//!     ConfigMap, so the entry, as it was)         mcp-warden-egress-clients  ConfigMap clients.json
-//!   <name>-egress-proxy Secret: token, url (made                             (sha256 of the tokens only)
-//!     once, never rewritten)
-//!   server env HTTPS_PROXY… (secretKeyRef url)    mcp-warden-egress          NetworkPolicy: in from the listed
-//!   NetworkPolicy: egress to the proxy :3128        servers' pods; out only on approved ports (public
-//!                                                   addresses; a CIDR rule's block as approved)
+//! per server (BuildInput)                       per proxy (ProxyInput, assembled in apply; objects.rs)
+//!   <name> policy ConfigMap annotation: its       namespace scope            server scope
+//!     approved entry (a held change leaves the    mcp-warden-egress          <name>-egress-proxy   Deployment, Service :3128,
+//!     ConfigMap, so the entry, as it was)                                                          NetworkPolicy
+//!   credential Secret (token, url; made once,    mcp-warden-egress-clients  <name>-egress-proxy-clients  ConfigMap clients.json
+//!     never rewritten): <name>-egress-proxy,                                 (sha256 of the tokens only)
+//!     <name>-egress-proxy-credential (server scope)
+//!   server env HTTPS_PROXY… (secretKeyRef url)    NetworkPolicy: in from the servers served; out only on
+//!   NetworkPolicy: egress to its proxy :3128       their approved ports (public addresses; a CIDR rule's block)
 //! ```
-//! The shared objects carry an owner reference to every server they serve,
-//! so the garbage collector removes them with the last one; apply also
-//! deletes them when no server needs them any more. The Service's owners
-//! are every server holding a credential: its cluster IP is in their URLs,
-//! so it stays while any of them exists. The clients file holds only
-//! hashes, so it is a ConfigMap: the operator never rewrites or deletes a
-//! Secret.
+//! The namespace's proxy carries an owner reference to every server it
+//! serves, so the garbage collector removes it with the last one; apply also
+//! deletes it when no server needs it any more. The Service's owners are
+//! every server holding a credential: its cluster IP is in their URLs, so
+//! it stays while any of them exists. A server's own proxy is controlled by
+//! that server alone, and its pods carry labels no other proxy selects. The
+//! clients file holds only hashes, so it is a ConfigMap: the operator never
+//! rewrites or deletes a Secret.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,12 +56,20 @@ use super::{
 };
 use crate::{
     compile::Approved,
-    config::{BuildConfig, NamedEgress},
+    config::{BuildConfig, EgressProxyScope, NamedEgress},
     egress_scope, names,
 };
 
-/// The proxy's Deployment, Service and NetworkPolicy.
+#[path = "egress_proxy_objects.rs"]
+mod objects;
+pub use objects::{clients_file, desired_proxy_objects, ProxyInput, ProxyObjects};
+
+/// The namespace proxy's Deployment, Service and NetworkPolicy (and its
+/// pods' `app.kubernetes.io/name`).
 pub const PROXY_NAME: &str = "mcp-warden-egress";
+/// A server's own proxy pods' `app.kubernetes.io/name` (never the
+/// namespace proxy's: neither selects the other's pods).
+pub const SERVER_PROXY_APP: &str = "mcp-warden-server-egress";
 /// The ConfigMap with the clients file.
 pub const CLIENTS_CONFIG_MAP: &str = "mcp-warden-egress-clients";
 /// Its key, and where the proxy reads it.
@@ -84,9 +93,78 @@ pub const URL_KEY: &str = "url";
 /// goes takes its entry out of the clients file).
 pub const TOKEN_LABEL: &str = "mcpwarden.dev/egress-proxy-token";
 
-/// The server's proxy credential Secret.
+/// The server's credential Secret for the namespace's proxy.
 pub fn token_secret_name(server: &MCPServer) -> String {
     format!("{}-egress-proxy", names::object_name(server))
+}
+
+/// The server's credential Secret for the proxy of `scope`. Each scope has
+/// its own: the URL names that proxy's Service and the Secret is never
+/// rewritten, so a switch of scope changes the Secret the pods read (and
+/// so rolls them onto the other proxy).
+pub fn token_secret_name_for(server: &MCPServer, scope: EgressProxyScope) -> String {
+    match scope {
+        EgressProxyScope::Namespace => token_secret_name(server),
+        EgressProxyScope::Server => {
+            format!("{}-egress-proxy-credential", names::object_name(server))
+        }
+    }
+}
+
+/// Whose proxy: the namespace's shared one or one server's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyOf<'a> {
+    /// `mcp-warden-egress`, serving every server of the namespace.
+    Namespace,
+    /// `<name>-egress-proxy`, serving the server of that name only.
+    Server(&'a str),
+}
+
+impl ProxyOf<'_> {
+    /// The proxy's Deployment, Service and NetworkPolicy.
+    pub fn proxy_name(self) -> String {
+        match self {
+            ProxyOf::Namespace => PROXY_NAME.into(),
+            ProxyOf::Server(s) => format!("{s}-egress-proxy"),
+        }
+    }
+
+    /// Its clients file's ConfigMap.
+    pub fn clients_config_map(self) -> String {
+        match self {
+            ProxyOf::Namespace => CLIENTS_CONFIG_MAP.into(),
+            ProxyOf::Server(s) => format!("{s}-egress-proxy-clients"),
+        }
+    }
+
+    /// Its objects' and pods' labels. A server's proxy carries no
+    /// `mcpwarden.dev/server` label: the server's own NetworkPolicy and
+    /// Service select by it.
+    pub fn labels(self) -> BTreeMap<String, String> {
+        let mut labels = proxy_labels();
+        if let ProxyOf::Server(s) = self {
+            labels.insert("app.kubernetes.io/name".into(), SERVER_PROXY_APP.into());
+            labels.insert("app.kubernetes.io/instance".into(), s.into());
+        }
+        labels
+    }
+
+    /// Its pods' selector (Deployment, Service, who may reach it).
+    pub fn selector(self) -> BTreeMap<String, String> {
+        let mut labels = self.labels();
+        labels.retain(|k, _| k == "app.kubernetes.io/name" || k == "app.kubernetes.io/instance");
+        labels
+    }
+}
+
+/// The proxy the server's host egress goes through, by the scope in force.
+pub fn proxy_of(input: BuildInput<'_>) -> ProxyOf<'_> {
+    match input.config.egress_proxy_scope {
+        EgressProxyScope::Namespace => ProxyOf::Namespace,
+        EgressProxyScope::Server => {
+            ProxyOf::Server(input.server.metadata.name.as_deref().unwrap_or_default())
+        }
+    }
 }
 
 /// A `host:port` of the clients file.
@@ -221,8 +299,13 @@ pub fn proxy_url(server: &MCPServer, token: &str, service_ip: &str) -> String {
 
 /// The server's credential Secret (the token is random, made in apply
 /// once; never rewritten).
-pub fn desired_token_secret(server: &MCPServer, token: &str, service_ip: &str) -> Secret {
-    let mut metadata = names::metadata(server, token_secret_name(server));
+pub fn desired_token_secret(
+    server: &MCPServer,
+    scope: EgressProxyScope,
+    token: &str,
+    service_ip: &str,
+) -> Secret {
+    let mut metadata = names::metadata(server, token_secret_name_for(server, scope));
     metadata
         .labels
         .get_or_insert_with(Default::default)
@@ -265,7 +348,7 @@ pub fn server_env(input: BuildInput<'_>) -> Vec<EnvVar> {
         value: None,
         value_from: Some(EnvVarSource {
             secret_key_ref: Some(SecretKeySelector {
-                name: token_secret_name(input.server),
+                name: token_secret_name_for(input.server, input.config.egress_proxy_scope),
                 key: URL_KEY.into(),
                 optional: Some(false),
             }),
@@ -299,7 +382,7 @@ pub fn server_env(input: BuildInput<'_>) -> Vec<EnvVar> {
     env
 }
 
-/// The proxy pods' labels.
+/// The namespace proxy pods' labels.
 pub fn proxy_labels() -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".into(), PROXY_NAME.into()),
@@ -312,273 +395,21 @@ pub fn proxy_labels() -> BTreeMap<String, String> {
     ])
 }
 
-fn proxy_selector() -> BTreeMap<String, String> {
-    BTreeMap::from([("app.kubernetes.io/name".into(), PROXY_NAME.into())])
-}
-
-/// The server NetworkPolicy's rule: to the proxy pods on its port.
+/// The server NetworkPolicy's rule: to its proxy's pods on its port.
 pub fn server_egress_rule(input: BuildInput<'_>) -> Option<NetworkPolicyEgressRule> {
     uses_proxy(input).then(|| NetworkPolicyEgressRule {
         ports: Some(vec![tcp(PROXY_PORT)]),
         to: Some(vec![NetworkPolicyPeer {
-            pod_selector: labels(&proxy_selector()),
+            pod_selector: labels(&proxy_of(input).selector()),
             ..NetworkPolicyPeer::default()
         }]),
     })
 }
 
-/// Everything the namespace's shared objects are built from.
-#[derive(Clone, Copy, Debug)]
-pub struct ProxyInput<'a> {
-    /// The namespace.
-    pub namespace: &'a str,
-    /// Every server served, sorted by name.
-    pub clients: &'a [ProxyClient],
-    /// An owner reference to each of them (not a controller).
-    pub owners: &'a [OwnerReference],
-    /// The Service's owners: every server holding a credential.
-    pub service_owners: &'a [OwnerReference],
-    /// Operator settings.
-    pub config: &'a BuildConfig,
-}
-
-/// The namespace's shared objects.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProxyObjects {
-    /// The proxy.
-    pub deployment: Deployment,
-    /// Its address.
-    pub service: Service,
-    /// The clients file.
-    pub clients_config_map: ConfigMap,
-    /// Who may reach it, and where it may go.
-    pub network_policy: NetworkPolicy,
-}
-
-fn metadata(input: ProxyInput<'_>, name: &str) -> ObjectMeta {
-    owned_by(input, name, input.owners)
-}
-
-fn owned_by(input: ProxyInput<'_>, name: &str, owners: &[OwnerReference]) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(input.namespace.into()),
-        labels: Some(proxy_labels()),
-        owner_references: (!owners.is_empty()).then(|| owners.to_vec()),
-        ..ObjectMeta::default()
-    }
-}
-
-/// The clients file (sorted by name, so the same servers make the same bytes).
-pub fn clients_file(clients: &[ProxyClient]) -> String {
-    let mut sorted = clients.to_vec();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    serde_json::to_string_pretty(&serde_json::json!({"version": 1, "clients": sorted}))
-        .expect("the clients file serializes")
-}
-
-/// Every shared object.
-pub fn desired_proxy_objects(input: ProxyInput<'_>) -> ProxyObjects {
-    ProxyObjects {
-        deployment: desired_deployment(input),
-        service: Service {
-            metadata: owned_by(input, PROXY_NAME, input.service_owners),
-            spec: Some(ServiceSpec {
-                selector: Some(proxy_selector()),
-                ports: Some(vec![ServicePort {
-                    name: Some("proxy".into()),
-                    port: PROXY_PORT,
-                    target_port: Some(IntOrString::Int(PROXY_PORT)),
-                    protocol: Some("TCP".into()),
-                    ..ServicePort::default()
-                }]),
-                ..ServiceSpec::default()
-            }),
-            ..Service::default()
-        },
-        clients_config_map: ConfigMap {
-            metadata: metadata(input, CLIENTS_CONFIG_MAP),
-            data: Some(BTreeMap::from([(
-                CLIENTS_KEY.into(),
-                clients_file(input.clients),
-            )])),
-            ..ConfigMap::default()
-        },
-        network_policy: desired_network_policy(input),
-    }
-}
-
-fn desired_deployment(input: ProxyInput<'_>) -> Deployment {
-    let args = [
-        "egress",
-        "--listen",
-        "0.0.0.0:3128",
-        "--clients-file",
-        "/etc/mcp-warden-egress/clients.json",
-        "--metrics-listen",
-        "0.0.0.0:9090",
-    ];
-    let container = Container {
-        name: "egress".into(),
-        image: Some(input.config.sidecar_image.clone()),
-        command: Some(vec![names::SIDECAR_BIN.into()]),
-        args: Some(args.iter().map(|a| a.to_string()).collect()),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("proxy".into()),
-                container_port: PROXY_PORT,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("metrics".into()),
-                container_port: METRICS_PORT,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-        ]),
-        readiness_probe: Some(Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port: IntOrString::Int(PROXY_PORT),
-                host: None,
-            }),
-            period_seconds: Some(5),
-            ..Probe::default()
-        }),
-        security_context: Some(container_security_context(true)),
-        volume_mounts: Some(vec![mount("clients", CLIENTS_DIR, true)]),
-        ..Container::default()
-    };
-    let pod = PodSpec {
-        automount_service_account_token: Some(false),
-        enable_service_links: Some(false),
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(65532),
-            run_as_group: Some(65532),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".into(),
-                ..SeccompProfile::default()
-            }),
-            ..PodSecurityContext::default()
-        }),
-        containers: vec![container],
-        volumes: Some(vec![Volume {
-            name: "clients".into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: CLIENTS_CONFIG_MAP.into(),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        }]),
-        ..PodSpec::default()
-    };
-    Deployment {
-        metadata: metadata(input, PROXY_NAME),
-        spec: Some(DeploymentSpec {
-            replicas: Some(input.config.egress_proxy_replicas),
-            selector: LabelSelector {
-                match_labels: Some(proxy_selector()),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(proxy_labels()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(pod),
-            },
-            ..DeploymentSpec::default()
-        }),
-        ..Deployment::default()
-    }
-}
-
-fn desired_network_policy(input: ProxyInput<'_>) -> NetworkPolicy {
-    let cfg = input.config;
-    let servers: BTreeSet<String> = input.clients.iter().map(|c| c.server().into()).collect();
-    let from_servers = NetworkPolicyPeer {
-        pod_selector: Some(LabelSelector {
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: names::SERVER_LABEL.into(),
-                operator: "In".into(),
-                values: Some(servers.into_iter().collect()),
-            }]),
-            ..LabelSelector::default()
-        }),
-        ..NetworkPolicyPeer::default()
-    };
-    let metrics_from = NetworkPolicyPeer {
-        namespace_selector: labels(&cfg.metrics_namespace_labels),
-        ..NetworkPolicyPeer::default()
-    };
-    let ingress = vec![
-        NetworkPolicyIngressRule {
-            ports: Some(vec![tcp(PROXY_PORT)]),
-            from: Some(vec![from_servers]),
-        },
-        NetworkPolicyIngressRule {
-            ports: Some(vec![tcp(METRICS_PORT)]),
-            from: Some(vec![metrics_from]),
-        },
-    ];
-    // The proxy resolves names itself.
-    let mut egress = vec![dns_rule()];
-    let host_ports: BTreeSet<i32> = input
-        .clients
-        .iter()
-        .flat_map(|c| c.entry.hosts.iter().map(|h| h.port))
-        .collect();
-    if !host_ports.is_empty() {
-        let public = |cidr: &str, not_public: &[&str]| {
-            let mut except: Vec<String> = not_public.iter().map(|s| s.to_string()).collect();
-            except.extend(egress_scope::except_for(cidr, &cfg.cluster_ranges));
-            except.sort();
-            except.dedup();
-            NetworkPolicyPeer {
-                ip_block: Some(IPBlock {
-                    cidr: cidr.into(),
-                    except: Some(except),
-                }),
-                ..NetworkPolicyPeer::default()
-            }
-        };
-        egress.push(NetworkPolicyEgressRule {
-            ports: Some(host_ports.into_iter().map(tcp).collect()),
-            to: Some(vec![
-                public("0.0.0.0/0", NOT_PUBLIC_V4),
-                public("::/0", NOT_PUBLIC_V6),
-            ]),
-        });
-    }
-    // A CIDR rule's block, as approved for some server (its own ports).
-    let mut by_cidr: BTreeMap<&str, BTreeSet<i32>> = BTreeMap::new();
-    for c in input.clients.iter().flat_map(|c| &c.entry.cidrs) {
-        by_cidr.entry(&c.cidr).or_default().insert(c.port);
-    }
-    for (cidr, ports) in by_cidr {
-        egress.push(NetworkPolicyEgressRule {
-            ports: Some(ports.into_iter().map(tcp).collect()),
-            to: Some(vec![NetworkPolicyPeer {
-                ip_block: Some(IPBlock {
-                    cidr: cidr.into(),
-                    except: None,
-                }),
-                ..NetworkPolicyPeer::default()
-            }]),
-        });
-    }
-    NetworkPolicy {
-        metadata: metadata(input, PROXY_NAME),
-        spec: Some(NetworkPolicySpec {
-            pod_selector: labels(&proxy_selector()),
-            policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
-            ingress: Some(ingress),
-            egress: Some(egress),
-        }),
-    }
-}
-
 #[cfg(test)]
 #[path = "egress_proxy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "egress_proxy_scope_tests.rs"]
+mod scope_tests;

@@ -133,7 +133,12 @@ fn the_entry_and_the_credential_secret() {
                "plainHttpHosts": [{"host": "example.org", "port": 80}]})
     );
     let token = "ab".repeat(32);
-    let secret = desired_token_secret(&server(false), &token, "10.96.7.9");
+    let secret = desired_token_secret(
+        &server(false),
+        EgressProxyScope::Namespace,
+        &token,
+        "10.96.7.9",
+    );
     let value = typed_value(&secret);
     assert_eq!(value["metadata"]["name"], "fetch-egress-proxy");
     assert_eq!(value["metadata"]["labels"][TOKEN_LABEL], "true");
@@ -237,6 +242,7 @@ fn shared() -> (ProxyObjects, Vec<ProxyClient>) {
     };
     let objects = desired_proxy_objects(ProxyInput {
         namespace: "team-a",
+        of: ProxyOf::Namespace,
         clients: &clients,
         owners: &owners,
         service_owners: &owners[..0],

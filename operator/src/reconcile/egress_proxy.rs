@@ -2,6 +2,12 @@
 //! namespace's shared proxy objects (`crate::build::egress_proxy`), after
 //! the server's own objects (its policy ConfigMap carries its approved
 //! entry, written only with an approved policy: a held change keeps the old).
+//! Under the `server` scope the server gets a proxy of its own instead
+//! (`egress_proxy_own.rs`). Each scope's apply removes the other's objects,
+//! so a switch converges as every server is reconciled: the namespace's
+//! proxy goes once a server applies its own, a server's own proxy goes when
+//! it joins the namespace's (only what the server controls; the Services
+//! stay, their cluster IPs being in the credentials' URLs).
 //!
 //! ```text
 //! every <name>-egress-proxy Secret in the namespace whose controller is a live MCPServer
@@ -42,23 +48,49 @@ use crate::{
     build::{
         egress_proxy::{
             self as proxy, desired_proxy_objects, desired_token_secret, read_entry, read_token,
-            token_secret_name, token_sha256, ClientEntry, ProxyClient, ProxyInput,
+            token_secret_name, token_sha256, ClientEntry, ProxyClient, ProxyInput, ProxyOf,
         },
         typed_value,
     },
-    config::{BuildConfig, FIELD_MANAGER},
+    config::{BuildConfig, EgressProxyScope, FIELD_MANAGER},
     names,
 };
+
+#[path = "egress_proxy_own.rs"]
+mod own;
+pub use own::remove_own;
 
 fn api_error(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> ApplyError {
     let name = name.to_string();
     move |source| ApplyError { kind, name, source }
 }
 
-/// Apply this server's part and the namespace's shared objects. `entry`:
-/// what this server's approved policy lets it reach (`None` while held:
-/// the live ConfigMap's entry counts).
+/// Apply this server's part and its proxy: the namespace's shared one or,
+/// under the `server` scope, its own; the other scope's objects go.
+/// `entry`: what this server's approved policy lets it reach (`None` while
+/// held: the live ConfigMap's entry counts).
 pub async fn apply_proxy(
+    client: &Client,
+    server: &MCPServer,
+    entry: Option<&ClientEntry>,
+    hold: bool,
+    config: &BuildConfig,
+    written: &mut Vec<String>,
+) -> Result<(), ApplyError> {
+    match config.egress_proxy_scope {
+        EgressProxyScope::Server => {
+            own::apply_own(client, server, entry, hold, config, written).await?;
+            // No server uses the namespace's proxy under this scope.
+            remove_shared(client, &names::namespace(server), written).await
+        }
+        EgressProxyScope::Namespace => {
+            apply_shared(client, server, entry, hold, config, written).await?;
+            remove_own(client, server, written).await
+        }
+    }
+}
+
+async fn apply_shared(
     client: &Client,
     server: &MCPServer,
     entry: Option<&ClientEntry>,
@@ -164,6 +196,7 @@ pub async fn apply_proxy(
         .collect();
     let objects = desired_proxy_objects(ProxyInput {
         namespace: &ns,
+        of: ProxyOf::Namespace,
         clients: &clients,
         owners: &owners,
         service_owners: &service_owners,
@@ -176,7 +209,7 @@ pub async fn apply_proxy(
             .and_then(|s| s.cluster_ip)
             .filter(|ip| !ip.is_empty() && ip != "None")
             .unwrap_or_else(|| format!("{}.{ns}.svc", proxy::PROXY_NAME));
-        let secret = desired_token_secret(server, token, &ip);
+        let secret = desired_token_secret(server, EgressProxyScope::Namespace, token, &ip);
         match secrets.create(&PostParams::default(), &secret).await {
             Ok(_) => written.push(format!("Secret/{own_name}")),
             // Someone else's (or a racing reconcile's) Secret: its token is
@@ -221,6 +254,8 @@ pub enum HostEgress {
     Calico,
     /// The namespace's egress proxy (`mcp-warden-egress`).
     Proxy,
+    /// The server's own egress proxy (`<name>-egress-proxy`, `server` scope).
+    OwnProxy,
     /// A remote server's facade, the pod's only container.
     Facade,
     /// Nothing (no engine): `Degraded` says so too.
@@ -234,6 +269,7 @@ impl HostEgress {
             HostEgress::Cilium => ("True", "Cilium", CILIUM),
             HostEgress::Calico => ("True", "Calico", CALICO),
             HostEgress::Proxy => ("True", "EgressProxy", PROXY),
+            HostEgress::OwnProxy => ("True", "EgressProxy", OWN_PROXY),
             HostEgress::Facade => ("True", "Facade", FACADE),
             HostEgress::NotEnforced => ("False", "NotEnforced", NOTHING),
         };
@@ -248,6 +284,7 @@ impl HostEgress {
 const CILIUM: &str = "a CiliumNetworkPolicy with toFQDNs (<name>-egress)";
 const CALICO: &str = "a Calico NetworkPolicy with domains (<name>-egress)";
 const PROXY: &str = "the namespace's egress proxy (mcp-warden-egress): the pod may reach only the proxy, which allows only the approved host:port pairs";
+const OWN_PROXY: &str = "the server's own egress proxy (<name>-egress-proxy): the pod may reach only that proxy, which serves no other server and allows only the approved host:port pairs";
 const FACADE: &str = "the remote server's facade, which connects only to the approved hosts";
 const NOTHING: &str =
     "nothing: the cluster has no engine for host names, so the approved hosts stay unreachable";

@@ -314,6 +314,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
             .await?;
         } else if was_proxy {
             egress_proxy::remove_shared(&ctx.client, &ns, &mut applied.written).await?;
+            egress_proxy::remove_own(&ctx.client, server, &mut applied.written).await?;
         }
     }
     if applied.not_owned.is_empty() {
@@ -375,7 +376,10 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
             _ if server.spec.remote.is_some() => HostEgress::Facade,
             NamedEgress::Cilium => HostEgress::Cilium,
             NamedEgress::Calico => HostEgress::Calico,
-            NamedEgress::Proxy => HostEgress::Proxy,
+            NamedEgress::Proxy => match config.egress_proxy_scope {
+                crate::config::EgressProxyScope::Namespace => HostEgress::Proxy,
+                crate::config::EgressProxyScope::Server => HostEgress::OwnProxy,
+            },
             NamedEgress::None => HostEgress::NotEnforced,
         }
     });
