@@ -143,7 +143,29 @@ async fn answer(
                 .unwrap(),
             ),
             Some(obj) => (StatusCode::OK, serde_json::to_vec(obj).unwrap()),
-            None => (StatusCode::NOT_FOUND, not_found(&path)),
+            // Not an object: a collection (the operator lists pods, secrets,
+            // servers). Every object directly under it; selectors are not
+            // applied (the bench makes no pods, so what it lists is empty
+            // or the namespace's own objects).
+            None if !is_collection(&path) => (StatusCode::NOT_FOUND, not_found(&path)),
+            None => {
+                let prefix = format!("{path}/");
+                let items: Vec<&Value> = api
+                    .objects
+                    .iter()
+                    .filter(|(p, _)| {
+                        p.strip_prefix(&prefix)
+                            .is_some_and(|rest| !rest.contains('/'))
+                    })
+                    .map(|(_, o)| o)
+                    .collect();
+                (
+                    StatusCode::OK,
+                    serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List",
+                        "metadata": {"resourceVersion": "1"}, "items": items}))
+                    .unwrap(),
+                )
+            }
         },
         "PATCH" if path.ends_with("/status") => {
             let server_path = path.trim_end_matches("/status").to_string();
@@ -174,6 +196,20 @@ async fn answer(
         },
         _ => (StatusCode::METHOD_NOT_ALLOWED, not_found(&path)),
     }
+}
+
+/// Whether an API path names a collection (`…/namespaces/ns/pods`,
+/// `…/nodes`) rather than an object: after the group and version, a
+/// collection has an odd number of segments.
+fn is_collection(path: &str) -> bool {
+    let rest = path
+        .strip_prefix("/api/v1/")
+        .or_else(|| {
+            path.strip_prefix("/apis/")
+                .and_then(|p| p.splitn(3, '/').nth(2))
+        })
+        .unwrap_or_default();
+    rest.split('/').filter(|s| !s.is_empty()).count() % 2 == 1
 }
 
 fn server_path(v: &Value) -> String {
