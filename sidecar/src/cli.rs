@@ -33,20 +33,10 @@ use args::{Cli, Command, RunArgs};
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log_format);
-    let threads = serving_threads(&cli.command);
-    // One thread is the one `main` runs on (a current-thread runtime): a
-    // task woken while it runs is polled again on the same thread, so no
-    // other thread is woken to take it over (a multi-thread runtime with
-    // one worker still hands the accept loop and the workers' tasks between
-    // two threads).
-    let mut runtime = match threads {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        0 => tokio::runtime::Builder::new_multi_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
-            b
-        }
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    match &cli.command {
+        Command::Run(args) if args.threads > 0 => runtime.worker_threads(args.threads),
+        _ => &mut runtime,
     };
     let runtime = runtime.enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
@@ -486,20 +476,6 @@ async fn drain(app: &Arc<App>, timeout: Duration) {
     app.router.sessions.close_all("the facade is shutting down");
 }
 
-/// Threads that serve clients (0: one per core): `--threads` when given;
-/// else one for a gateway, whose worker would otherwise park while the
-/// backend facade works and be woken for its answer (at c=1 one thread
-/// spent 125 µs of CPU per call against 153, at c=16 the same); else one
-/// per core.
-fn serving_threads(command: &Command) -> usize {
-    match command {
-        Command::Run(args) => args
-            .threads
-            .unwrap_or(usize::from(!args.gateway.backends.is_empty())),
-        _ => 0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,29 +515,5 @@ mod tests {
         );
         let bad = run_args(&["--backend-allow-cidr", "not-a-block"]);
         assert!(http_target(&url, &bad, true).is_err());
-    }
-
-    /// A gateway serves on one thread unless told otherwise; a facade in
-    /// front of one server on one per core.
-    #[test]
-    fn a_gateway_serves_on_one_thread_by_default() {
-        let threads = |argv: &[&str]| serving_threads(&Cli::try_parse_from(argv).unwrap().command);
-        let gateway = [
-            "mcp-warden-sidecar",
-            "run",
-            "--backend",
-            "git=http://127.0.0.1:1/mcp",
-        ];
-        assert_eq!(threads(&gateway), 1);
-        assert_eq!(threads(&[&gateway[..], &["--threads", "0"]].concat()), 0);
-        assert_eq!(threads(&[&gateway[..], &["--threads", "3"]].concat()), 3);
-        let facade = [
-            "mcp-warden-sidecar",
-            "run",
-            "--upstream-url",
-            "http://127.0.0.1:1/mcp",
-        ];
-        assert_eq!(threads(&facade), 0);
-        assert_eq!(threads(&[&facade[..], &["--threads", "1"]].concat()), 1);
     }
 }

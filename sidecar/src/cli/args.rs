@@ -316,13 +316,11 @@ pub(super) struct RunArgs {
     /// File holding a bearer token for the HTTP store.
     #[arg(long, env = "MCP_WARDEN_AUDIT_HTTP_TOKEN_FILE")]
     pub(super) audit_http_token_file: Option<PathBuf>,
-    /// Threads that serve clients; 0 is one per CPU core, the default but
-    /// for a gateway (`--backend`), whose default is 1. With 1 a call costs
-    /// the fewest system calls (six, no wake-ups across threads), which suits
-    /// a sidecar limited to one core or less, and a gateway: its calls wait
-    /// on a backend facade, and each wait costs a wake-up across threads.
-    #[arg(long, env = "MCP_WARDEN_THREADS")]
-    pub(super) threads: Option<usize>,
+    /// Threads that serve clients; 0 (the default) is one per CPU core. A
+    /// sidecar limited to one core or less does well with 1: a call then
+    /// costs the fewest system calls (six, no wake-ups across threads).
+    #[arg(long, env = "MCP_WARDEN_THREADS", default_value_t = 0)]
+    pub(super) threads: usize,
     /// Seconds between policy file checks.
     #[arg(long, default_value_t = 2)]
     pub(super) policy_poll_secs: u64,
