@@ -139,16 +139,30 @@ pub fn declares_tasks(request: &Value) -> bool {
 /// prompts/get), `params.uri` (resources/read) or `params.taskId` (the
 /// tasks extension's `tasks/get`, `tasks/update`, `tasks/cancel`).
 pub fn mirrored_name<'v>(method: &str, request: &'v Value) -> Option<&'v str> {
-    let key = match method {
+    request
+        .pointer("/params")
+        .and_then(|p| p.get(mirrored_key(method)?))
+        .and_then(Value::as_str)
+}
+
+/// [`mirrored_name`] read from a request's bytes without making a value of
+/// the whole request (its arguments may be large): the members are read as
+/// raw text, and a repeated key's last copy counts, as in a value.
+pub fn mirrored_name_of(method: &str, request: &[u8]) -> Option<String> {
+    type Members<'a> = std::collections::HashMap<String, &'a serde_json::value::RawValue>;
+    let key = mirrored_key(method)?;
+    let top: Members<'_> = serde_json::from_slice(request).ok()?;
+    let params: Members<'_> = serde_json::from_str(top.get("params")?.get()).ok()?;
+    serde_json::from_str(params.get(key)?.get()).ok()
+}
+
+fn mirrored_key(method: &str) -> Option<&'static str> {
+    Some(match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
-    };
-    request
-        .pointer("/params")
-        .and_then(|p| p.get(key))
-        .and_then(Value::as_str)
+    })
 }
 
 /// The `_meta` a request to a modern server carries on behalf of a client
@@ -449,5 +463,34 @@ mod tests {
         assert_eq!(mirrored_name("tools/call", &r), Some("x"));
         assert_eq!(mirrored_name("resources/read", &r), Some("file:///a"));
         assert_eq!(mirrored_name("tools/list", &r), None);
+    }
+
+    #[test]
+    fn names_read_from_bytes_are_those_a_value_gives() {
+        let bodies = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\"b","arguments":{"name":"no"}}}"#,
+            r#"{"params":{"name":"first","name":"last"},"params":{"name":"second params"}}"#,
+            r#"{"params":{"uri":"file:///a","taskId":"t-1"}}"#,
+            r#"{"params":{"name":7}}"#,
+            r#"{"params":[]}"#,
+            r#"{"id":1}"#,
+            r#"not json"#,
+        ];
+        for body in bodies {
+            let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+            for method in [
+                "tools/call",
+                "prompts/get",
+                "resources/read",
+                "tasks/get",
+                "tools/list",
+            ] {
+                assert_eq!(
+                    mirrored_name_of(method, body.as_bytes()).as_deref(),
+                    mirrored_name(method, &value),
+                    "{method} {body}"
+                );
+            }
+        }
     }
 }

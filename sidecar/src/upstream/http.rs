@@ -243,20 +243,17 @@ impl State {
         }
         let named = matches!(method, "tools/call" | "prompts/get" | "resources/read");
         // The tasks extension's requests carry the task id as `Mcp-Name`.
-        if matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
-            if let Some(id) = crate::era::mirrored_name(method, &msg.to_value()) {
-                if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(id)) {
+        // The name is read from the bytes: a value of the whole request
+        // (arguments and all) is not needed for one member.
+        let tasks = matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel");
+        if named || tasks {
+            if let Some(name) = crate::era::mirrored_name_of(method, &msg.bytes) {
+                if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(&name)) {
                     req = req.header(NAME_HEADER, v);
                 }
             }
         }
         if named {
-            let value = msg.to_value();
-            if let Some(name) = crate::era::mirrored_name(method, &value) {
-                if let Ok(v) = HeaderValue::from_str(&crate::era::encode_header_value(name)) {
-                    req = req.header(NAME_HEADER, v);
-                }
-            }
             if let Some(mirror) = &self.mode.param_headers {
                 for (name, value) in mirror(msg) {
                     if let Ok(v) = HeaderValue::from_str(&value) {

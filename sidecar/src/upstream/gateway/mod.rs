@@ -325,20 +325,32 @@ pub async fn send(
     let (Kind::Request, Some(id)) = (msg.kind, msg.id.clone()) else {
         return Ok(None);
     };
-    let value = msg.to_value();
-    let params = value.get("params").cloned().unwrap_or_else(|| json!({}));
+    // Read into a value only where the request's params are looked at here
+    // (a routed call reads its own: `routed`).
+    let params = || {
+        msg.to_value()
+            .get_mut("params")
+            .map(Value::take)
+            .unwrap_or_else(|| json!({}))
+    };
     let answer = match msg.method() {
         "server/discover" => {
             tasks::learn(state, &msg, credential).await;
             discover(&id, state.gateway().serves_tasks())
         }
-        "tools/list" => lists::list(state, &id, &params, Catalog::Tools, credential).await?,
-        "prompts/list" => lists::list(state, &id, &params, Catalog::Prompts, credential).await?,
+        "tools/list" => lists::list(state, &id, &params(), Catalog::Tools, credential).await?,
+        "prompts/list" => lists::list(state, &id, &params(), Catalog::Prompts, credential).await?,
         "resources/templates/list" => {
-            lists::list(state, &id, &params, Catalog::Templates, credential).await?
+            lists::list(state, &id, &params(), Catalog::Templates, credential).await?
         }
-        "resources/list" => lists::list_resources(state, &id, &params, credential).await?,
-        "tools/call" => routed(state, &id, &msg, Catalog::Tools, credential).await?,
+        "resources/list" => lists::list_resources(state, &id, &params(), credential).await?,
+        // A call's answer goes up as the backend wrote it, not read again.
+        "tools/call" => {
+            return routed(state, &id, &msg, Catalog::Tools, credential)
+                .await
+                .map(Some)
+        }
+        // A prompt the backend hides is refused as an absent one ([`unseen`]).
         "prompts/get" => unseen::prompt(state, &id, &msg, credential).await?,
         "completion/complete" => complete::routed(state, &id, &msg, credential).await?,
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
@@ -355,8 +367,12 @@ pub async fn send(
             None,
         ),
     };
+    built(answer).map(Some)
+}
+
+/// An answer the gateway wrote, as a message.
+fn built(answer: Bytes) -> Result<Message, UpstreamError> {
     Message::parse(answer)
-        .map(Some)
         .map_err(|_| UpstreamError::Refused("the gateway built an invalid answer".into()))
 }
 
@@ -429,30 +445,40 @@ fn param_str(msg: &Message, key: &str) -> (Value, String) {
     (params, value)
 }
 
-/// A call: to the backend its name routes to, as its own name.
+/// A call: to the backend its name routes to, as its own name. The
+/// request goes on as the caller's facade wrote it when the backend knows
+/// the name as exposed (no prefix), and the answer comes back as the
+/// backend wrote it unless it is a task handle to rename.
 async fn routed(
     state: &Arc<State>,
     id: &RequestId,
     msg: &Message,
     catalog: Catalog,
     credential: Option<&Credential>,
-) -> Result<Bytes, UpstreamError> {
+) -> Result<Message, UpstreamError> {
     let (mut params, exposed) = param_str(msg, "name");
     let gateway = state.gateway();
     let route = gateway.names.lock().unwrap().route(catalog, &exposed);
     let (b, name) = match route {
         Ok(route) => route,
-        Err(why) => return Ok(unroutable(id, &exposed, why)),
+        Err(why) => return built(unroutable(id, &exposed, why)),
     };
-    params["name"] = Value::String(name);
-    let out = with_params(msg, &params).map_err(UpstreamError::Refused)?;
+    let out = if name == exposed {
+        msg.clone()
+    } else {
+        params["name"] = Value::String(name);
+        with_params(msg, &params).map_err(UpstreamError::Refused)?
+    };
     let answer = ask(state, b, out, credential).await.map_err(|e| {
         UpstreamError::Refused(format!("backend {}: {e}", gateway.backends[b].name))
     })?;
-    Ok(match catalog {
-        Catalog::Tools => tasks::adopt_handle(state, b, answer),
-        _ => answer.bytes,
-    })
+    match catalog {
+        Catalog::Tools => match tasks::adopt_handle(state, b, &answer) {
+            Some(renamed) => built(renamed),
+            None => Ok(answer),
+        },
+        _ => Ok(answer),
+    }
 }
 
 /// A name no backend may answer for. The facade's own policy normally

@@ -83,23 +83,23 @@ pub(super) async fn learn(state: &State, msg: &Message, credential: Option<&Cred
 }
 
 /// A backend's answer to a call: a task handle's id becomes the gateway's
-/// ([`link_id`]); anything else passes as it is.
-pub(super) fn adopt_handle(state: &State, b: usize, answer: Message) -> Bytes {
+/// ([`link_id`]), written anew; `None`: it passes as the backend wrote it.
+pub(super) fn adopt_handle(state: &State, b: usize, answer: &Message) -> Option<Bytes> {
     if answer.is_error || !answer.mentions(b"\"task\"") {
-        return answer.bytes;
+        return None;
     }
     let mut value = answer.to_value();
     if value.pointer("/result/resultType").and_then(Value::as_str) != Some("task") {
-        return answer.bytes;
+        return None;
     }
     let Some(Value::String(id)) = value.pointer_mut("/result/taskId") else {
-        return answer.bytes;
+        return None;
     };
     let gateway = state.gateway();
     *id = link_id(&gateway.backends[b].name, id);
     // A task handle is the surest sign a backend serves tasks.
     gateway.tasks.lock().unwrap()[b] = Some(true);
-    Bytes::from(value.to_string())
+    Some(Bytes::from(value.to_string()))
 }
 
 /// `tasks/get`, `tasks/update`, `tasks/cancel`: to the backend the id names,
