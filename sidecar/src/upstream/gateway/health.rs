@@ -4,7 +4,8 @@
 //! only on their next list.
 //!
 //! Where it sits: a task of the gateway link ([`super::connect`]). Every
-//! [`EVERY`] it asks each backend `server/discover` as the gateway itself
+//! [`EVERY`] (less often for a backend that keeps not answering) it asks
+//! each backend `server/discover` as the gateway itself
 //! (the one request a backend answers whoever asks: it says nothing about
 //! any tool), and when a backend goes from answering to not, or back, it
 //! sends the facade above `notifications/{tools,prompts,resources}/list_changed`
@@ -31,6 +32,8 @@ use crate::upstream::{Credential, LinkEvent};
 
 /// How often each backend is asked.
 const EVERY: Duration = Duration::from_secs(3);
+/// The most rounds a backend that does not answer sits out (30 s).
+const LONGEST_WAIT: u32 = 9;
 /// How long a backend may take to answer before it counts as down.
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// The changes a backend's arrival or departure makes to the union.
@@ -44,23 +47,36 @@ const CHANGES: [&str; 3] = [
 /// facade stops reading its events).
 pub(super) async fn watch(state: Weak<State>, up: mpsc::Sender<LinkEvent>) {
     let mut seen: Vec<Option<bool>> = Vec::new();
+    // Rounds each backend sits out before it is asked again.
+    let mut waits: Vec<(u32, u32)> = Vec::new();
     let mut round: u64 = 0;
     loop {
         tokio::time::sleep(EVERY).await;
         let Some(state) = state.upgrade() else { return };
         round += 1;
-        let now = probe_all(&state, round).await;
+        if waits.is_empty() {
+            waits = vec![(0, 0); state.links.len()];
+        }
+        let due: Vec<bool> = waits.iter().map(|&(_, left)| left == 0).collect();
+        let now = probe_all(&state, round, &due).await;
         if seen.is_empty() {
             // Before its first look, what callers were last shown: the
             // lists' own view (a backend may go before the first look).
             seen = state.gateway().answering.lock().unwrap().clone();
         }
         drop(state);
-        let changed = seen
-            .iter()
-            .zip(&now)
-            .any(|(before, now)| changed(*before, *now));
-        seen = now.into_iter().map(Some).collect();
+        let mut changed = false;
+        for (b, answered) in now.into_iter().enumerate() {
+            let (wait, left) = &mut waits[b];
+            let Some(answered) = answered else {
+                *left -= 1;
+                continue;
+            };
+            changed |= self::changed(seen[b], answered);
+            seen[b] = Some(answered);
+            *wait = next_wait(*wait, answered);
+            *left = *wait;
+        }
         if changed {
             for method in CHANGES {
                 let event = LinkEvent::Message {
@@ -81,8 +97,21 @@ fn changed(before: Option<bool>, now: bool) -> bool {
     before.is_some_and(|b| b != now)
 }
 
-/// Whether each backend answers, asked at once.
-async fn probe_all(state: &Arc<State>, round: u64) -> Vec<bool> {
+/// Rounds a backend sits out after this look: none while it answers; one
+/// that does not is asked less and less often (1, 3, 7 rounds … at most
+/// [`LONGEST_WAIT`]), so a backend gone for good, or one that refuses the
+/// gateway (each refusal counted at the backend), is not asked every round.
+fn next_wait(wait: u32, answered: bool) -> u32 {
+    if answered {
+        0
+    } else {
+        (wait * 2 + 1).min(LONGEST_WAIT)
+    }
+}
+
+/// Whether each backend that is due answers, asked at once (`None`: not
+/// asked this round).
+async fn probe_all(state: &Arc<State>, round: u64, due: &[bool]) -> Vec<Option<bool>> {
     let gateway = state.gateway();
     let itself = gateway
         .signer
@@ -90,14 +119,18 @@ async fn probe_all(state: &Arc<State>, round: u64) -> Vec<bool> {
         .map(|s| Credential::on_behalf_of(s.itself()));
     let asks = (0..state.links.len()).map(|b| {
         let itself = itself.as_ref();
+        let due = due.get(b).copied().unwrap_or(true);
         async move {
+            if !due {
+                return None;
+            }
             let Ok(msg) = discover(b, round) else {
-                return false;
+                return Some(false);
             };
-            matches!(
+            Some(matches!(
                 tokio::time::timeout(ANSWER_WAIT, ask(state, b, msg, itself)).await,
                 Ok(Ok(_))
-            )
+            ))
         }
     });
     futures::future::join_all(asks).await
@@ -126,6 +159,19 @@ mod tests {
         assert!(!changed(Some(false), false));
         assert!(changed(Some(true), false));
         assert!(changed(Some(false), true));
+    }
+
+    #[test]
+    fn a_backend_that_does_not_answer_is_asked_less_often_until_it_does() {
+        let mut wait = 0;
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            wait = next_wait(wait, false);
+            waits.push(wait);
+        }
+        assert_eq!(waits, [1, 3, 7, 9, 9]);
+        assert_eq!(next_wait(wait, true), 0);
+        assert_eq!(next_wait(0, true), 0);
     }
 
     #[test]
