@@ -14,9 +14,15 @@ fn render(files: &[PathBuf]) -> std::process::Output {
 }
 
 fn render_with(files: &[PathBuf], env: &[(&str, &str)]) -> std::process::Output {
+    render_flags(&[], files, env)
+}
+
+/// `render` with `flags` before `-f files`.
+fn render_flags(flags: &[&str], files: &[PathBuf], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
         .envs(env.iter().copied())
         .arg("render")
+        .args(flags)
         .arg("-f")
         .args(files)
         // A fixed image, so snapshots do not change with the crate version.
@@ -26,6 +32,34 @@ fn render_with(files: &[PathBuf], env: &[(&str, &str)]) -> std::process::Output 
         )
         .output()
         .expect("the operator binary runs")
+}
+
+/// What a render that must succeed printed.
+fn printed(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `got` is the committed `tests/snapshots/<name>` (written instead with
+/// `UPDATE_SNAPSHOTS`).
+fn assert_snapshot(name: &str, got: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, got).unwrap();
+    } else {
+        assert_eq!(
+            std::fs::read_to_string(&path).ok().as_deref(),
+            Some(got),
+            "snapshot {} differs (UPDATE_SNAPSHOTS=1 to refresh, then review)",
+            path.display()
+        );
+    }
 }
 
 const EXAMPLES: &[&str] = &[
@@ -137,12 +171,7 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     // Without a policy engine (render's default) the approved host opens
     // nothing; with Cilium it is a CiliumNetworkPolicy naming exactly it.
     let out = render(std::slice::from_ref(&file));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = printed(out);
     assert!(text.contains("CapabilitiesApproved: True"));
     assert!(
         !text.contains("toFQDNs") && !text.contains("ipBlock"),
@@ -162,21 +191,12 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
     // With the egress proxy (a cluster without Cilium or Calico): the proxy
     // variables from the server's Secret, the NetworkPolicy rule to the
     // proxy, and the namespace's proxy Deployment, Service and NetworkPolicy.
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
-        .args(["render", "--egress-engine", "proxy", "-f"])
-        .arg(&file)
-        .env(
-            "MCP_WARDEN_SIDECAR_IMAGE",
-            "ghcr.io/mcp-warden/sidecar:test",
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = render_flags(
+        &["--egress-engine", "proxy"],
+        std::slice::from_ref(&file),
+        &[],
     );
-    let got = String::from_utf8(out.stdout).unwrap();
+    let got = printed(out);
     for wanted in [
         "name: HTTPS_PROXY",
         "name: fetch-egress-proxy",
@@ -188,41 +208,15 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
     }
     assert!(!got.contains("toFQDNs"), "{got}");
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/with-egress-proxy.yaml");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, &got).unwrap();
-    }
-    assert_eq!(
-        std::fs::read_to_string(&path).ok().as_deref(),
-        Some(got.as_str()),
-        "stale snapshot {}",
-        path.display()
-    );
+    assert_snapshot("with-egress-proxy.yaml", &got);
     // One proxy per server: the server's own, named after it, reached with
     // the credential of that scope; no namespace proxy.
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-warden-operator"))
-        .args([
-            "render",
-            "--egress-engine",
-            "proxy",
-            "--egress-proxy-scope",
-            "server",
-            "-f",
-        ])
-        .arg(&file)
-        .env(
-            "MCP_WARDEN_SIDECAR_IMAGE",
-            "ghcr.io/mcp-warden/sidecar:test",
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = render_flags(
+        &["--egress-engine", "proxy", "--egress-proxy-scope", "server"],
+        std::slice::from_ref(&file),
+        &[],
     );
-    let got = String::from_utf8(out.stdout).unwrap();
+    let got = printed(out);
     for wanted in [
         "name: fetch-egress-proxy-credential",
         "# egress proxy of MCPServer team-a/fetch",
@@ -233,17 +227,7 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
     }
     assert!(!got.contains("name: mcp-warden-egress"), "{got}");
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/with-egress-proxy-server.yaml");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, &got).unwrap();
-    }
-    assert_eq!(
-        std::fs::read_to_string(&path).ok().as_deref(),
-        Some(got.as_str()),
-        "stale snapshot {}",
-        path.display()
-    );
+    assert_snapshot("with-egress-proxy-server.yaml", &got);
 }
 
 /// The platform's collector and audit store (chart `observability.*`): the
@@ -270,12 +254,7 @@ fn render_with_telemetry_matches_snapshot() {
             ),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = String::from_utf8(out.stdout).unwrap();
+    let got = printed(out);
     for wanted in [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "parentbased_traceidratio",
@@ -285,17 +264,7 @@ fn render_with_telemetry_matches_snapshot() {
     ] {
         assert!(got.contains(wanted), "{wanted} missing from:\n{got}");
     }
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/stdio-server-telemetry.yaml");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, &got).unwrap();
-    }
-    assert_eq!(
-        std::fs::read_to_string(&path).ok().as_deref(),
-        Some(got.as_str()),
-        "stale snapshot {}",
-        path.display()
-    );
+    assert_snapshot("stdio-server-telemetry.yaml", &got);
     // A bad setting is refused, naming the flag.
     let bad = render_with(
         &[root().join("examples/stdio-server.yaml")],
@@ -326,12 +295,7 @@ fn broad_egress_network_policy_matches_snapshot() {
     let file = dir.join("server.yaml");
     std::fs::write(&file, source.replace("{ANNOTATIONS}", "{}")).unwrap();
     let out = render_with(std::slice::from_ref(&file), &ranges);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = printed(out);
     for name in [
         "network.egress.internet:0.0.0.0/0:443",
         "network.egress.internet:::/0:443",
@@ -352,12 +316,7 @@ fn broad_egress_network_policy_matches_snapshot() {
     );
     std::fs::write(&file, approved).unwrap();
     let out = render_with(std::slice::from_ref(&file), &ranges);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = printed(out);
     let policy = text
         .split("\n---\n")
         .find(|doc| doc.contains("\nkind: NetworkPolicy\n"))
@@ -369,17 +328,7 @@ fn broad_egress_network_policy_matches_snapshot() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert!(got.contains("- 10.96.0.0/12\n"), "{got}");
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/broad-egress-networkpolicy.yaml");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, &got).unwrap();
-    }
-    assert_eq!(
-        std::fs::read_to_string(&path).ok().as_deref(),
-        Some(got.as_str()),
-        "stale snapshot {}",
-        path.display()
-    );
+    assert_snapshot("broad-egress-networkpolicy.yaml", &got);
 }
 
 /// The gateway example with the three servers it names: the gateway's
@@ -393,12 +342,7 @@ fn gateway_render_matches_snapshot() {
         .chain([root().join("examples/gateway/gateway.yaml")])
         .collect();
     let out = render(&files);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = printed(out);
     let gateway = &text[text
         .find("# MCPGateway team-a/team-a-tools\n")
         .expect("the gateway is rendered")..];
@@ -415,17 +359,7 @@ fn gateway_render_matches_snapshot() {
         !gateway.contains("kind: Secret"),
         "no key material is rendered"
     );
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/gateway.yaml");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, gateway).unwrap();
-    } else {
-        assert_eq!(
-            std::fs::read_to_string(&path).ok().as_deref(),
-            Some(gateway),
-            "snapshot {} differs (UPDATE_SNAPSHOTS=1 to refresh, then review)",
-            path.display()
-        );
-    }
+    assert_snapshot("gateway.yaml", gateway);
 }
 
 #[test]
