@@ -8,6 +8,8 @@
     keyed_gateway(module_facade, tree, issuer, backend=…, front=…)
                                             a backend facade (server-everything) trusting that key
                                             for static callers, and a gateway in front signing with it
+    two_callers(alice_token, bob_token, **more)   a gateway policy (`front=`) letting alice and bob in
+                                            with their static tokens, as role user, allowing all
 """
 from __future__ import annotations
 
@@ -86,3 +88,18 @@ def keyed_gateway(module_facade, tree: Path, issuer: str, *, backend: dict, fron
         extra_args=gateway_args({name: back.url})
         + ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", issuer])
     return back, gateway
+
+
+def two_callers(alice_token: str, bob_token: str, **more) -> dict:
+    """A gateway's policy fields (`keyed_gateway`'s `front=`): alice and bob
+    come in with their static tokens, both as role user, and the gateway's
+    own policy allows everything (each backend's policy decides); `more`
+    adds fields."""
+    from warden_helpers import token_entry
+
+    return dict(
+        auth={"staticTokens": {"tokens": [token_entry(alice_token, "alice"), token_entry(bob_token, "bob")]}},
+        roles=[{"role": "user", "subjects": ["alice", "bob"]}],
+        defaultAction="allow",
+        **more,
+    )

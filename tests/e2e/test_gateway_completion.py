@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 
 from era_helpers import ModernMcp
-from gateway_helpers import key_tree, keyed_gateway
+from gateway_helpers import key_tree, keyed_gateway, two_callers
 from helpers import run_async
-from warden_helpers import Audit, rpc_error, sdk_client, sdk_error, token_entry
+from warden_helpers import Audit, rpc_error, sdk_client, sdk_error
 
 ALICE, BOB = "gwc-alice-token-0123456789", "gwc-bob-token-0123456789"
 GW_ISSUER = "gwc-e2e"
@@ -51,13 +51,7 @@ def gateway(module_facade, tree):
             # A rule's URI is a glob, matched against a template's text too.
             resources={"rules": [{"uri": "demo://resource/dynamic/text/*", "requiredRole": "user"}]},
         ),
-        front=dict(
-            auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
-            roles=[{"role": "user", "subjects": ["alice", "bob"]}],
-            defaultAction="allow",
-            resources={"defaultAction": "allow"},
-            prompts={"defaultAction": "allow"},
-        ))
+        front=two_callers(ALICE, BOB, resources={"defaultAction": "allow"}, prompts={"defaultAction": "allow"}))
     return front
 
 

@@ -21,9 +21,9 @@ import anyio
 import pytest
 
 from era_helpers import ModernMcp
-from gateway_helpers import key_tree, keyed_gateway
+from gateway_helpers import key_tree, keyed_gateway, two_callers
 from helpers import run_async
-from warden_helpers import Audit, rpc_error, sdk_client, text_of_result, token_entry
+from warden_helpers import Audit, rpc_error, sdk_client, text_of_result
 
 ALICE, BOB = "gwe-alice-token-0123456789", "gwe-bob-token-0123456789"
 GW_ISSUER = "gwe-e2e"
@@ -46,12 +46,7 @@ def gateway(module_facade, tree):
             # The tool carries no read-only hint: it may write.
             sandbox={"writeAllowed": True},
         ),
-        front=dict(
-            auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
-            roles=[{"role": "user", "subjects": ["alice", "bob"]}],
-            defaultAction="allow",
-            sandbox={"writeAllowed": True},
-        ))
+        front=two_callers(ALICE, BOB, sandbox={"writeAllowed": True}))
     return front
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import pytest
 
 from era_helpers import ModernMcp
-from gateway_helpers import key_tree, keyed_gateway
+from gateway_helpers import key_tree, keyed_gateway, two_callers
 from helpers import run_async
-from warden_helpers import rpc_error, sdk_client, sdk_error, token_entry
+from warden_helpers import rpc_error, sdk_client, sdk_error
 
 ALICE, BOB = "gwh-alice-token-0123456789", "gwh-bob-token-0123456789"
 GW_ISSUER = "gwh-e2e"
@@ -43,13 +43,7 @@ def gateway(module_facade, tmp_path_factory):
             prompts={"rules": [{"name": "simple-prompt", "requiredRole": "user"}]},
             resources={"rules": [{"uri": "demo://resource/dynamic/text/*", "requiredRole": "user"}]},
         ),
-        front=dict(
-            auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
-            roles=[{"role": "user", "subjects": ["alice", "bob"]}],
-            defaultAction="allow",
-            resources={"defaultAction": "allow"},
-            prompts={"defaultAction": "allow"},
-        ))
+        front=two_callers(ALICE, BOB, resources={"defaultAction": "allow"}, prompts={"defaultAction": "allow"}))
     return front
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from gateway_helpers import key_tree, keyed_gateway
+from gateway_helpers import key_tree, keyed_gateway, two_callers
 from helpers import run_async
-from warden_helpers import Audit, sdk_client, text_of_result, token_entry
+from warden_helpers import Audit, sdk_client, text_of_result
 
 ALICE, BOB = "gws-alice-token-0123456789", "gws-bob-token-0123456789"
 GW_ISSUER = "gws-e2e"
@@ -44,12 +44,7 @@ def gateway(module_facade, tree):
             # The tool carries no read-only hint: it may write.
             sandbox={"writeAllowed": True},
         ),
-        front=dict(
-            auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(BOB, "bob")]}},
-            roles=[{"role": "user", "subjects": ["alice", "bob"]}],
-            defaultAction="allow",
-            sandbox={"writeAllowed": True},
-        ))
+        front=two_callers(ALICE, BOB, sandbox={"writeAllowed": True}))
     return front
 
 
