@@ -48,7 +48,8 @@ use crate::{
     build::{
         egress_proxy::{
             self as proxy, desired_proxy_objects, desired_token_secret, read_entry, read_token,
-            token_secret_name, token_sha256, ClientEntry, ProxyClient, ProxyInput, ProxyOf,
+            token_secret_name, token_secret_name_for, token_sha256, ClientEntry, ProxyClient,
+            ProxyInput, ProxyObjects, ProxyOf,
         },
         typed_value,
     },
@@ -202,37 +203,69 @@ async fn apply_shared(
         service_owners: &service_owners,
         config,
     });
+    apply_objects(
+        client,
+        server,
+        ProxyOf::Namespace,
+        &objects,
+        new_token.as_ref(),
+        written,
+    )
+    .await
+}
+
+/// Apply one proxy's objects, in order: its Service (whose cluster IP goes
+/// into a new credential's URL), the server's credential Secret when
+/// `new_token` is a new one, the clients file (its hash then put on the
+/// proxy's pods, so the kubelet refreshes their copy at once instead of at
+/// its periodic sync and a server approved now is not refused for a
+/// minute), the NetworkPolicy and the Deployment.
+pub(super) async fn apply_objects(
+    client: &Client,
+    server: &MCPServer,
+    of: ProxyOf<'_>,
+    objects: &ProxyObjects,
+    new_token: Option<&String>,
+    written: &mut Vec<String>,
+) -> Result<(), ApplyError> {
+    let ns = names::namespace(server);
+    let scope = match of {
+        ProxyOf::Namespace => EgressProxyScope::Namespace,
+        ProxyOf::Server(_) => EgressProxyScope::Server,
+    };
     let service = apply_one(client, &ns, &objects.service, written).await?;
-    if let Some(token) = &new_token {
+    if let Some(token) = new_token {
         let ip = service
             .spec
             .and_then(|s| s.cluster_ip)
             .filter(|ip| !ip.is_empty() && ip != "None")
-            .unwrap_or_else(|| format!("{}.{ns}.svc", proxy::PROXY_NAME));
-        let secret = desired_token_secret(server, EgressProxyScope::Namespace, token, &ip);
+            .unwrap_or_else(|| format!("{}.{ns}.svc", of.proxy_name()));
+        let secret = desired_token_secret(server, scope, token, &ip);
+        let secret_name = token_secret_name_for(server, scope);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
         match secrets.create(&PostParams::default(), &secret).await {
-            Ok(_) => written.push(format!("Secret/{own_name}")),
+            Ok(_) => written.push(format!("Secret/{secret_name}")),
             // Someone else's (or a racing reconcile's) Secret: its token is
             // not in the clients file this time; the next reconcile reads it.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(source) => return Err(api_error("Secret", &own_name)(source)),
+            Err(source) => return Err(api_error("Secret", &secret_name)(source)),
         }
     }
     let before = written.len();
     apply_one(client, &ns, &objects.clients_config_map, written).await?;
     if written.len() > before {
-        // The proxy's pods read the file from a volume the kubelet refreshes
-        // only on its periodic sync: a pod object that changes is synced at
-        // once, so a server approved now is not refused for a minute.
         let hash = nudge::data_hash(&objects.clients_config_map, proxy::CLIENTS_KEY);
+        let selector = of
+            .selector()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let live = pods
-            .list(
-                &ListParams::default()
-                    .labels(&format!("app.kubernetes.io/name={}", proxy::PROXY_NAME)),
-            )
+            .list(&ListParams::default().labels(&selector))
             .await
-            .map_err(api_error("Pod", proxy::PROXY_NAME))?;
+            .map_err(api_error("Pod", &of.proxy_name()))?;
         let behind = nudge::proxy_pods_behind(&live.items, &hash);
         let nudged =
             nudge::annotate(client, &ns, behind, nudge::EGRESS_CLIENTS_ANNOTATION, &hash).await?;

@@ -18,30 +18,24 @@
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{ConfigMap, Pod, Secret, Service},
+        core::v1::{ConfigMap, Secret, Service},
         networking::v1::NetworkPolicy,
     },
     NamespaceResourceScope,
 };
-use kube::{
-    api::{DeleteParams, ListParams, PostParams},
-    Api, Client, Resource, ResourceExt,
-};
+use kube::{api::DeleteParams, Api, Client, Resource, ResourceExt};
 use mcp_warden_crds::MCPServer;
 use serde::de::DeserializeOwned;
 
-use super::{api_error, apply_one};
+use super::api_error;
 use crate::{
     build::egress_proxy::{
-        self as proxy, desired_proxy_objects, desired_token_secret, read_entry, read_token,
-        token_secret_name_for, token_sha256, ClientEntry, ProxyClient, ProxyInput, ProxyOf,
+        desired_proxy_objects, read_entry, read_token, token_secret_name_for, token_sha256,
+        ClientEntry, ProxyClient, ProxyInput, ProxyOf,
     },
     config::{BuildConfig, EgressProxyScope},
     names,
-    reconcile::{
-        apply::{controlled_by, random_key, ApplyError},
-        nudge,
-    },
+    reconcile::apply::{controlled_by, random_key, ApplyError},
 };
 
 /// Apply the server's own proxy (or remove it when it has no host egress).
@@ -102,46 +96,7 @@ pub async fn apply_own(
         service_owners: &owners,
         config,
     });
-    let service = apply_one(client, &ns, &objects.service, written).await?;
-    if let Some(token) = &new_token {
-        let ip = service
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .filter(|ip| !ip.is_empty() && ip != "None")
-            .unwrap_or_else(|| format!("{}.{ns}.svc", of.proxy_name()));
-        let secret = desired_token_secret(server, EgressProxyScope::Server, token, &ip);
-        match secrets.create(&PostParams::default(), &secret).await {
-            Ok(_) => written.push(format!("Secret/{secret_name}")),
-            // A racing reconcile's Secret: the next reconcile reads its token.
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(source) => return Err(api_error("Secret", &secret_name)(source)),
-        }
-    }
-    let before = written.len();
-    apply_one(client, &ns, &objects.clients_config_map, written).await?;
-    if written.len() > before {
-        // As for the namespace's proxy: a changed pod object makes the
-        // kubelet refresh the mounted file at once.
-        let hash = nudge::data_hash(&objects.clients_config_map, proxy::CLIENTS_KEY);
-        let selector = of
-            .selector()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        let live = pods
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(api_error("Pod", &of.proxy_name()))?;
-        let behind = nudge::proxy_pods_behind(&live.items, &hash);
-        let nudged =
-            nudge::annotate(client, &ns, behind, nudge::EGRESS_CLIENTS_ANNOTATION, &hash).await?;
-        written.extend(nudged);
-    }
-    apply_one(client, &ns, &objects.network_policy, written).await?;
-    apply_one(client, &ns, &objects.deployment, written).await?;
-    Ok(())
+    super::apply_objects(client, server, of, &objects, new_token.as_ref(), written).await
 }
 
 /// The first of the proxy's objects that exists and is not the server's.
