@@ -72,15 +72,14 @@ mod tests {
 
     #[test]
     fn check_fails_on_stale_and_passes_after_write() {
-        let dir = std::env::temp_dir().join(format!("crdgen-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(matches!(crdgen(&dir, true), Err(CrdgenError::Stale(_))));
-        crdgen(&dir, false).unwrap();
-        crdgen(&dir, true).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
+        assert!(matches!(crdgen(dir, true), Err(CrdgenError::Stale(_))));
+        crdgen(dir, false).unwrap();
+        crdgen(dir, true).unwrap();
         std::fs::write(dir.join("toolprofile.yaml"), "stale").unwrap();
-        let err = crdgen(&dir, true).unwrap_err().to_string();
+        let err = crdgen(dir, true).unwrap_err().to_string();
         assert!(err.contains("toolprofile.yaml differs"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -17,8 +17,8 @@ use tokio::net::TcpListener;
 async fn keys_come_from_the_discovery_document_over_trusted_https() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let pair = certs::generate(vec!["localhost".into()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("oidc-discovery-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let bundle = dir.join("ca.pem");
     std::fs::write(&bundle, &pair.cert_pem).unwrap();
     // The only roots this test process trusts (one test in this binary: no race).
@@ -60,7 +60,6 @@ async fn keys_come_from_the_discovery_document_over_trusted_https() {
         .get(&format!("https://localhost:{port}"))
         .await
         .is_none());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// An issuer on a fresh port: its discovery document (claiming `claimed`

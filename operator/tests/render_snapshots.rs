@@ -117,8 +117,8 @@ fn render_is_deterministic_across_file_order() {
 
 #[test]
 fn render_fails_clearly_on_a_missing_profile() {
-    let dir = std::env::temp_dir().join(format!("render-missing-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let file = dir.join("server.yaml");
     std::fs::write(
         &file,
@@ -164,8 +164,8 @@ fn render_shows_pending_capabilities_and_the_digest_to_approve() {
         1,
     );
     assert_ne!(approved, source, "the annotation was inserted");
-    let dir = std::env::temp_dir().join(format!("render-approved-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let file = dir.join("approved.yaml");
     std::fs::write(&file, approved).unwrap();
     // Without a policy engine (render's default) the approved host opens
@@ -290,8 +290,8 @@ fn broad_egress_network_policy_matches_snapshot() {
     ];
     let source =
         std::fs::read_to_string(root().join("operator/tests/fixtures/broad-egress.yaml")).unwrap();
-    let dir = std::env::temp_dir().join(format!("render-broad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let file = dir.join("server.yaml");
     std::fs::write(&file, source.replace("{ANNOTATIONS}", "{}")).unwrap();
     let out = render_with(std::slice::from_ref(&file), &ranges);
@@ -364,8 +364,8 @@ fn gateway_render_matches_snapshot() {
 
 #[test]
 fn a_gateway_that_cannot_be_built_fails_render_with_its_reason() {
-    let dir = std::env::temp_dir().join(format!("render-gateway-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let file = dir.join("gw.yaml");
     std::fs::write(
         &file,

@@ -311,13 +311,13 @@ mod tests {
 
     #[test]
     fn a_directory_without_files_means_generate() {
-        let dir = std::env::temp_dir().join(format!("certs-empty-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(load_dir(&dir).unwrap(), None);
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
+        assert_eq!(load_dir(dir).unwrap(), None);
         let pair = generate(vec!["x.y.svc".into()]).unwrap();
         std::fs::write(dir.join("tls.crt"), &pair.cert_pem).unwrap();
         std::fs::write(dir.join("tls.key"), &pair.key_pem).unwrap();
-        assert_eq!(load_dir(&dir).unwrap(), Some(pair));
+        assert_eq!(load_dir(dir).unwrap(), Some(pair));
     }
 
     #[test]

@@ -127,17 +127,18 @@ fn own_uid() -> u32 {
 mod tests {
     use super::*;
 
-    /// A fresh private directory for one test.
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("admin-token-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh private directory for one test, removed when it ends.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("admin-token-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn a_generated_token_is_private_fresh_and_readable_back() {
-        let dir = scratch("fresh");
+        let scratch = scratch("fresh");
+        let dir = scratch.path();
         let path = dir.join("sub").join("admin.token");
         let first = generate(&path).unwrap();
         assert_eq!(read(&path).unwrap(), first);
@@ -162,12 +163,12 @@ mod tests {
         assert_ne!(first, second);
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         assert_eq!(read(&path).unwrap(), second);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_shared_directory_is_refused_and_short_tokens_too() {
-        let dir = scratch("shared");
+        let scratch = scratch("shared");
+        let dir = scratch.path();
         let open = dir.join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -180,6 +181,5 @@ mod tests {
             read(&dir.join("short")),
             Err(TokenError::Short(_))
         ));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -60,10 +60,12 @@ fn token(signer: &Signer, who: &Principal, audience: &str) -> String {
         .to_string()
 }
 
-fn dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gw-assert-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory of its own, removed when the test ends.
+fn dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("gw-assert-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
@@ -73,7 +75,8 @@ fn a_backend_hears_the_caller_the_gateway_names() {
         ("ec", &rcgen::PKCS_ECDSA_P256_SHA256),
     ] {
         let k = keys(alg);
-        let dir = dir(name);
+        let scratch = dir(name);
+        let dir = scratch.path();
         let signer =
             Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
         let everything = backend(&dir, &k.public, "everything");
@@ -84,14 +87,14 @@ fn a_backend_hears_the_caller_the_gateway_names() {
         assert_eq!(who.subject.as_deref(), Some("alice"));
         assert_eq!(who.groups, vec!["devs".to_string()]);
         assert_eq!(who.method, AuthMethod::Gateway);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 
 #[test]
 fn one_backends_assertion_is_refused_by_another() {
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("aud");
+    let scratch = dir("aud");
+    let dir = scratch.path();
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
     let git = backend(&dir, &k.public, "git");
     let for_everything = token(&signer, &alice("static"), "everything");
@@ -99,13 +102,13 @@ fn one_backends_assertion_is_refused_by_another() {
         git.authenticate(Some(&for_everything)),
         Err(AuthFailure::Invalid("wrong_audience"))
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn expired_other_key_unsigned_and_unvouched_assertions_are_refused() {
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("bad");
+    let scratch = dir("bad");
+    let dir = scratch.path();
     let everything = backend(&dir, &k.public, "everything");
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(1)).unwrap();
     let short = token(&signer, &alice("static"), "everything");
@@ -149,13 +152,13 @@ fn expired_other_key_unsigned_and_unvouched_assertions_are_refused() {
         ))),
         Err(AuthFailure::Invalid("caller_issuer_not_vouched"))
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_gateway_needs_the_issuers_it_vouches_for() {
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("cfg");
+    let scratch = dir("cfg");
+    let dir = scratch.path();
     std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
     let cfg = AuthConfig {
         gateways: vec![TrustedGateway {
@@ -169,7 +172,6 @@ fn a_gateway_needs_the_issuers_it_vouches_for() {
     };
     let err = Authenticator::from_config(&cfg, None, &dir).err().unwrap();
     assert!(err.contains("callerIssuers"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -177,7 +179,8 @@ fn an_assertion_accepted_before_is_refused_once_expired() {
     // The backend remembers assertions it accepted (so it does not verify
     // the same one on every call): that must not outlive the assertion.
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("again");
+    let scratch = dir("again");
+    let dir = scratch.path();
     let everything = backend(&dir, &k.public, "everything");
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(1)).unwrap();
     let short = token(&signer, &alice("static"), "everything");
@@ -202,13 +205,13 @@ fn an_assertion_accepted_before_is_refused_once_expired() {
         git.authenticate(Some(&fresh)),
         Err(AuthFailure::Invalid("wrong_audience"))
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn the_gateway_itself_is_known_by_its_issuer_and_own_subject_only() {
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("itself");
+    let scratch = dir("itself");
+    let dir = scratch.path();
     let everything = backend(&dir, &k.public, "everything");
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
     let who = everything
@@ -258,13 +261,13 @@ fn the_gateway_itself_is_known_by_its_issuer_and_own_subject_only() {
             "{sub}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_gateway_never_vouches_for_callers_of_its_own_issuer() {
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("own-iss");
+    let scratch = dir("own-iss");
+    let dir = scratch.path();
     std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
     let cfg = AuthConfig {
         gateways: vec![TrustedGateway {
@@ -278,14 +281,14 @@ fn a_gateway_never_vouches_for_callers_of_its_own_issuer() {
     };
     let err = Authenticator::from_config(&cfg, None, &dir).err().unwrap();
     assert!(err.contains("the gateway itself"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_vouched_service_account_is_one_only_under_the_backends_own_service_account_issuer() {
     const SA_ISSUER: &str = "https://kubernetes.default.svc";
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("sa");
+    let scratch = dir("sa");
+    let dir = scratch.path();
     std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
     std::fs::write(dir.join("sa-jwks.json"), r#"{"keys":[]}"#).unwrap();
     let cfg = AuthConfig {
@@ -325,7 +328,6 @@ fn a_vouched_service_account_is_one_only_under_the_backends_own_service_account_
         )))
         .unwrap();
     assert_eq!(who.service_account, None);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -333,7 +335,8 @@ fn gateways_only_lets_in_the_gateways_assertions_alone() {
     use mcp_warden_crds::{AnonymousAccess, Role, StaticToken, StaticTokens};
     use sha2::{Digest, Sha256};
     let k = keys(&rcgen::PKCS_ED25519);
-    let dir = dir("only");
+    let scratch = dir("only");
+    let dir = scratch.path();
     std::fs::write(dir.join("gw.pub"), &k.public).unwrap();
     let own = "alice-own-token-0123456789";
     let open = AuthConfig {
@@ -378,5 +381,4 @@ fn gateways_only_lets_in_the_gateways_assertions_alone() {
     assert_eq!(only.authenticate(None), Err(AuthFailure::Missing));
     let who = only.authenticate(Some(&vouched)).unwrap();
     assert_eq!(who.method, AuthMethod::Gateway);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

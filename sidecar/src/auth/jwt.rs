@@ -540,8 +540,8 @@ mod tests {
 
     #[test]
     fn an_unusable_jwks_refuses_only_its_issuers_tokens() {
-        let dir = std::env::temp_dir().join(format!("jwt-unusable-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         std::fs::write(dir.join("empty.json"), r#"{"keys": []}"#).unwrap();
         std::fs::write(dir.join("broken.json"), "{not json").unwrap();
         for file in ["empty.json", "broken.json", "absent.json"] {
@@ -564,6 +564,5 @@ mod tests {
             let other = unsigned(&serde_json::json!({"iss": "https://elsewhere", "sub": "a"}));
             assert!(matches!(verifier.verify(&other), Err(Rejection::NotMine)));
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,8 +3,6 @@
 //! (`requiredScopes`); service-account and static tokens beside them keep
 //! working as before.
 
-use std::path::{Path, PathBuf};
-
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mcp_warden_crds::AuthConfig;
@@ -18,26 +16,22 @@ const IDP: &str = "https://login.example.com";
 const SA_ISSUER: &str = "https://kubernetes.default.svc";
 
 struct Fixture {
-    dir: PathBuf,
+    dir: tempfile::TempDir,
     key: EncodingKey,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// An Ed25519 key, its JWKS in `jwks.json`, and the policy's `auth` (YAML)
 /// loaded against that directory.
 fn fixture(name: &str) -> Fixture {
-    let dir = std::env::temp_dir().join(format!("login-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("login-{name}-"))
+        .tempdir()
+        .unwrap();
     let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
     let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key_raw());
     let jwks =
         json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "kid": "k1", "x": x}]});
-    std::fs::write(dir.join("jwks.json"), jwks.to_string()).unwrap();
+    std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).unwrap();
     let key = EncodingKey::from_ed_pem(pair.serialize_pem().as_bytes()).unwrap();
     Fixture { dir, key }
 }
@@ -45,7 +39,7 @@ fn fixture(name: &str) -> Fixture {
 impl Fixture {
     fn auth(&self, yaml: &str) -> Result<Authenticator, String> {
         let cfg: AuthConfig = serde_yaml_ng::from_str(yaml).unwrap();
-        Authenticator::from_config(&cfg, None, Path::new(&self.dir))
+        Authenticator::from_config(&cfg, None, self.dir.path())
     }
 
     fn sign(&self, claims: Value) -> String {

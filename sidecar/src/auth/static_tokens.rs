@@ -151,8 +151,8 @@ mod tests {
 
     #[test]
     fn token_files_hold_raw_tokens_hashed_on_load() {
-        let dir = std::env::temp_dir().join(format!("static-tokens-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         std::fs::write(dir.join("token"), "0123456789abcdef0123\n").unwrap();
         let tokens = StaticTokens::load(Some(&file_cfg("token")), &dir).unwrap();
         let who = tokens
@@ -179,6 +179,5 @@ mod tests {
         assert!(placeholder
             .find("replace-me-with-a-long-random-token")
             .is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -365,9 +365,8 @@ mod tests {
 
     #[test]
     fn every_line_is_written_by_the_time_flush_returns() {
-        let path =
-            std::env::temp_dir().join(format!("mcp-warden-audit-{}.jsonl", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("audit.jsonl");
         let metrics = Metrics::new();
         let audit = Audit::start(config(AuditSink::File(path.clone())), &metrics).unwrap();
         for i in 0..1000 {
@@ -391,7 +390,6 @@ mod tests {
             lines[999]
         );
         assert_eq!(metrics.audit_dropped("queue").get(), 0);
-        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
