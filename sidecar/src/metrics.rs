@@ -47,6 +47,44 @@ pub const TASK_EVENTS: [&str; 5] = [
     "wall_time_exceeded",
 ];
 
+/// A stream the facade holds open for a caller until something ends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldStream {
+    /// A modern client's `subscriptions/listen`.
+    Listen,
+    /// A legacy session's server-to-client GET stream.
+    Get,
+}
+
+impl HeldStream {
+    pub const ALL: [HeldStream; 2] = [HeldStream::Listen, HeldStream::Get];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeldStream::Listen => "listen",
+            HeldStream::Get => "get",
+        }
+    }
+}
+
+/// Why the facade itself ended a held stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The credential the caller opened it with expired: a caller whose
+    /// token is no longer good hears nothing more on it.
+    CredentialExpired,
+}
+
+impl StreamEnd {
+    pub const ALL: [StreamEnd; 1] = [StreamEnd::CredentialExpired];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamEnd::CredentialExpired => "credential_expired",
+        }
+    }
+}
+
 pub fn method_label(method: &str) -> &'static str {
     KNOWN_METHODS
         .iter()
@@ -119,6 +157,9 @@ pub struct Metrics {
     /// `gateway_conflicts_resolved{kind}`: conflicts the gateway's mapping
     /// resolves now (one backend's copy served, the rest still withheld).
     pub gateway_conflicts_resolved: prometheus::IntGaugeVec,
+    /// `streams_ended_total{stream,reason}`: held streams the facade ended
+    /// itself ([`HeldStream`], [`StreamEnd`]).
+    streams_ended: IntCounterVec,
 }
 
 impl Metrics {
@@ -369,8 +410,22 @@ impl Metrics {
             &["kind"],
         )
         .expect("valid metric");
+        let streams_ended = IntCounterVec::new(
+            Opts::new(
+                "mcpwarden_streams_ended_total",
+                "Held client streams (subscriptions/listen, a legacy GET stream) the facade ended itself, by stream and reason",
+            ),
+            &["stream", "reason"],
+        )
+        .expect("valid metric");
+        for stream in HeldStream::ALL {
+            for reason in StreamEnd::ALL {
+                streams_ended.with_label_values(&[stream.as_str(), reason.as_str()]);
+            }
+        }
         for c in [
-            Box::new(egress_refusals.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(streams_ended.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(egress_refusals.clone()),
             Box::new(gateway_conflicts.clone()),
             Box::new(gateway_conflicts_resolved.clone()),
             Box::new(notifications_dropped.clone()),
@@ -450,7 +505,15 @@ impl Metrics {
             egress_refusals,
             gateway_conflicts,
             gateway_conflicts_resolved,
+            streams_ended,
         }
+    }
+
+    /// Count a held stream the facade ended itself.
+    pub fn stream_ended(&self, stream: HeldStream, reason: StreamEnd) {
+        self.streams_ended
+            .with_label_values(&[stream.as_str(), reason.as_str()])
+            .inc();
     }
 
     /// Count an ask to an identity's owner replica that ended with

@@ -46,6 +46,11 @@ pub struct Identity {
     /// The token the caller presented, kept only for token exchange with
     /// its issuer (JWT and service-account callers). Never forwarded as is.
     pub token: Option<CallerToken>,
+    /// When the credential the caller proved itself with stops being good
+    /// (seconds since the epoch: a JWT's, a service-account token's or a
+    /// gateway assertion's `exp`); `None` for one that does not expire (a
+    /// static token, anonymous). A stream the caller holds ends then.
+    pub expires_at: Option<u64>,
 }
 
 /// A caller's bearer token. It is not who the caller is (two requests of
@@ -87,7 +92,20 @@ impl Identity {
             service_account: None,
             method: AuthMethod::Anonymous,
             token: None,
+            expires_at: None,
         }
+    }
+
+    /// How long the caller's credential is still good: `None` for one
+    /// that does not expire, zero for one already expired.
+    pub fn credential_left(&self) -> Option<std::time::Duration> {
+        self.credential_left_at(std::time::SystemTime::now())
+    }
+
+    /// [`Identity::credential_left`] at `now`.
+    pub fn credential_left_at(&self, now: std::time::SystemTime) -> Option<std::time::Duration> {
+        let exp = std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.expires_at?);
+        Some(exp.duration_since(now).unwrap_or_default())
     }
 
     /// The caller's role under `policy`; `None` means nothing is available.

@@ -298,9 +298,13 @@ impl JwtVerifier {
             match decode::<Value>(token, key, &validation) {
                 Ok(data) => {
                     self.bound_to_resource(&data.claims)?;
-                    let identity = self.identity(&data.claims)?;
+                    let mut identity = self.identity(&data.claims)?;
                     self.scoped(&data.claims)?;
-                    if let Some(exp) = data.claims.get("exp").and_then(Value::as_u64) {
+                    // `exp` is a required claim: every token accepted here
+                    // has one, and what the caller holds ends with it.
+                    let exp = data.claims.get("exp").and_then(Value::as_u64);
+                    identity.expires_at = exp;
+                    if let Some(exp) = exp {
                         self.verified.put(digest, &identity, exp, now);
                     }
                     return Ok(identity);
@@ -391,6 +395,7 @@ impl JwtVerifier {
                     service_account: None,
                     method: AuthMethod::Jwt,
                     token: None,
+                    expires_at: None,
                 })
             }
             Kind::ServiceAccount => {
@@ -415,6 +420,7 @@ impl JwtVerifier {
                     service_account: Some(format!("{ns}/{name}")),
                     method: AuthMethod::ServiceAccount,
                     token: None,
+                    expires_at: None,
                 })
             }
             Kind::Gateway {
@@ -440,6 +446,7 @@ impl JwtVerifier {
                         service_account: None,
                         method: AuthMethod::GatewayItself,
                         token: None,
+                        expires_at: None,
                     });
                 }
                 if !caller_issuers.iter().any(|i| i == issuer) {
@@ -469,6 +476,7 @@ impl JwtVerifier {
                     service_account,
                     method: AuthMethod::Gateway,
                     token: None,
+                    expires_at: None,
                 })
             }
         }

@@ -88,6 +88,7 @@ impl StaticTokens {
             service_account: None,
             method: AuthMethod::StaticToken,
             token: None,
+            expires_at: None,
         })
     }
 }

@@ -114,6 +114,7 @@ mod tests {
             service_account: None,
             method: AuthMethod::Gateway,
             token: None,
+            expires_at: None,
         }
     }
 

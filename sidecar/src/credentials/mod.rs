@@ -322,6 +322,7 @@ mod tests {
             service_account: None,
             method: AuthMethod::StaticToken,
             token: None,
+            expires_at: None,
         }
     }
 

@@ -1,5 +1,5 @@
 //! The audit trail: one JSON line per tool call, resource read, prompt get,
-//! completion and denial, with who (issuer and subject), what tool or
+//! completion and denial, and each held stream the facade ended itself, with who (issuer and subject), what tool or
 //! prompt, which definition, how big, what was decided and how long it
 //! took — never argument or result content (arguments and resource URIs
 //! only as a sha256 and a size). The record's format is versioned (`v`) and
@@ -27,7 +27,7 @@ use super::Ended;
 use super::Request;
 use crate::auth::identity::Identity;
 use crate::jsonrpc::RequestId;
-use crate::metrics::Metrics;
+use crate::metrics::{HeldStream, Metrics, StreamEnd};
 pub use writer::{Audit, AuditConfig, AuditSink};
 
 /// The version of the record's format (`v`): a change that removes or
@@ -297,6 +297,46 @@ pub fn request(trail: Trail<'_>, req: &Request, event: &'static str, ended: &End
         ..Default::default()
     }
     .traced(&req.span);
+    trail.audit.write(&record, trail.metrics);
+}
+
+/// A held stream the facade ended itself (`reason`): counted, and its audit
+/// line names the caller, the stream (`subscriptions/listen` and its id, or
+/// a GET stream: no method, no id) and how long it was held; never what
+/// went on it.
+pub fn stream_ended(
+    trail: Trail<'_>,
+    stream: HeldStream,
+    id: Option<&RequestId>,
+    caller: &Identity,
+    reason: StreamEnd,
+    opened: std::time::Instant,
+) {
+    trail.metrics.stream_ended(stream, reason);
+    if !trail.audit.is_on() {
+        return;
+    }
+    let hashed = hash_session(trail.session);
+    let record = Record {
+        time: now_rfc3339(),
+        event: "stream_ended",
+        method: match stream {
+            HeldStream::Listen => Some("subscriptions/listen"),
+            HeldStream::Get => None,
+        },
+        call_id: match id {
+            Some(id) => format!("{hashed}:{}", id.as_json().trim_matches('"')),
+            None => String::new(),
+        },
+        session: hashed,
+        issuer: caller.issuer.as_deref(),
+        subject: caller.subject.as_deref(),
+        auth: caller.method.as_str(),
+        decision: "deny",
+        reason: Some(reason.as_str()),
+        duration_ms: opened.elapsed().as_secs_f64() * 1000.0,
+        ..Default::default()
+    };
     trail.audit.write(&record, trail.metrics);
 }
 

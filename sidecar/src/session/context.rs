@@ -309,13 +309,14 @@ impl Context {
             // assertion of its own (minted by the link); never the token.
             // An anonymous caller is nobody there, not the gateway itself.
             return Ok(match (&caller.issuer, &caller.subject) {
-                (Some(issuer), Some(subject)) => Some(Credential::on_behalf_of(
-                    crate::upstream::gateway::assertion::Principal {
+                (Some(issuer), Some(subject)) => Some(
+                    Credential::on_behalf_of(crate::upstream::gateway::assertion::Principal {
                         issuer: issuer.clone(),
                         subject: subject.clone(),
                         groups: caller.groups.clone(),
-                    },
-                )),
+                    })
+                    .until(caller.expires_at),
+                ),
                 _ => Some(Credential::nobody()),
             });
         }

@@ -9,7 +9,11 @@
 //! and holds one `subscriptions/listen` on the server for the session: the
 //! list-change notifications the server offers and the resources the
 //! client subscribed to, which reach the client's GET stream as legacy
-//! notifications.
+//! notifications. The listen is held as the session's caller with the
+//! newest credential the client opened its GET stream with: a gateway
+//! upstream holds it no longer than that credential is good, and the GET
+//! stream ends with it too, so a client that comes back with a fresh token
+//! has the listen held again as that token's caller.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -36,6 +40,9 @@ pub(super) struct LegacyClient {
     /// Held while the listen is opened again: one at a time, so the last to
     /// run reads the last subscription set.
     pub(super) relisten: Arc<tokio::sync::Mutex<()>>,
+    /// Who the listen is held as, when not the session's owner as it
+    /// opened the session: the same caller with a newer credential.
+    pub(super) caller: Option<Arc<crate::auth::identity::Identity>>,
 }
 
 impl LegacyClient {
@@ -101,6 +108,34 @@ impl Session {
         self.state.lock().unwrap().legacy.log_level = Some(level.to_string());
     }
 
+    /// A legacy client on a modern server opened its GET stream as `caller`
+    /// (the session's owner): if that credential is good for longer than
+    /// the one the listen is held with, the listen is held as it from now on.
+    pub(crate) fn listen_as(self: &Arc<Self>, caller: &crate::auth::identity::Identity) {
+        if !self.legacy_on_modern() {
+            return;
+        }
+        {
+            let mut st = self.state.lock().unwrap();
+            let held = st.legacy.caller.as_deref().unwrap_or(&self.owner);
+            let newer = match (held.expires_at, caller.expires_at) {
+                (Some(held), Some(fresh)) => fresh > held,
+                _ => false,
+            };
+            if !newer {
+                return;
+            }
+            st.legacy.caller = Some(Arc::new(caller.clone()));
+        }
+        let relisten = self.state.lock().unwrap().legacy.relisten.clone();
+        let session = self.clone();
+        let deadline = self.app.limits.upstream_wait;
+        tokio::spawn(async move {
+            let _turn = relisten.lock().await;
+            let _ = tokio::time::timeout(deadline, session.legacy_listen()).await;
+        });
+    }
+
     /// A legacy client on a modern server (un)subscribed to `uri`: the set
     /// changes now, and the session's listen on the server is opened again
     /// with it in the background — the client's answer never waits on the
@@ -141,7 +176,7 @@ impl Session {
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
         let offers = |path: &str| caps.pointer(path).and_then(Value::as_bool) == Some(true);
-        let (old, filter, meta) = {
+        let (old, filter, meta, caller) = {
             let mut st = self.state.lock().unwrap();
             let mut filter = Map::new();
             for (key, path) in [
@@ -157,7 +192,17 @@ impl Session {
                 let uris: Vec<&String> = st.legacy.subscribed.iter().collect();
                 filter.insert("resourceSubscriptions".into(), json!(uris));
             }
-            (st.legacy.listen.take(), filter, st.legacy.outgoing_meta())
+            let caller = st
+                .legacy
+                .caller
+                .clone()
+                .unwrap_or_else(|| self.owner.clone());
+            (
+                st.legacy.listen.take(),
+                filter,
+                st.legacy.outgoing_meta(),
+                caller,
+            )
         };
         if let Some(n) = old {
             self.channel.unregister(n);
@@ -166,7 +211,7 @@ impl Session {
         if filter.is_empty() || self.is_closed() {
             return;
         }
-        let Ok(credential) = self.upstream_credential(&self.owner).await else {
+        let Ok(credential) = self.upstream_credential(&caller).await else {
             return;
         };
         let n = self.channel.mint();

@@ -77,6 +77,10 @@ impl std::fmt::Debug for UpstreamTarget {
 pub struct Credential {
     header: Option<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     principal: Option<Arc<gateway::assertion::Principal>>,
+    /// When the credential the caller proved itself with expires (seconds
+    /// since the epoch; `None`: it does not): past it nothing more is done
+    /// on the caller's behalf, such as a gateway holding its subscription.
+    caller_expires_at: Option<u64>,
 }
 
 impl Credential {
@@ -89,6 +93,7 @@ impl Credential {
         Ok(Credential {
             header: Some((name, value)),
             principal: None,
+            caller_expires_at: None,
         })
     }
 
@@ -105,7 +110,21 @@ impl Credential {
         Credential {
             header: None,
             principal: Some(Arc::new(who)),
+            caller_expires_at: None,
         }
+    }
+
+    /// The same credential, for a caller whose own credential expires at
+    /// `expires_at` (seconds since the epoch).
+    pub fn until(mut self, expires_at: Option<u64>) -> Credential {
+        self.caller_expires_at = expires_at;
+        self
+    }
+
+    /// Whether the caller's own credential has expired at `now` (seconds
+    /// since the epoch).
+    pub fn caller_expired(&self, now: u64) -> bool {
+        self.caller_expires_at.is_some_and(|exp| now >= exp)
     }
 
     /// A gateway's caller it cannot name (anonymous): its requests carry
@@ -115,6 +134,7 @@ impl Credential {
         Credential {
             header: None,
             principal: None,
+            caller_expires_at: None,
         }
     }
 

@@ -1,11 +1,18 @@
 //! GET (the standalone stream, or a resumed one) and DELETE on `/mcp`, and
 //! the SSE body every stream is served with.
+//!
+//! A GET stream is held for as long as the client reads it, but never past
+//! the credential it was opened with: at the caller's token's expiry the
+//! facade closes it (counted and audited, without content), and the client
+//! opens it again with a fresh token (what it missed waits in the stream's
+//! replay for a `Last-Event-ID` resume). A static token does not expire.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -18,8 +25,10 @@ use super::reply::{empty, reject};
 use super::{ResponseBody, LAST_EVENT_HEADER};
 use crate::app::App;
 use crate::auth::identity::Identity;
+use crate::metrics::{HeldStream, StreamEnd};
 use crate::session::stream::{Out, StreamRx};
 use crate::session::work::Work;
+use crate::session::Session;
 use crate::sse;
 
 pub(super) fn get(
@@ -51,9 +60,10 @@ pub(super) fn get(
     if let Err(resp) = check_version(&app, headers, &session) {
         return resp;
     }
+    let held = |rx: StreamRx, stream: u64| held_response(&session, caller, rx, stream);
     if let Some(last) = headers.get(LAST_EVENT_HEADER).and_then(|v| v.to_str().ok()) {
         return match session.resume(last) {
-            Some((stream, rx)) => sse_response(rx, Some(stream)),
+            Some((stream, rx)) => held(rx, stream),
             None => reject(
                 &app,
                 "unknown_event_id",
@@ -63,7 +73,10 @@ pub(super) fn get(
         };
     }
     match session.open_standalone() {
-        Some((stream, rx)) => sse_response(rx, Some(stream)),
+        Some((stream, rx)) => {
+            session.listen_as(caller);
+            held(rx, stream)
+        }
         None => reject(
             &app,
             "stream_conflict",
@@ -150,7 +163,74 @@ pub(super) fn sse_response(rx: StreamRx, stream: Option<u64>) -> Response<Respon
     })
 }
 
-pub(super) fn sse(body: SseBody) -> Response<ResponseBody> {
+/// A GET stream of `session` for `caller`: it ends when the caller's
+/// credential expires (never, for one without an expiry).
+fn held_response(
+    session: &Arc<Session>,
+    caller: &Identity,
+    rx: StreamRx,
+    stream: u64,
+) -> Response<ResponseBody> {
+    let body = SseBody {
+        rx,
+        stream,
+        pending: Default::default(),
+        work: None,
+        ids: true,
+        _guard: None,
+    };
+    let Some(left) = caller.credential_left() else {
+        return sse(body);
+    };
+    let (session, caller, opened) = (session.clone(), caller.clone(), Instant::now());
+    sse(UntilExpiry {
+        body,
+        expiry: Box::pin(tokio::time::sleep(left)),
+        on_expiry: Some(Box::new(move || {
+            crate::gates::audit::stream_ended(
+                session.trail(),
+                HeldStream::Get,
+                None,
+                &caller,
+                StreamEnd::CredentialExpired,
+                opened,
+            )
+        })),
+    })
+}
+
+/// A held stream's body that ends at its caller's credential's expiry.
+struct UntilExpiry {
+    body: SseBody,
+    expiry: Pin<Box<tokio::time::Sleep>>,
+    /// Counts and audits the end (once).
+    on_expiry: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Body for UntilExpiry {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        // Checked before anything queued is sent: nothing reaches a caller
+        // whose token is no longer good.
+        if self.expiry.as_mut().poll(cx).is_ready() {
+            if let Some(ended) = self.on_expiry.take() {
+                ended();
+            }
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+}
+
+pub(super) fn sse<B>(body: B) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes, Error = Infallible> + Send + 'static,
+{
     let mut resp = Response::new(body.boxed_unsync());
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

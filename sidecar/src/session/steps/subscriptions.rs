@@ -13,8 +13,14 @@
 //!   change notifications the server sends unprompted, filtered the same way.
 //!
 //! The stream ends when the client goes (the server's subscription is
-//! cancelled with it) or the server ends the subscription (its final result
-//! is the client's).
+//! cancelled with it), the server ends the subscription (its final result
+//! is the client's), or the credential the caller opened it with expires: a
+//! caller whose token is no longer good must hear nothing more. Then the
+//! facade ends it as a server does (the spec's graceful closure: a
+//! `complete` result under the subscription's id), cancels the server's
+//! side, and counts and audits the end; the client listens again with a
+//! fresh token. A credential without an expiry (a static token) holds it
+//! as long as the rest allows.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +30,7 @@ use serde_json::{json, Map, Value};
 use crate::era;
 use crate::gates::Request;
 use crate::jsonrpc::{self, Members};
+use crate::metrics::{HeldStream, StreamEnd};
 use crate::session::channel::Era;
 use crate::session::{Forwarded, Session};
 
@@ -40,14 +47,21 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
         req.policy.compiled.decide_resource(uri, req.role).is_ok()
     });
     session.start_subscription(&req.id, filter.clone());
+    let (limit, expires) = held_for(req.caller.credential_left());
     match session.channel.era {
         Era::Modern => {
             let raw = serde_json::value::to_raw_value(&filter).expect("values serialize");
             let mut edit = |p: &mut Members<'_>| p.set("notifications", raw.clone());
             let ended = session
-                .forward(&req.id, &req.msg, Some(&mut edit), LONGEST)
+                .forward(&req.id, &req.msg, Some(&mut edit), limit)
                 .await;
             match ended {
+                // Past the caller's credential: the server was told to
+                // cancel its side; the client hears the subscription end.
+                Forwarded::TimedOut(lingering) if expires => {
+                    credential_expired(session, &req);
+                    lingering.settle().await
+                }
                 Forwarded::Answer(answer) => {
                     // The server ended the subscription: its result is ours,
                     // under the client's subscription id.
@@ -89,10 +103,49 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
                 }
             }
             session.acknowledge_subscription(&req.id, served);
-            session.wait_until_answered(&req.id).await;
+            let until = session.wait_until_answered(&req.id);
+            if expires {
+                if tokio::time::timeout(limit, until).await.is_err() {
+                    credential_expired(session, &req);
+                }
+            } else {
+                until.await;
+            }
         }
     }
     session.observe("subscriptions/listen", "ok", req.started);
+}
+
+/// How long a subscription may stay open, given how long the caller's
+/// credential is still good, and whether it is the credential that ends it.
+fn held_for(credential_left: Option<Duration>) -> (Duration, bool) {
+    match credential_left {
+        Some(left) if left < LONGEST => (left, true),
+        _ => (LONGEST, false),
+    }
+}
+
+/// End subscription `req` because its caller's credential expired: the
+/// spec's graceful closure (a `complete` result carrying the subscription's
+/// id), counted and audited without content.
+fn credential_expired(session: &Session, req: &Request) {
+    let subscription: Value = serde_json::from_str(req.id.as_json()).unwrap_or_default();
+    let result = json!({
+        "resultType": "complete",
+        "_meta": { era::meta::SUBSCRIPTION_ID: subscription },
+    });
+    session.answer_call(
+        &req.id,
+        jsonrpc::result_response(&req.id, &result.to_string()),
+    );
+    crate::gates::audit::stream_ended(
+        session.trail(),
+        HeldStream::Listen,
+        Some(&req.id),
+        &req.caller,
+        StreamEnd::CredentialExpired,
+        req.started,
+    );
 }
 
 /// The filter a caller may have: list-change types as asked, resource
@@ -165,6 +218,16 @@ fn retag_result(bytes: &[u8], client: &jsonrpc::RequestId) -> Option<bytes::Byte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expiring_credential_bounds_the_subscription() {
+        assert_eq!(held_for(None), (LONGEST, false));
+        let soon = Duration::from_secs(5);
+        assert_eq!(held_for(Some(soon)), (soon, true));
+        assert_eq!(held_for(Some(Duration::ZERO)), (Duration::ZERO, true));
+        // A credential good for longer than a subscription may last changes nothing.
+        assert_eq!(held_for(Some(LONGEST * 2)), (LONGEST, false));
+    }
 
     #[test]
     fn the_filter_keeps_only_what_the_caller_may_see() {

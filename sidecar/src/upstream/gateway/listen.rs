@@ -9,7 +9,10 @@
 //! a pause that grows while the backend stays away) until the facade ends the
 //! subscription ([`super::abort`]), so a backend that comes back reaches the
 //! callers listening again. Meanwhile the health watcher ([`super::health`])
-//! tells them the backend's names went and came back.
+//! tells them the backend's names went and came back. A backend ends its
+//! part when the assertion it was held with expires; it is held again with
+//! a fresh one, but never past the caller's own credential: no assertion is
+//! minted for a caller whose token has expired.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
@@ -53,6 +56,12 @@ pub(super) fn hold(
         return Ok(None);
     };
     let who = credential.and_then(Credential::principal).cloned();
+    let credential = credential.cloned();
+    if credential.as_ref().is_some_and(|c| c.caller_expired(now())) {
+        return Err(UpstreamError::Refused(
+            "the caller's credential has expired".into(),
+        ));
+    }
     // A caller the gateway may not vouch for is refused at once, not at
     // every backend in turn.
     if let (Some(who), Some(signer)) = (&who, &state.gateway().signer) {
@@ -70,10 +79,18 @@ pub(super) fn hold(
             id: id.clone(),
             msg: msg.clone(),
             who: who.clone(),
+            credential: credential.clone(),
         };
         tokio::spawn(part.run());
     }
     Ok(None)
+}
+
+/// Seconds since the epoch.
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// One backend's part of one subscription.
@@ -83,6 +100,8 @@ struct Part {
     id: RequestId,
     msg: Message,
     who: Option<Principal>,
+    /// The caller's: when it expires, nothing more is minted for the part.
+    credential: Option<Credential>,
 }
 
 impl Part {
@@ -116,10 +135,21 @@ impl Part {
     }
 
     /// The link, a fresh assertion and the backend's name, while the
-    /// subscription is live and the gateway link is up.
+    /// subscription is live, the caller's credential good and the gateway
+    /// link up.
     fn next(&self) -> Option<(Arc<http::State>, Option<Credential>, String)> {
         let state = self.state.upgrade()?;
         if !state.listening.holds(&self.id) {
+            return None;
+        }
+        if self
+            .credential
+            .as_ref()
+            .is_some_and(|c| c.caller_expired(now()))
+        {
+            tracing::debug!(
+                "gateway: a caller's credential expired; its subscription is not held again"
+            );
             return None;
         }
         let gateway = state.gateway();

@@ -272,6 +272,11 @@ async fn pump(
                             let _ = waiter.send(Ok(m));
                             continue;
                         }
+                        // A backend ended its part of a subscription the
+                        // gateway holds (its assertion expired): held again.
+                        if listening.holds(id) {
+                            continue;
+                        }
                     }
                 }
                 if up
