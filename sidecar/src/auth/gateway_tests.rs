@@ -91,6 +91,28 @@ fn a_backend_hears_the_caller_the_gateway_names() {
 }
 
 #[test]
+fn a_vouched_caller_expires_with_its_assertion() {
+    let k = keys(&rcgen::PKCS_ED25519);
+    let scratch = dir("exp");
+    let dir = scratch.path();
+    let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
+    let everything = backend(&dir, &k.public, "everything");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let token = token(&signer, &alice("static"), "everything");
+    for _ in 0..2 {
+        // The second time from the verified tokens: the same expiry.
+        let who = everything.authenticate(Some(&token)).unwrap();
+        let exp = who.expires_at.expect("an assertion expires");
+        assert!((now + 119..=now + 121).contains(&exp), "{exp} vs {now}");
+        let left = who.credential_left().unwrap();
+        assert!(left > Duration::from_secs(100) && left <= Duration::from_secs(121));
+    }
+}
+
+#[test]
 fn one_backends_assertion_is_refused_by_another() {
     let k = keys(&rcgen::PKCS_ED25519);
     let scratch = dir("aud");

@@ -148,3 +148,23 @@ impl Identity {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn what_is_left_of_a_credential() {
+        let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+        let mut who = Identity::anonymous();
+        assert_eq!(who.credential_left_at(at(1_000)), None);
+        who.expires_at = Some(1_000);
+        assert_eq!(
+            who.credential_left_at(at(990)),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(who.credential_left_at(at(1_000)), Some(Duration::ZERO));
+        assert_eq!(who.credential_left_at(at(5_000)), Some(Duration::ZERO));
+    }
+}

@@ -241,3 +241,45 @@ where
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::stream::{self, Stream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_held_stream_ends_at_its_callers_expiry() {
+        let (live, rx) = stream::channel(8);
+        let mut held = Stream::new(usize::MAX, live);
+        let ended = Arc::new(AtomicUsize::new(0));
+        let counted = ended.clone();
+        let mut body = UntilExpiry {
+            body: SseBody {
+                rx,
+                stream: 1,
+                pending: Default::default(),
+                work: None,
+                ids: true,
+                _guard: None,
+            },
+            expiry: Box::pin(tokio::time::sleep(Duration::from_millis(300))),
+            on_expiry: Some(Box::new(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })),
+        };
+        held.push(Bytes::from_static(br#"{"before":1}"#), false, false);
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("before"));
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        // Queued, but the caller's token is no longer good: never sent.
+        held.push(Bytes::from_static(br#"{"after":1}"#), false, false);
+        assert!(body.frame().await.is_none());
+        assert!(body.frame().await.is_none());
+        assert_eq!(ended.load(Ordering::SeqCst), 1, "counted once");
+        // Once the body is gone the stream is not live: a new GET may open.
+        drop(body);
+        assert!(!held.has_live());
+    }
+}

@@ -161,3 +161,7 @@ impl Part {
         Some((state.links[self.b].clone(), minted, name))
     }
 }
+
+#[cfg(test)]
+#[path = "listen_tests.rs"]
+mod tests;

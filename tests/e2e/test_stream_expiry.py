@@ -1,0 +1,140 @@
+"""A held stream ends with the credential it was opened with: a modern
+client's `subscriptions/listen` (the official Python SDK in 2026-07-28 mode)
+and a legacy session's GET stream, opened with a JWT of a few seconds'
+lifetime, end when it expires — the subscription with the spec's graceful
+close, the GET stream by closing — each counted and audited; a fresh token
+subscribes again, and a static token's subscription (no expiry) stays open.
+
+    server-everything (stdio) ─ facade ─ clients with a 4-second JWT, a fresh JWT, a static token
+"""
+from __future__ import annotations
+
+import time
+
+import anyio
+import httpx
+import pytest
+import yaml
+
+from helpers import ACCEPT_BOTH, everything_stdio, metric, run_async
+from warden_helpers import Audit, Keys, oidc_claims, policy_doc, sdk_client, token_entry, wait_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+ISSUER = "https://issuer.test"
+AUDIENCE = "mcp"
+STATIC = "static-token-for-expiry-tests"
+# Long enough to open a stream, short enough to wait for.
+LIFETIME = 4
+# How late after the token's expiry the stream may end (scheduling, 1-second `exp`).
+SLACK = 6
+
+
+@pytest.fixture
+def fa(facade, tmp_path):
+    keys = Keys()
+    keys.write_jwks(tmp_path / "jwks.json")
+    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump([token_entry(STATIC, "sam")]))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(policy_doc(
+        auth={"staticTokens": {"file": "tokens.yaml"},
+              "jwt": [{"issuer": ISSUER, "audiences": [AUDIENCE], "jwksFile": "jwks.json",
+                       "clockSkewSeconds": 0}]},
+        roles=[{"role": "user", "issuer": ISSUER, "subjects": ["rita"]},
+               {"role": "user", "issuer": "static", "subjects": ["sam"]}],
+        tools=[{"name": "echo"}],
+    )))
+    audit = Audit(tmp_path / "audit.jsonl")
+    f = facade(upstream=everything_stdio(), policy=str(policy), extra_args=["--audit", audit.arg])
+    f.audit, f.keys = audit, keys
+    return f
+
+
+def jwt(fa, lifetime: int) -> tuple[str, float]:
+    """A token of rita's good for `lifetime` seconds, and its expiry (epoch seconds)."""
+    claims = oidc_claims(ISSUER, AUDIENCE, "rita", lifetime=lifetime)
+    return fa.keys.mint(claims), float(claims["exp"])
+
+
+def ended_lines(audit: Audit, timeout: float = 5) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [r for r in audit.lines() if r["event"] == "stream_ended"]
+        if lines or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def test_a_subscription_ends_when_its_token_expires_and_a_fresh_token_listens_again(fa):
+    short, exp = jwt(fa, LIFETIME)
+
+    async def go():
+        async with sdk_client(fa.url, token=short, mode="auto") as expiring, \
+                sdk_client(fa.url, token=STATIC, mode="auto") as static:
+            async with expiring.listen(tools_list_changed=True) as sub, \
+                    static.listen(tools_list_changed=True) as kept:
+                # The SDK ends the loop on the server's graceful close (an
+                # abrupt drop would raise SubscriptionLost instead).
+                with anyio.fail_after(LIFETIME + SLACK):
+                    async for _ in sub:
+                        pass
+                ended_at = time.time()
+                # The static token's subscription does not expire.
+                with anyio.move_on_after(1.5) as still_open:
+                    async for _ in kept:
+                        pass
+                assert still_open.cancelled_caught, "the static token's subscription ended too"
+        fresh, _ = jwt(fa, 600)
+        async with sdk_client(fa.url, token=fresh, mode="auto") as again:
+            async with again.listen(tools_list_changed=True) as renewed:
+                honored = renewed.honored
+        return ended_at, honored
+
+    ended_at, honored = run_async(go)
+    assert exp - 1 <= ended_at <= exp + SLACK, (ended_at, exp)
+    assert honored is not None
+    assert metric(fa.admin_url, "mcpwarden_streams_ended_total",
+                  stream="listen", reason="credential_expired") == 1
+    [line] = ended_lines(fa.audit)
+    assert (line["method"], line["reason"], line["subject"], line["auth"], line["decision"]) == \
+        ("subscriptions/listen", "credential_expired", "rita", "jwt", "deny"), line
+    assert line["call_id"] and line["args_sha256"] is None and line["output_bytes"] is None, line
+
+
+def test_a_legacy_get_stream_closes_when_its_token_expires_and_opens_again_with_a_fresh_one(fa):
+    short, exp = jwt(fa, LIFETIME)
+    headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json", "Authorization": f"Bearer {short}"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "expiry-e2e", "version": "0"}}}
+    r = httpx.post(fa.url, json=init, headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    session = r.headers["mcp-session-id"]
+    session_headers = {**headers, "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-06-18"}
+    r = httpx.post(fa.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                   headers=session_headers, timeout=10)
+    assert r.status_code == 202, r.text
+
+    get = {**session_headers, "Accept": "text/event-stream"}
+    # Read past the expiry: a stream that outlives the token times out here.
+    with httpx.stream("GET", fa.url, headers=get,
+                      timeout=httpx.Timeout(10, read=LIFETIME + SLACK)) as stream:
+        assert stream.status_code == 200
+        for _ in stream.iter_bytes():
+            pass
+    ended_at = time.time()
+    assert exp - 1 <= ended_at <= exp + SLACK, (ended_at, exp)
+
+    # The same caller with a fresh token opens it again on the same session.
+    fresh, _ = jwt(fa, 600)
+    def reopened() -> bool:
+        with httpx.stream("GET", fa.url, headers={**get, "Authorization": f"Bearer {fresh}"}, timeout=10) as again:
+            # 409 only while the facade has not yet let go of the closed one.
+            assert again.status_code in (200, 409), again.status_code
+            return again.status_code == 200
+    wait_for(reopened, timeout=3, what="the GET stream to open again with the fresh token")
+    assert metric(fa.admin_url, "mcpwarden_streams_ended_total",
+                  stream="get", reason="credential_expired") == 1
+    [line] = ended_lines(fa.audit)
+    assert (line["method"], line["reason"], line["subject"], line["call_id"]) == \
+        (None, "credential_expired", "rita", ""), line
