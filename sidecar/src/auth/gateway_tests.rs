@@ -79,7 +79,7 @@ fn a_backend_hears_the_caller_the_gateway_names() {
         let dir = scratch.path();
         let signer =
             Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
-        let everything = backend(&dir, &k.public, "everything");
+        let everything = backend(dir, &k.public, "everything");
         let who = everything
             .authenticate(Some(&token(&signer, &alice("static"), "everything")))
             .unwrap();
@@ -96,7 +96,7 @@ fn a_vouched_caller_expires_with_its_assertion() {
     let scratch = dir("exp");
     let dir = scratch.path();
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
-    let everything = backend(&dir, &k.public, "everything");
+    let everything = backend(dir, &k.public, "everything");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -118,7 +118,7 @@ fn one_backends_assertion_is_refused_by_another() {
     let scratch = dir("aud");
     let dir = scratch.path();
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
-    let git = backend(&dir, &k.public, "git");
+    let git = backend(dir, &k.public, "git");
     let for_everything = token(&signer, &alice("static"), "everything");
     assert_eq!(
         git.authenticate(Some(&for_everything)),
@@ -131,7 +131,7 @@ fn expired_other_key_unsigned_and_unvouched_assertions_are_refused() {
     let k = keys(&rcgen::PKCS_ED25519);
     let scratch = dir("bad");
     let dir = scratch.path();
-    let everything = backend(&dir, &k.public, "everything");
+    let everything = backend(dir, &k.public, "everything");
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(1)).unwrap();
     let short = token(&signer, &alice("static"), "everything");
     std::thread::sleep(Duration::from_millis(2100));
@@ -192,7 +192,7 @@ fn a_gateway_needs_the_issuers_it_vouches_for() {
         }],
         ..Default::default()
     };
-    let err = Authenticator::from_config(&cfg, None, &dir).err().unwrap();
+    let err = Authenticator::from_config(&cfg, None, dir).err().unwrap();
     assert!(err.contains("callerIssuers"), "{err}");
 }
 
@@ -203,7 +203,7 @@ fn an_assertion_accepted_before_is_refused_once_expired() {
     let k = keys(&rcgen::PKCS_ED25519);
     let scratch = dir("again");
     let dir = scratch.path();
-    let everything = backend(&dir, &k.public, "everything");
+    let everything = backend(dir, &k.public, "everything");
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(1)).unwrap();
     let short = token(&signer, &alice("static"), "everything");
     for _ in 0..2 {
@@ -216,7 +216,7 @@ fn an_assertion_accepted_before_is_refused_once_expired() {
         Err(AuthFailure::Invalid("token_expired"))
     );
     // Another backend never takes it for having been accepted here.
-    let git = backend(&dir, &k.public, "git");
+    let git = backend(dir, &k.public, "git");
     let fresh = token(
         &Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap(),
         &alice("static"),
@@ -234,7 +234,7 @@ fn the_gateway_itself_is_known_by_its_issuer_and_own_subject_only() {
     let k = keys(&rcgen::PKCS_ED25519);
     let scratch = dir("itself");
     let dir = scratch.path();
-    let everything = backend(&dir, &k.public, "everything");
+    let everything = backend(dir, &k.public, "everything");
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
     let who = everything
         .authenticate(Some(&token(&signer, &signer.itself(), "everything")))
@@ -301,7 +301,7 @@ fn a_gateway_never_vouches_for_callers_of_its_own_issuer() {
         }],
         ..Default::default()
     };
-    let err = Authenticator::from_config(&cfg, None, &dir).err().unwrap();
+    let err = Authenticator::from_config(&cfg, None, dir).err().unwrap();
     assert!(err.contains("the gateway itself"), "{err}");
 }
 
@@ -328,7 +328,7 @@ fn a_vouched_service_account_is_one_only_under_the_backends_own_service_account_
         }],
         ..Default::default()
     };
-    let files = Authenticator::from_config(&cfg, None, &dir).unwrap();
+    let files = Authenticator::from_config(&cfg, None, dir).unwrap();
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
     let agent = |issuer: &str| Principal {
         issuer: issuer.into(),
@@ -383,7 +383,7 @@ fn gateways_only_lets_in_the_gateways_assertions_alone() {
     let signer = Signer::from_pem("gw", k.private.as_bytes(), Duration::from_secs(120)).unwrap();
     let vouched = token(&signer, &alice("static"), "everything");
     // Without the flag: the backend's own token and nobody get in too.
-    let before = Authenticator::from_config(&open, None, &dir).unwrap();
+    let before = Authenticator::from_config(&open, None, dir).unwrap();
     assert!(before.authenticate(Some(own)).is_ok());
     assert!(before.authenticate(None).is_ok());
     let only = Authenticator::from_config(
@@ -392,7 +392,7 @@ fn gateways_only_lets_in_the_gateways_assertions_alone() {
             ..open.clone()
         },
         None,
-        &dir,
+        dir,
     )
     .unwrap();
     // Its own token is no token of the gateway's: refused, as nobody is.

@@ -559,7 +559,7 @@ mod tests {
                 jwks_file: file.into(),
                 ..JwtIssuer::default()
             };
-            let verifier = JwtVerifier::issuer(&cfg, &[], &dir).expect("the policy still loads");
+            let verifier = JwtVerifier::issuer(&cfg, &[], dir).expect("the policy still loads");
             let token =
                 unsigned(&serde_json::json!({"iss": "https://login.example.com", "sub": "a"}));
             assert!(

@@ -155,7 +155,7 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path();
         std::fs::write(dir.join("token"), "0123456789abcdef0123\n").unwrap();
-        let tokens = StaticTokens::load(Some(&file_cfg("token")), &dir).unwrap();
+        let tokens = StaticTokens::load(Some(&file_cfg("token")), dir).unwrap();
         let who = tokens
             .find("0123456789abcdef0123")
             .expect("the file's token");
@@ -165,10 +165,10 @@ mod tests {
         assert!(tokens.find("0123456789abcdef012").is_none());
 
         // Not there yet, or too short: skipped, and nothing else breaks.
-        let missing = StaticTokens::load(Some(&file_cfg("absent")), &dir).unwrap();
+        let missing = StaticTokens::load(Some(&file_cfg("absent")), dir).unwrap();
         assert!(missing.find("0123456789abcdef0123").is_none());
         std::fs::write(dir.join("short"), "abc").unwrap();
-        let short = StaticTokens::load(Some(&file_cfg("short")), &dir).unwrap();
+        let short = StaticTokens::load(Some(&file_cfg("short")), dir).unwrap();
         assert!(short.find("abc").is_none());
         // The example's placeholder, long enough yet public: refused too.
         std::fs::write(
@@ -176,7 +176,7 @@ mod tests {
             "replace-me-with-a-long-random-token\n",
         )
         .unwrap();
-        let placeholder = StaticTokens::load(Some(&file_cfg("placeholder")), &dir).unwrap();
+        let placeholder = StaticTokens::load(Some(&file_cfg("placeholder")), dir).unwrap();
         assert!(placeholder
             .find("replace-me-with-a-long-random-token")
             .is_none());
