@@ -138,3 +138,37 @@ def test_a_legacy_get_stream_closes_when_its_token_expires_and_opens_again_with_
     [line] = ended_lines(fa.audit)
     assert (line["method"], line["reason"], line["subject"], line["call_id"]) == \
         (None, "credential_expired", "rita", ""), line
+
+
+def test_through_a_gateway_a_backends_part_outlives_each_assertion_but_the_caller_hears_no_end(
+        facade, tmp_path):
+    """Each backend ends its part of a caller's subscription when the
+    gateway's assertion expires (10 s here); the gateway holds it again with
+    a fresh one and the caller, whose static token does not expire, keeps
+    its subscription."""
+    from gateway_helpers import gateway_args, gateway_keys, two_callers
+
+    gateway_keys(tmp_path)
+    issuer = "https://gateway.test"
+    trust = {"gateways": [{"issuer": issuer, "publicKeyFile": str(tmp_path / "gateway.pub.pem"),
+                           "audience": "everything", "callerIssuers": ["static"]}]}
+    back = facade(upstream=everything_stdio(),
+                  policy=policy_doc(auth=trust, roles=[{"role": "user", "subjects": ["alice"]}],
+                                    tools=[{"name": "echo"}]))
+    gw = facade(policy=policy_doc(**two_callers(STATIC, STATIC + "-bob")),
+                extra_args=gateway_args({"everything": back.url})
+                + ["--gateway-key-file", str(tmp_path / "gateway.key.pem"), "--gateway-issuer", issuer,
+                   "--gateway-assertion-secs", "10"])
+
+    async def go():
+        async with sdk_client(gw.url, token=STATIC, mode="auto") as alice:
+            async with alice.listen(tools_list_changed=True) as sub:
+                with anyio.move_on_after(14) as still_open:
+                    async for _ in sub:
+                        pass
+                return still_open.cancelled_caught
+
+    assert run_async(go), "the caller's subscription ended with the gateway's assertion"
+    assert metric(back.admin_url, "mcpwarden_streams_ended_total",
+                  stream="listen", reason="credential_expired") >= 1
+    assert metric(gw.admin_url, "mcpwarden_streams_ended_total", reason="credential_expired") == 0
