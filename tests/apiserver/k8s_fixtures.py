@@ -19,6 +19,13 @@ root one for the modules that `from conftest import ...`.
     examples_applied   session: every examples/*.yaml applied into `team-a`, a namespace that
                        enforces Pod Security "restricted" (with the webhook up: creating an
                        MCPServer passes it, and it fails closed)
+
+Objects the tests write into their own namespaces (plain functions):
+
+    role_binding(ns, name, cluster_role, user)   a RoleBinding of one user to a ClusterRole
+    approver_binding(ns, user="bob")             `<user>-approves`: the chart's approver ClusterRole
+    npm_sandbox(ns, **egress)                    SandboxProfile `npm`: egress by the npm preset (+ extras)
+    people_roles(cluster, ns, carol_approves=)   bob approves, carol edits; waits for the aggregation
 """
 from __future__ import annotations
 
@@ -235,20 +242,38 @@ def examples_applied(cluster, installed, webhook):
     return results
 
 
+def role_binding(ns: str, name: str, cluster_role: str, user: str) -> dict:
+    """RoleBinding `name` in `ns` granting ClusterRole `cluster_role` to user `user`."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+
+
+def approver_binding(ns: str, user: str = "bob") -> dict:
+    """`<user>-approves`: `user` (bob, who made none of the objects) bound to the
+    chart's approver ClusterRole in `ns`, and to nothing else."""
+    return role_binding(ns, f"{user}-approves", f"{RELEASE}-approver", user)
+
+
+def npm_sandbox(ns: str, **egress) -> dict:
+    """SandboxProfile `npm` in `ns`: egress to the npm registry by its preset (a
+    named-egress capability to approve), with any further `network.egress`
+    fields given (e.g. `hosts=[...]` for a change that asks for more)."""
+    return {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile",
+            "metadata": {"name": "npm", "namespace": ns},
+            "spec": {"network": {"egress": {"presets": ["npm"], **egress}}}}
+
+
 def people_roles(cluster, ns: str, *, carol_approves: bool = False) -> None:
     """The two people of the approval tests in `ns`: bob bound to the chart's
     approver ClusterRole only, carol to the built-in `edit` (and to the
     approver role too with `carol_approves`, so that separation of duties,
     not RBAC, is what stops her approving her own change). Returns once the
     controller manager has aggregated the chart's rules into `edit`."""
-    def binding(name: str, role: str, user: str) -> dict:
-        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": {"name": name, "namespace": ns},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
-    bindings = [binding("bob-approves", f"{RELEASE}-approver", "bob"), binding("carol-edits", "edit", "carol")]
+    bindings = [approver_binding(ns), role_binding(ns, "carol-edits", "edit", "carol")]
     if carol_approves:
-        bindings.append(binding("carol-approves", f"{RELEASE}-approver", "carol"))
+        bindings.append(approver_binding(ns, "carol"))
     cluster.apply(bindings)
     wait_for("carol (edit) to be able to patch MCPServers", lambda: cluster.kubectl(
         "auth", "can-i", "patch", "mcpservers.mcpwarden.dev", "-n", ns, user="carol",

@@ -11,9 +11,8 @@ operator's ServiceAccount may list through the chart's ClusterRole.
 """
 from __future__ import annotations
 
-from chartkit import RELEASE
 from k8s_cluster import wait_for
-from k8s_fixtures import RESTRICTED
+from k8s_fixtures import RESTRICTED, approver_binding
 
 NS = "team-broad"
 APPROVE = "mcpwarden.dev/approve"
@@ -28,10 +27,7 @@ def test_internet_egress_is_broad_and_excepts_the_cluster(cluster, installed, co
     service_ranges = [c for s in cluster.list("servicecidrs.networking.k8s.io") for c in s["spec"]["cidrs"]]
     assert service_ranges == ["10.0.0.0/24"], service_ranges
     cluster.apply([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "bob-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
+        approver_binding(NS),
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "wide", "namespace": NS},
          "spec": {"network": {"egress": {"rules": [{"cidr": "0.0.0.0/0", "ports": [443, 6443]}]}}}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": NS},

@@ -25,7 +25,7 @@ import hashlib
 import json
 
 from k8s_cluster import wait_for
-from k8s_fixtures import RESTRICTED, _operator
+from k8s_fixtures import RESTRICTED, _operator, approver_binding, npm_sandbox
 
 NS = "team-egscope"
 APPROVE = "mcpwarden.dev/approve"
@@ -45,12 +45,8 @@ def test_server_scope_gives_each_server_its_own_proxy_and_switching_back_converg
         request, cluster, controller, webhook, operator_kubeconfig):
     cluster.namespace(NS, RESTRICTED)
     cluster.apply([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "bob-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mcp-warden-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "npm", "namespace": NS},
-         "spec": {"network": {"egress": {"presets": ["npm"]}}}},
+        approver_binding(NS),
+        npm_sandbox(NS),
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": NS},
          "spec": {"tools": [{"name": "echo"}]}},
         server("alpha"), server("beta"),

@@ -27,7 +27,7 @@ import json
 import time
 
 from k8s_cluster import wait_for
-from k8s_fixtures import EXAMPLE_NAMESPACE, RESTRICTED
+from k8s_fixtures import EXAMPLE_NAMESPACE, RESTRICTED, approver_binding, npm_sandbox
 
 NS = "team-egress"
 APPROVE = "mcpwarden.dev/approve"
@@ -69,12 +69,8 @@ def test_named_egress_waits_for_an_engine_then_follows_the_approval(cluster, con
     cluster.namespace(NS, RESTRICTED)
     cluster.apply([
         # An approver who made none of it (separation of duties: the admin who creates cannot approve).
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "bob-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mcp-warden-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile", "metadata": {"name": "npm", "namespace": NS},
-         "spec": {"network": {"egress": {"presets": ["npm"]}}}},
+        approver_binding(NS),
+        npm_sandbox(NS),
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": NS},
          "spec": {"tools": [{"name": "echo"}]}},
         {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "pkg", "namespace": NS},
@@ -114,17 +110,12 @@ def test_named_egress_waits_for_an_engine_then_follows_the_approval(cluster, con
     assert env["HTTPS_PROXY"]["valueFrom"]["secretKeyRef"] == {"name": "pkg-egress-proxy", "key": "url",
                                                               "optional": False}
     # A change that asks for more waits for approval, and the clients file does not widen.
-    cluster.apply([{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile",
-                    "metadata": {"name": "npm", "namespace": NS},
-                    "spec": {"network": {"egress": {"presets": ["npm"],
-                                                    "hosts": [{"name": "example.org", "ports": [443]}]}}}}])
+    cluster.apply([npm_sandbox(NS, hosts=[{"name": "example.org", "ports": [443]}])])
     wait_for("the change held", lambda: (lambda c: c and c["status"] == "False")(
         condition(cluster.get("mcpserver", "pkg", NS), "CapabilitiesApproved")), timeout=60)
     time.sleep(3)
     assert clients()[f"{NS}/pkg"]["hosts"] == [{"host": "registry.npmjs.org", "port": 443}]
-    cluster.apply([{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "SandboxProfile",
-                    "metadata": {"name": "npm", "namespace": NS},
-                    "spec": {"network": {"egress": {"presets": ["npm"]}}}}])
+    cluster.apply([npm_sandbox(NS)])
     wait_for("approved again", lambda: (lambda c: c and c["status"] == "True")(
         condition(cluster.get("mcpserver", "pkg", NS), "CapabilitiesApproved")), timeout=60)
     # A second server: listed once approved, gone with the server.

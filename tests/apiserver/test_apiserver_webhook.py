@@ -20,6 +20,7 @@ import pytest
 
 from chartkit import NAMESPACE, RELEASE
 from k8s_cluster import wait_for
+from k8s_fixtures import approver_binding, role_binding
 
 NS = "team-hooks"
 APPROVE = "mcpwarden.dev/approve"
@@ -55,14 +56,8 @@ def hooks(cluster, installed, webhook, controller):
     cluster.namespace(NS)
     cluster.apply(PROFILES)
     cluster.apply([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "bob-approves", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{RELEASE}-approver"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "carol-edits", "namespace": NS},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
+        approver_binding(NS),
+        role_binding(NS, "carol-edits", "edit", "carol"),
     ])
     # The controller manager aggregates mcp-warden-edit into `edit`.
     wait_for("carol (edit) to be able to create MCPServers", lambda: can_i(cluster, "carol", "create",
