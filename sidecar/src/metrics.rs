@@ -70,8 +70,7 @@ impl HeldStream {
 /// Why the facade itself ended a held stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamEnd {
-    /// The credential the caller opened it with expired: a caller whose
-    /// token is no longer good hears nothing more on it.
+    /// The credential the caller opened it with expired.
     CredentialExpired,
 }
 
@@ -157,8 +156,7 @@ pub struct Metrics {
     /// `gateway_conflicts_resolved{kind}`: conflicts the gateway's mapping
     /// resolves now (one backend's copy served, the rest still withheld).
     pub gateway_conflicts_resolved: prometheus::IntGaugeVec,
-    /// `streams_ended_total{stream,reason}`: held streams the facade ended
-    /// itself ([`HeldStream`], [`StreamEnd`]).
+    /// `streams_ended_total{stream,reason}` ([`HeldStream`], [`StreamEnd`]).
     streams_ended: IntCounterVec,
 }
 
