@@ -54,6 +54,7 @@ use crate::jsonrpc::{Kind, Message, RequestId};
 use crate::net::pool::{Exchange, Pool};
 use crate::net::{EgressRefusal, Endpoint};
 use crate::sse;
+pub use streams::hold;
 use streams::{get_stream, read_json_stream, read_post_stream};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -95,6 +96,8 @@ struct InFlight {
     state: Arc<State>,
     id: RequestId,
     token: CancellationToken,
+    /// Dropped with the exchange, however it ends: see [`hold`].
+    ended: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl InFlight {
@@ -109,6 +112,7 @@ impl InFlight {
             state: state.clone(),
             id: id.clone(),
             token,
+            ended: None,
         }
     }
 }
@@ -371,6 +375,15 @@ pub async fn post(
     msg: Message,
     credential: Option<&Credential>,
 ) -> Result<Option<Message>, UpstreamError> {
+    post_tracked(state, msg, credential, None).await
+}
+
+async fn post_tracked(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+    ended: Option<tokio::sync::oneshot::Sender<()>>,
+) -> Result<Option<Message>, UpstreamError> {
     if state.mode.modern && msg.kind != Kind::Request {
         // Stateless HTTP has no client notifications (a cancellation is the
         // stream closing) and the server sends the facade no requests.
@@ -384,7 +397,8 @@ pub async fn post(
     }
     match (&msg.kind, &msg.id) {
         (Kind::Request, Some(id)) => {
-            let in_flight = InFlight::start(state, id);
+            let mut in_flight = InFlight::start(state, id);
+            in_flight.ended = ended;
             let token = in_flight.token.clone();
             tokio::select! {
                 sent = post_message(state, msg, Some(in_flight), credential) => sent,

@@ -112,7 +112,7 @@ impl Part {
                 return;
             };
             let started = Instant::now();
-            match http::post(&link, self.msg.clone(), minted.as_ref()).await {
+            match http::hold(&link, self.msg.clone(), minted.as_ref()).await {
                 // A backend that refuses holds no subscription, now or later.
                 Ok(Some(answer)) if answer.is_error => {
                     tracing::debug!(backend = %name, "gateway: a backend refused subscriptions/listen");
@@ -124,8 +124,10 @@ impl Part {
                 }
             }
             drop(link);
-            // A part held for a while ended because its backend went: try
-            // again soon; one that keeps failing, less and less often.
+            // The part's stream has ended (`hold` waits for that). One held
+            // for a while ended because its backend went or its assertion
+            // expired: hold it again soon; one that keeps failing, less and
+            // less often.
             if started.elapsed() > LONGEST_PAUSE {
                 pause = FIRST_PAUSE;
             }

@@ -10,6 +10,23 @@
 
 use super::*;
 
+/// Send `msg`, a request whose answer is a stream that lasts (a
+/// subscription), and return only once that stream has ended, however it
+/// ended (answered, failed, cancelled, the server gone): [`post`] returns
+/// as soon as a stream starts, so whoever holds a subscription again would
+/// otherwise open a second stream at the server beside the live one.
+pub async fn hold(
+    state: &Arc<State>,
+    msg: Message,
+    credential: Option<&Credential>,
+) -> Result<Option<Message>, UpstreamError> {
+    let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+    let answer = post_tracked(state, msg, credential, Some(ended_tx)).await;
+    // Nothing is ever sent: the exchange's record drops the sender.
+    let _ = ended.await;
+    answer
+}
+
 /// Read a POST's SSE answer until the response arrives, resuming with GET +
 /// `Last-Event-ID` if the server closes the stream first.
 pub(super) async fn read_post_stream(
