@@ -227,6 +227,7 @@ fn render_gateway(
         backends: &selection.backends,
         profile,
         jwks: None,
+        issuer_jwks: &Default::default(),
         public_key: None,
         config,
     };

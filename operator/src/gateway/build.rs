@@ -4,6 +4,8 @@
 //! ```text
 //! MCPGateway ─┬─ ConfigMap <gw>-policy      the gateway's policy (compile_gateway_policy)
 //!             ├─ ConfigMap <gw>-jwks        the cluster's service-account keys, when read
+//!             ├─ ConfigMap <gw>-issuers     the keys of the profile's JWT issuers that name no
+//!             │                             JWKS ConfigMap, read from the issuers (`<i>.json`)
 //!             ├─ ConfigMap <gw>-gateway-pub public key + callers' issuers (the backends' reconciles read it)
 //!             ├─ Deployment <gw>            the facade in gateway mode (pod.rs)
 //!             ├─ Service <gw>               8080 /mcp, 9090 metrics
@@ -56,6 +58,9 @@ pub struct GatewayInput<'a> {
     pub profile: Option<&'a ToolProfileSpec>,
     /// The cluster's service-account issuer JWKS, if the operator read it.
     pub jwks: Option<&'a str>,
+    /// The keys the operator read from the profile's JWT issuers that name
+    /// no JWKS ConfigMap, by issuer (`crate::reconcile::oidc`).
+    pub issuer_jwks: &'a BTreeMap<String, String>,
     /// The public half of the signing key (SPKI PEM), once it exists.
     pub public_key: Option<&'a str>,
     /// Operator settings.
@@ -67,6 +72,9 @@ pub struct GatewayInput<'a> {
 pub struct GatewayObjects {
     pub policy: ConfigMap,
     pub jwks: Option<ConfigMap>,
+    /// The fetched issuers' keys; `None` while none was read (the pod's
+    /// optional mounts wait, and those issuers' tokens are refused).
+    pub issuers: Option<ConfigMap>,
     pub public_key: Option<ConfigMap>,
     pub deployment: k8s_openapi::api::apps::v1::Deployment,
     pub service: Service,
@@ -83,6 +91,7 @@ impl GatewayObjects {
         use crate::build::typed_value;
         let mut values = vec![typed_value(&self.policy)];
         values.extend(self.jwks.as_ref().map(typed_value));
+        values.extend(self.issuers.as_ref().map(typed_value));
         values.extend(self.public_key.as_ref().map(typed_value));
         values.extend([
             typed_value(&self.deployment),
@@ -104,6 +113,7 @@ pub fn desired_objects(input: GatewayInput<'_>) -> GatewayObjects {
     GatewayObjects {
         policy: desired_policy_config_map(input),
         jwks: desired_jwks_config_map(input),
+        issuers: desired_issuers_config_map(input),
         public_key: desired_public_config_map(input),
         deployment: super::pod::desired_deployment(input),
         service: desired_service(input),
@@ -215,6 +225,31 @@ fn desired_jwks_config_map(input: GatewayInput<'_>) -> Option<ConfigMap> {
     input.jwks.map(|jwks| ConfigMap {
         metadata: names::metadata(gw, names::jwks_config_map(gw), "jwks"),
         data: Some(BTreeMap::from([(JWKS_KEY.to_string(), jwks.to_string())])),
+        ..ConfigMap::default()
+    })
+}
+
+/// The keys of the profile's JWT issuers that name no JWKS ConfigMap,
+/// under `<position in auth.jwt>.json`, where the pod's `issuer-<i>`
+/// volumes read them (an issuer that names one is mounted from it as it
+/// is: no approval binds a gateway's profile, so there is no copy to keep).
+fn desired_issuers_config_map(input: GatewayInput<'_>) -> Option<ConfigMap> {
+    let gw = input.gateway;
+    let data: BTreeMap<String, String> = input
+        .profile
+        .iter()
+        .flat_map(|p| p.auth.jwt.iter().enumerate())
+        .filter(|(_, j)| j.jwks.is_none())
+        .filter_map(|(i, j)| {
+            Some((
+                format!("{i}.json"),
+                input.issuer_jwks.get(&j.issuer)?.clone(),
+            ))
+        })
+        .collect();
+    (!data.is_empty()).then(|| ConfigMap {
+        metadata: names::metadata(gw, names::issuers_config_map(gw), "issuers"),
+        data: Some(data),
         ..ConfigMap::default()
     })
 }
@@ -357,7 +392,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::gateway::resolve;
+    use crate::{build::typed_value, gateway::resolve};
 
     /// The gateway `front` (uid u-gw) with `expose`, in front of `git`.
     fn objects(expose: &str) -> GatewayObjects {
@@ -377,6 +412,7 @@ mod tests {
             backends: &selection.backends,
             profile: None,
             jwks: None,
+            issuer_jwks: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         })
@@ -468,5 +504,88 @@ mod tests {
                 }
             })
         );
+    }
+
+    #[test]
+    fn issuers_without_a_jwks_config_map_get_the_keys_the_operator_read() {
+        let gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a, uid: u-gw}\n\
+             spec: {backends: [], toolProfileRef: {name: p}}\n",
+        )
+        .unwrap();
+        let profile: ToolProfileSpec = serde_yaml_ng::from_str(
+            "auth: {jwt: [{issuer: 'https://a.example.com', audiences: [m], jwks: {configMap: {name: a-keys, key: k}}},\n\
+                          {issuer: 'https://b.example.com', audiences: [m]}]}\n",
+        )
+        .unwrap();
+        let read = BTreeMap::from([
+            // Read for another purpose (an MCPServer's profile): never copied
+            // over a ConfigMap the gateway's profile names.
+            (
+                "https://a.example.com".to_string(),
+                r#"{"keys":["a"]}"#.to_string(),
+            ),
+            (
+                "https://b.example.com".to_string(),
+                r#"{"keys":["b"]}"#.to_string(),
+            ),
+        ]);
+        let build = |issuer_jwks: &BTreeMap<String, String>| {
+            desired_objects(GatewayInput {
+                gateway: &gw,
+                backends: &[],
+                profile: Some(&profile),
+                jwks: None,
+                issuer_jwks,
+                public_key: None,
+                config: &BuildConfig::default(),
+            })
+        };
+        let built = build(&read);
+        let mut want_meta = metadata();
+        want_meta["name"] = json!("front-issuers");
+        want_meta["labels"]["app.kubernetes.io/component"] = json!("issuers");
+        assert_eq!(
+            typed_value(built.issuers.as_ref().expect("the keys read")),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": want_meta,
+                   "data": {"1.json": r#"{"keys":["b"]}"#}})
+        );
+        assert!(built
+            .to_values()
+            .iter()
+            .any(|v| v["metadata"]["name"] == "front-issuers"));
+        let pod = built.deployment.spec.unwrap().template.spec.unwrap();
+        let volume = |name: &str| {
+            let v = pod
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == name)
+                .unwrap();
+            serde_json::to_value(v.config_map.clone().unwrap()).unwrap()
+        };
+        assert_eq!(
+            volume("issuer-0"),
+            json!({"name": "a-keys", "items": [{"key": "k", "path": "jwks.json"}], "optional": true})
+        );
+        assert_eq!(
+            volume("issuer-1"),
+            json!({"name": "front-issuers", "items": [{"key": "1.json", "path": "jwks.json"}], "optional": true})
+        );
+        let policy = compile_gateway_policy(GatewayInput {
+            gateway: &gw,
+            backends: &[],
+            profile: Some(&profile),
+            jwks: None,
+            issuer_jwks: &read,
+            public_key: None,
+            config: &BuildConfig::default(),
+        });
+        assert_eq!(
+            policy.auth.jwt[1].jwks_file,
+            "/etc/mcp-warden/issuers/1/jwks.json"
+        );
+        // Nothing read yet: no ConfigMap (the optional mount waits).
+        assert!(build(&BTreeMap::new()).issuers.is_none());
     }
 }

@@ -1,7 +1,8 @@
 //! The MCPGateway reconcile: its own named pipeline, beside the MCPServer's.
 //!
 //! ```text
-//! resolve (resolve.rs: the namespace's MCPServers, the gateway's ToolProfile; + the issuer JWKS)
+//! resolve (resolve.rs: the namespace's MCPServers, the gateway's ToolProfile; + the cluster's
+//!   issuer JWKS, and the profile's JWT issuers' keys read as an MCPServer's are, reconcile::oidc)
 //!   → select backends (resolve::select, pure) → validate (validate.rs, pure)
 //!   ├─ invalid → status Ready=False <reason> + Event → wait for a change
 //!   └─ ok → keys (apply::ensure_keys: the signing key and peer key, made once)
@@ -109,6 +110,12 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
     config
         .cluster_ranges
         .merge(&ctx.cluster_ranges.get(&ctx.client).await);
+    // The profile's JWT issuers without a JWKS ConfigMap: their keys read
+    // from the issuers by the MCPServer's path and cache (same refresh).
+    let issuers = match &resolved.tool_profile {
+        Some(p) => ctx.issuer_keys.unnamed(&p.spec.auth).await,
+        None => Default::default(),
+    };
     let selection = resolve::select(gw, &resolved.servers);
     let endpoint = names::endpoint(gw, &config);
     let profile = resolved.tool_profile.as_ref().map(|p| &p.spec);
@@ -139,6 +146,7 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
         backends: &selection.backends,
         profile,
         jwks: issuer_keys.as_ref().map(|k| k.jwks.as_str()),
+        issuer_jwks: &issuers.keys,
         public_key: keys.public_key.as_deref(),
         config: &config,
     };
@@ -156,6 +164,7 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
         status::Outcome::Applied {
             deployment: applied.deployment.as_ref(),
             route_unavailable: applied.route_unavailable,
+            unread_issuers: &issuers.unread,
         }
     } else {
         status::Outcome::NotOwned(&applied.not_owned)

@@ -5,6 +5,7 @@
 //! MCPGateway <gw> ─┬─ Deployment, Service, NetworkPolicy  <gw>   (label mcpwarden.dev/gateway=<gw>)
 //!                  ├─ ConfigMap <gw>-policy      the gateway's compiled policy
 //!                  ├─ ConfigMap <gw>-jwks        the cluster's service-account keys (callers' tokens)
+//!                  ├─ ConfigMap <gw>-issuers     the keys read from the profile's JWT issuers
 //!                  ├─ Secret    <gw>-gateway-key the signing key (made once, mounted by the gateway only)
 //!                  ├─ Secret    <gw>-peer-key    replicas sign session ids with it
 //!                  └─ ConfigMap <gw>-gateway-pub the public half and the callers' issuers, read by the
@@ -45,6 +46,11 @@ pub fn policy_config_map(gw: &MCPGateway) -> String {
 
 pub fn jwks_config_map(gw: &MCPGateway) -> String {
     format!("{}-jwks", gw.name_any())
+}
+
+/// The keys the operator read from the profile's JWT issuers.
+pub fn issuers_config_map(gw: &MCPGateway) -> String {
+    format!("{}-issuers", gw.name_any())
 }
 
 pub fn key_secret(gw: &MCPGateway) -> String {

@@ -155,8 +155,11 @@ fn volumes(input: GatewayInput<'_>) -> Vec<Volume> {
         secret("gateway-key", names::key_secret(gw), false),
         secret("peer-key", names::peer_key_secret(gw), false),
     ];
-    let issuers = format!("{}-issuers", gw.metadata.name.clone().unwrap_or_default());
-    volumes.extend(auth_volumes(&profile_auth(input), &issuers, false));
+    volumes.extend(auth_volumes(
+        &profile_auth(input),
+        &names::issuers_config_map(gw),
+        false,
+    ));
     if let Some(tls) = names::tls_secret(gw) {
         volumes.push(secret("tls", tls.to_string(), false));
     }
@@ -325,6 +328,7 @@ mod tests {
             backends: &selection.backends,
             profile: None,
             jwks: None,
+            issuer_jwks: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         };
@@ -380,6 +384,7 @@ mod tests {
             backends: &selection.backends,
             profile: None,
             jwks: None,
+            issuer_jwks: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         });
