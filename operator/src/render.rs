@@ -228,6 +228,7 @@ fn render_gateway(
         profile,
         jwks: None,
         issuer_jwks: &Default::default(),
+        backend_cas: &Default::default(),
         public_key: None,
         config,
     };

@@ -8,14 +8,8 @@
 mod issuer;
 mod support;
 
-use std::sync::{Arc, Mutex};
-
-use http::{Request, Response};
-use kube::{client::Body, runtime::events::Recorder, Client};
 use mcp_warden_crds::MCPGateway;
-use mcp_warden_operator::{
-    config::BuildConfig, gateway, reconcile::Context, runtime::metrics::Metrics, webhook::certs,
-};
+use mcp_warden_operator::webhook::certs;
 use serde_json::{json, Value};
 use support::*;
 
@@ -23,41 +17,6 @@ const GW_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateway
 const ISSUERS_CM: &str = "/api/v1/namespaces/team-a/configmaps/front-issuers";
 /// Nothing listens there: its keys cannot be read.
 const GONE: &str = "https://localhost:1";
-
-/// One gateway reconcile against the fake API with `ctx`'s caches.
-async fn reconcile_gateway(state: Fixture, gw: &MCPGateway) -> (Vec<Call>, Fixture) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, NS);
-    let shared = Arc::new(Mutex::new(state));
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let api = tokio::spawn({
-        let (state, calls) = (shared.clone(), calls.clone());
-        async move {
-            while let Some((request, send)) = handle.next_request().await {
-                let (status, body) = answer(request, &state, &calls).await;
-                send.send_response(
-                    Response::builder()
-                        .status(status)
-                        .body(Body::from(body))
-                        .unwrap(),
-                );
-            }
-        }
-    });
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Recorder::new(client, "mcp-warden-operator".into()),
-        Metrics::default(),
-        BuildConfig::default(),
-    ));
-    Box::pin(gateway::reconcile(Arc::new(gw.clone()), ctx))
-        .await
-        .expect("reconcile succeeds");
-    api.abort();
-    let calls = calls.lock().unwrap().clone();
-    let after = shared.lock().unwrap().clone();
-    (calls, after)
-}
 
 fn profile(name: &str, issuers: &[&str], extra: Value) -> Value {
     let mut spec = json!({"auth": {"jwt": issuers.iter()
@@ -119,7 +78,7 @@ async fn a_gateways_issuer_keys_are_read_from_the_issuer_like_a_servers() {
             json!({"defaultAction": "allow"}),
         ),
     );
-    let (calls, after) = reconcile_gateway(fixture, &gw).await;
+    let (_, calls, after) = reconcile_gateway(fixture, &gw).await;
     assert!(
         writes_of(&calls).contains(&format!("PATCH {ISSUERS_CM}")),
         "{:?}",

@@ -5,7 +5,8 @@
 //! MCPGateway ─┬─ ConfigMap <gw>-policy      the gateway's policy (compile_gateway_policy)
 //!             ├─ ConfigMap <gw>-jwks        the cluster's service-account keys, when read
 //!             ├─ ConfigMap <gw>-issuers     the keys of the profile's JWT issuers that name no
-//!             │                             JWKS ConfigMap, read from the issuers (`<i>.json`)
+//!             │                             JWKS ConfigMap, read from the issuers (issuers.rs)
+//!             ├─ ConfigMap <gw>-backend-ca  the CAs of the backends served with TLS (backend_ca.rs)
 //!             ├─ ConfigMap <gw>-gateway-pub public key + callers' issuers (the backends' reconciles read it)
 //!             ├─ Deployment <gw>            the facade in gateway mode (pod.rs)
 //!             ├─ Service <gw>               8080 /mcp, 9090 metrics
@@ -61,6 +62,8 @@ pub struct GatewayInput<'a> {
     /// The keys the operator read from the profile's JWT issuers that name
     /// no JWKS ConfigMap, by issuer (`crate::reconcile::oidc`).
     pub issuer_jwks: &'a BTreeMap<String, String>,
+    /// The CA of each backend served with TLS whose CA was found, by server.
+    pub backend_cas: &'a BTreeMap<String, String>,
     /// The public half of the signing key (SPKI PEM), once it exists.
     pub public_key: Option<&'a str>,
     /// Operator settings.
@@ -75,6 +78,8 @@ pub struct GatewayObjects {
     /// The fetched issuers' keys; `None` while none was read (the pod's
     /// optional mounts wait, and those issuers' tokens are refused).
     pub issuers: Option<ConfigMap>,
+    /// The CAs of the TLS backends (`backend_ca.rs`).
+    pub backend_ca: Option<ConfigMap>,
     pub public_key: Option<ConfigMap>,
     pub deployment: k8s_openapi::api::apps::v1::Deployment,
     pub service: Service,
@@ -92,6 +97,7 @@ impl GatewayObjects {
         let mut values = vec![typed_value(&self.policy)];
         values.extend(self.jwks.as_ref().map(typed_value));
         values.extend(self.issuers.as_ref().map(typed_value));
+        values.extend(self.backend_ca.as_ref().map(typed_value));
         values.extend(self.public_key.as_ref().map(typed_value));
         values.extend([
             typed_value(&self.deployment),
@@ -113,7 +119,8 @@ pub fn desired_objects(input: GatewayInput<'_>) -> GatewayObjects {
     GatewayObjects {
         policy: desired_policy_config_map(input),
         jwks: desired_jwks_config_map(input),
-        issuers: desired_issuers_config_map(input),
+        issuers: super::issuers::desired_config_map(input),
+        backend_ca: super::backend_ca::desired_config_map(input.gateway, input.backend_cas),
         public_key: desired_public_config_map(input),
         deployment: super::pod::desired_deployment(input),
         service: desired_service(input),
@@ -225,31 +232,6 @@ fn desired_jwks_config_map(input: GatewayInput<'_>) -> Option<ConfigMap> {
     input.jwks.map(|jwks| ConfigMap {
         metadata: names::metadata(gw, names::jwks_config_map(gw), "jwks"),
         data: Some(BTreeMap::from([(JWKS_KEY.to_string(), jwks.to_string())])),
-        ..ConfigMap::default()
-    })
-}
-
-/// The keys of the profile's JWT issuers that name no JWKS ConfigMap,
-/// under `<position in auth.jwt>.json`, where the pod's `issuer-<i>`
-/// volumes read them (an issuer that names one is mounted from it as it
-/// is: no approval binds a gateway's profile, so there is no copy to keep).
-fn desired_issuers_config_map(input: GatewayInput<'_>) -> Option<ConfigMap> {
-    let gw = input.gateway;
-    let data: BTreeMap<String, String> = input
-        .profile
-        .iter()
-        .flat_map(|p| p.auth.jwt.iter().enumerate())
-        .filter(|(_, j)| j.jwks.is_none())
-        .filter_map(|(i, j)| {
-            Some((
-                format!("{i}.json"),
-                input.issuer_jwks.get(&j.issuer)?.clone(),
-            ))
-        })
-        .collect();
-    (!data.is_empty()).then(|| ConfigMap {
-        metadata: names::metadata(gw, names::issuers_config_map(gw), "issuers"),
-        data: Some(data),
         ..ConfigMap::default()
     })
 }
@@ -392,7 +374,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{build::typed_value, gateway::resolve};
+    use crate::gateway::resolve;
 
     /// The gateway `front` (uid u-gw) with `expose`, in front of `git`.
     fn objects(expose: &str) -> GatewayObjects {
@@ -413,6 +395,7 @@ mod tests {
             profile: None,
             jwks: None,
             issuer_jwks: &BTreeMap::new(),
+            backend_cas: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         })
@@ -504,88 +487,5 @@ mod tests {
                 }
             })
         );
-    }
-
-    #[test]
-    fn issuers_without_a_jwks_config_map_get_the_keys_the_operator_read() {
-        let gw: MCPGateway = serde_yaml_ng::from_str(
-            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a, uid: u-gw}\n\
-             spec: {backends: [], toolProfileRef: {name: p}}\n",
-        )
-        .unwrap();
-        let profile: ToolProfileSpec = serde_yaml_ng::from_str(
-            "auth: {jwt: [{issuer: 'https://a.example.com', audiences: [m], jwks: {configMap: {name: a-keys, key: k}}},\n\
-                          {issuer: 'https://b.example.com', audiences: [m]}]}\n",
-        )
-        .unwrap();
-        let read = BTreeMap::from([
-            // Read for another purpose (an MCPServer's profile): never copied
-            // over a ConfigMap the gateway's profile names.
-            (
-                "https://a.example.com".to_string(),
-                r#"{"keys":["a"]}"#.to_string(),
-            ),
-            (
-                "https://b.example.com".to_string(),
-                r#"{"keys":["b"]}"#.to_string(),
-            ),
-        ]);
-        let build = |issuer_jwks: &BTreeMap<String, String>| {
-            desired_objects(GatewayInput {
-                gateway: &gw,
-                backends: &[],
-                profile: Some(&profile),
-                jwks: None,
-                issuer_jwks,
-                public_key: None,
-                config: &BuildConfig::default(),
-            })
-        };
-        let built = build(&read);
-        let mut want_meta = metadata();
-        want_meta["name"] = json!("front-issuers");
-        want_meta["labels"]["app.kubernetes.io/component"] = json!("issuers");
-        assert_eq!(
-            typed_value(built.issuers.as_ref().expect("the keys read")),
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": want_meta,
-                   "data": {"1.json": r#"{"keys":["b"]}"#}})
-        );
-        assert!(built
-            .to_values()
-            .iter()
-            .any(|v| v["metadata"]["name"] == "front-issuers"));
-        let pod = built.deployment.spec.unwrap().template.spec.unwrap();
-        let volume = |name: &str| {
-            let v = pod
-                .volumes
-                .iter()
-                .flatten()
-                .find(|v| v.name == name)
-                .unwrap();
-            serde_json::to_value(v.config_map.clone().unwrap()).unwrap()
-        };
-        assert_eq!(
-            volume("issuer-0"),
-            json!({"name": "a-keys", "items": [{"key": "k", "path": "jwks.json"}], "optional": true})
-        );
-        assert_eq!(
-            volume("issuer-1"),
-            json!({"name": "front-issuers", "items": [{"key": "1.json", "path": "jwks.json"}], "optional": true})
-        );
-        let policy = compile_gateway_policy(GatewayInput {
-            gateway: &gw,
-            backends: &[],
-            profile: Some(&profile),
-            jwks: None,
-            issuer_jwks: &read,
-            public_key: None,
-            config: &BuildConfig::default(),
-        });
-        assert_eq!(
-            policy.auth.jwt[1].jwks_file,
-            "/etc/mcp-warden/issuers/1/jwks.json"
-        );
-        // Nothing read yet: no ConfigMap (the optional mount waits).
-        assert!(build(&BTreeMap::new()).issuers.is_none());
     }
 }

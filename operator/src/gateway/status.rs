@@ -7,7 +7,8 @@
 //! `Ready`: the gateway's pods serve (`Available`), or why not
 //! (`Progressing`, `Paused`, an invalid spec's reason, `NotOwned`,
 //! `KeyUnavailable`). `Degraded`: it serves, but a backend is missing or not
-//! Ready (`BackendsNotReady`), a JWT issuer's keys were never read
+//! Ready (`BackendsNotReady`), a backend served with TLS has no CA the
+//! operator found (`BackendCANotFound`), a JWT issuer's keys were never read
 //! (`IssuerKeysUnavailable`, as for an MCPServer), or `expose.httpRoute` asks for an HTTPRoute
 //! the cluster does not serve (`GatewayAPINotInstalled`). Each backend shows its own Ready and how many
 //! tools its facades expose (its `status.tools`); the signing key is never
@@ -45,6 +46,8 @@ pub enum Outcome<'a> {
         route_unavailable: bool,
         /// The profile's JWT issuers whose keys were never read, and why.
         unread_issuers: &'a [String],
+        /// The TLS backends whose CA was not found, and why.
+        cas_not_found: &'a [String],
     },
 }
 
@@ -125,22 +128,30 @@ pub fn desired_status(
         .map(|b| b.name.clone())
         .chain(missing.iter().map(|m| format!("{m} (not found)")))
         .collect();
-    let (route_unavailable, unread_issuers) = match outcome {
+    let (route_unavailable, unread_issuers, cas_not_found) = match outcome {
         Outcome::Applied {
             route_unavailable,
             unread_issuers,
+            cas_not_found,
             ..
-        } => (route_unavailable, unread_issuers),
-        _ => (false, &[][..]),
+        } => (route_unavailable, unread_issuers, cas_not_found),
+        _ => (false, &[][..], &[][..]),
     };
     // Every problem is said; the reason is the first: the backends', which
-    // change by themselves, then the issuers' (their callers are refused),
-    // then the route, which waits for the cluster's admin.
+    // change by themselves, then a backend the gateway cannot verify, the
+    // issuers' (their callers are refused), then the route, which waits
+    // for the cluster's admin.
     let mut problems: Vec<(&str, String)> = Vec::new();
     if !not_ready.is_empty() {
         problems.push((
             "BackendsNotReady",
             format!("backends not Ready: {}", not_ready.join(", ")),
+        ));
+    }
+    if !cas_not_found.is_empty() {
+        problems.push((
+            super::backend_ca::NOT_FOUND_REASON,
+            super::backend_ca::not_found_message(cas_not_found),
         ));
     }
     if !unread_issuers.is_empty() {
@@ -331,6 +342,7 @@ mod tests {
             deployment: None,
             route_unavailable,
             unread_issuers: unread,
+            cas_not_found: &[],
         };
         let now = Time(Timestamp::UNIX_EPOCH);
         desired_status(&gw, &[backend(ready)], &[], "e", outcome, &now)
