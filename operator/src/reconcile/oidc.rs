@@ -3,7 +3,9 @@
 //! <issuer>/.well-known/openid-configuration`, then its `jwks_uri`, both over
 //! HTTPS with the system's roots (`SSL_CERT_FILE`/`SSL_CERT_DIR` honoured).
 //! The facade cannot do this itself: its pod has no egress unless an admin
-//! approved some, and that egress would be the server's too.
+//! approved some, and that egress would be the server's too. One path and
+//! one cache for both kinds of profile user: the MCPServer reconcile and
+//! the MCPGateway's ([`IssuerKeys::unnamed`]).
 //!
 //! ```text
 //! reconcile ─▶ IssuerKeys::get(issuer) ─▶ cached < REFRESH? ─yes─▶ keys
