@@ -249,8 +249,10 @@ pub struct OidcIssuer {
     /// ConfigMap, or, when left out, the issuer itself: the operator reads
     /// its discovery document (`<issuer>/.well-known/openid-configuration`)
     /// and the `jwks_uri` it names, over HTTPS, and publishes the keys into
-    /// the ConfigMap `<server>-issuers` (looked at again every ten
-    /// minutes). The operator then needs egress to the issuer.
+    /// the ConfigMap `<server>-issuers` (an MCPGateway's profile:
+    /// `<gateway>-issuers`), looked at again every ten minutes; until they
+    /// are read, `Degraded` says `IssuerKeysUnavailable`. The operator then
+    /// needs egress to the issuer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks: Option<JwksSource>,
     /// The claim that names the caller (default `sub`; e.g. `email` or

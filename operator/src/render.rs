@@ -227,6 +227,8 @@ fn render_gateway(
         backends: &selection.backends,
         profile,
         jwks: None,
+        issuer_jwks: &Default::default(),
+        backend_cas: &Default::default(),
         public_key: None,
         config,
     };

@@ -7,18 +7,9 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-
-use http::{Request, Response};
-use kube::{
-    client::Body,
-    runtime::{controller::Action, events::Recorder},
-    Client,
-};
+use kube::runtime::controller::Action;
 use mcp_warden_crds::MCPGateway;
-use mcp_warden_operator::{
-    config::BuildConfig, gateway, reconcile::Context, runtime::metrics::Metrics,
-};
+use mcp_warden_operator::gateway;
 use serde_json::{json, Value};
 use support::*;
 
@@ -59,44 +50,7 @@ fn with_servers(mut fixture: Fixture, servers: Vec<Value>) -> Fixture {
 
 /// Run one gateway reconcile against the fake API.
 async fn reconcile(state: Fixture, gw: &MCPGateway) -> (Action, Vec<Call>, Fixture) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, NS);
-    let shared = Arc::new(Mutex::new(state));
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let api = tokio::spawn({
-        let (state, calls) = (shared.clone(), calls.clone());
-        async move {
-            while let Some((request, send)) = handle.next_request().await {
-                let (status, body) = answer(request, &state, &calls).await;
-                send.send_response(
-                    Response::builder()
-                        .status(status)
-                        .body(Body::from(body))
-                        .unwrap(),
-                );
-            }
-        }
-    });
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Recorder::new(client, "mcp-warden-operator".into()),
-        Metrics::default(),
-        BuildConfig::default(),
-    ));
-    let action = Box::pin(gateway::reconcile(Arc::new(gw.clone()), ctx))
-        .await
-        .expect("reconcile succeeds");
-    api.abort();
-    let calls = calls.lock().unwrap().clone();
-    for call in &calls {
-        assert!(
-            mcp_warden_operator::rbac::allows(&call.method, &call.path),
-            "{} is not in rbac::API_CALLS (and operator/RBAC.md)",
-            call.short()
-        );
-    }
-    let after = shared.lock().unwrap().clone();
-    (action, calls, after)
+    reconcile_gateway(state, gw).await
 }
 
 /// The gateway as the API server has it after a status write.

@@ -87,12 +87,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.command.split_first(),
     ) {
         (None, None, None) if args.gateway.enabled() => {
-            gateway::target(&args.gateway, |url| http_target(url, &args, true))?
+            gateway::target(&args.gateway, |url, ca| {
+                http_target(url, &args, true, ca)
+            })?
         }
         _ if args.gateway.enabled() => anyhow::bail!(
             "--backend makes a gateway: give no other upstream (a command, --upstream-url or --upstream-socket)"
         ),
-        (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args, false)?),
+        (Some(url), None, None) => UpstreamTarget::Http(http_target(url, &args, false, None)?),
         (None, Some(path), None) => UpstreamTarget::Socket(path.clone()),
         (None, None, Some((program, rest))) => {
             let names_var = std::env::var(child_env::ENV_VAR).ok();
@@ -421,8 +423,14 @@ fn admin_token(args: &RunArgs) -> anyhow::Result<String> {
 /// leads), `http://` only on loopback — the server in the same pod, where
 /// TLS would protect nothing and the loopback addresses are its own. A
 /// gateway's `backend` may also be plain inside `--backend-allow-cidr` (the
-/// cluster's Services, whose reach a NetworkPolicy confines).
-fn http_target(url: &hyper::Uri, args: &RunArgs, backend: bool) -> anyhow::Result<HttpTarget> {
+/// cluster's Services, whose reach a NetworkPolicy confines), and trusts
+/// its `--backend-ca` alone when it has one.
+fn http_target(
+    url: &hyper::Uri,
+    args: &RunArgs,
+    backend: bool,
+    backend_ca: Option<&std::path::Path>,
+) -> anyhow::Result<HttpTarget> {
     let endpoint = crate::net::Endpoint::of(url)
         .map_err(|e| anyhow::anyhow!("--upstream-url `{url}`: {e}"))?;
     let in_cluster = backend && !args.gateway.backend_allow_cidrs.is_empty();
@@ -443,7 +451,10 @@ fn http_target(url: &hyper::Uri, args: &RunArgs, backend: bool) -> anyhow::Resul
         allow.push("::1/128".parse().expect("a CIDR"));
     }
     let config = crate::net::ClientConfig {
-        ca_file: args.upstream_ca_file.clone(),
+        ca_file: backend_ca
+            .map(|p| p.to_path_buf())
+            .or_else(|| args.upstream_ca_file.clone()),
+        ca_only: backend_ca.is_some(),
         allow,
         resolv_conf: args.resolv_conf.clone(),
         connect_timeout: Duration::from_secs(args.upstream_connect_timeout_secs.max(1)),
@@ -499,7 +510,7 @@ mod tests {
     #[test]
     fn plain_http_backends_need_their_blocks_named() {
         let url: hyper::Uri = "http://git.a.svc:8080/mcp".parse().unwrap();
-        let err = match http_target(&url, &run_args(&[]), true) {
+        let err = match http_target(&url, &run_args(&[]), true, None) {
             Ok(_) => panic!("plain http to a cluster name without --backend-allow-cidr"),
             Err(e) => e.to_string(),
         };
@@ -508,12 +519,12 @@ mod tests {
             "{err}"
         );
         let named = run_args(&["--backend-allow-cidr", "10.96.0.0/12,10.244.0.0/16"]);
-        assert!(http_target(&url, &named, true).is_ok());
+        assert!(http_target(&url, &named, true, None).is_ok());
         assert!(
-            http_target(&url, &named, false).is_err(),
+            http_target(&url, &named, false, None).is_err(),
             "not for --upstream-url"
         );
         let bad = run_args(&["--backend-allow-cidr", "not-a-block"]);
-        assert!(http_target(&url, &bad, true).is_err());
+        assert!(http_target(&url, &bad, true, None).is_err());
     }
 }

@@ -225,6 +225,14 @@ pub async fn apply_all(
         Some(d) => read(client, &ns, d).await?,
         None => None,
     };
+    let issuers = match &objects.issuers {
+        Some(d) => read(client, &ns, d).await?,
+        None => None,
+    };
+    let backend_ca = match &objects.backend_ca {
+        Some(d) => read(client, &ns, d).await?,
+        None => None,
+    };
     let public_key = match &objects.public_key {
         Some(d) => read(client, &ns, d).await?,
         None => None,
@@ -258,7 +266,7 @@ pub async fn apply_all(
     if objects.http_route.is_some() && route.as_ref().is_some_and(|r| !controlled_by(r, gw)) {
         applied.not_owned.push(format!("HTTPRoute/{route_name}"));
     }
-    for cm in [&policy, &jwks, &public_key] {
+    for cm in [&policy, &jwks, &issuers, &backend_ca, &public_key] {
         in_the_way::<ConfigMap>(cm, gw, &mut applied.not_owned);
     }
     in_the_way::<Deployment>(&deployment, gw, &mut applied.not_owned);
@@ -271,6 +279,12 @@ pub async fn apply_all(
     write(client, &ns, &objects.policy, policy.as_ref(), w).await?;
     if let Some(d) = &objects.jwks {
         write(client, &ns, d, jwks.as_ref(), w).await?;
+    }
+    if let Some(d) = &objects.issuers {
+        write(client, &ns, d, issuers.as_ref(), w).await?;
+    }
+    if let Some(d) = &objects.backend_ca {
+        write(client, &ns, d, backend_ca.as_ref(), w).await?;
     }
     if let Some(d) = &objects.public_key {
         write(client, &ns, d, public_key.as_ref(), w).await?;

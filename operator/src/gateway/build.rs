@@ -4,6 +4,9 @@
 //! ```text
 //! MCPGateway ─┬─ ConfigMap <gw>-policy      the gateway's policy (compile_gateway_policy)
 //!             ├─ ConfigMap <gw>-jwks        the cluster's service-account keys, when read
+//!             ├─ ConfigMap <gw>-issuers     the keys of the profile's JWT issuers that name no
+//!             │                             JWKS ConfigMap, read from the issuers (issuers.rs)
+//!             ├─ ConfigMap <gw>-backend-ca  the CAs of the backends served with TLS (backend_ca.rs)
 //!             ├─ ConfigMap <gw>-gateway-pub public key + callers' issuers (the backends' reconciles read it)
 //!             ├─ Deployment <gw>            the facade in gateway mode (pod.rs)
 //!             ├─ Service <gw>               8080 /mcp, 9090 metrics
@@ -56,6 +59,11 @@ pub struct GatewayInput<'a> {
     pub profile: Option<&'a ToolProfileSpec>,
     /// The cluster's service-account issuer JWKS, if the operator read it.
     pub jwks: Option<&'a str>,
+    /// The keys the operator read from the profile's JWT issuers that name
+    /// no JWKS ConfigMap, by issuer (`crate::reconcile::oidc`).
+    pub issuer_jwks: &'a BTreeMap<String, String>,
+    /// The CA of each backend served with TLS whose CA was found, by server.
+    pub backend_cas: &'a BTreeMap<String, String>,
     /// The public half of the signing key (SPKI PEM), once it exists.
     pub public_key: Option<&'a str>,
     /// Operator settings.
@@ -67,6 +75,11 @@ pub struct GatewayInput<'a> {
 pub struct GatewayObjects {
     pub policy: ConfigMap,
     pub jwks: Option<ConfigMap>,
+    /// The fetched issuers' keys; `None` while none was read (the pod's
+    /// optional mounts wait, and those issuers' tokens are refused).
+    pub issuers: Option<ConfigMap>,
+    /// The CAs of the TLS backends (`backend_ca.rs`).
+    pub backend_ca: Option<ConfigMap>,
     pub public_key: Option<ConfigMap>,
     pub deployment: k8s_openapi::api::apps::v1::Deployment,
     pub service: Service,
@@ -83,6 +96,8 @@ impl GatewayObjects {
         use crate::build::typed_value;
         let mut values = vec![typed_value(&self.policy)];
         values.extend(self.jwks.as_ref().map(typed_value));
+        values.extend(self.issuers.as_ref().map(typed_value));
+        values.extend(self.backend_ca.as_ref().map(typed_value));
         values.extend(self.public_key.as_ref().map(typed_value));
         values.extend([
             typed_value(&self.deployment),
@@ -104,6 +119,8 @@ pub fn desired_objects(input: GatewayInput<'_>) -> GatewayObjects {
     GatewayObjects {
         policy: desired_policy_config_map(input),
         jwks: desired_jwks_config_map(input),
+        issuers: super::issuers::desired_config_map(input),
+        backend_ca: super::backend_ca::desired_config_map(input.gateway, input.backend_cas),
         public_key: desired_public_config_map(input),
         deployment: super::pod::desired_deployment(input),
         service: desired_service(input),
@@ -377,6 +394,8 @@ mod tests {
             backends: &selection.backends,
             profile: None,
             jwks: None,
+            issuer_jwks: &BTreeMap::new(),
+            backend_cas: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         })

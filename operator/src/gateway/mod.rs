@@ -1,8 +1,9 @@
 //! The MCPGateway reconcile: its own named pipeline, beside the MCPServer's.
 //!
 //! ```text
-//! resolve (resolve.rs: the namespace's MCPServers, the gateway's ToolProfile; + the issuer JWKS)
-//!   → select backends (resolve::select, pure) → validate (validate.rs, pure)
+//! resolve (resolve.rs: the namespace's MCPServers, the gateway's ToolProfile; + the cluster's
+//!   issuer JWKS, and the profile's JWT issuers' keys read as an MCPServer's are, reconcile::oidc)
+//!   → select backends (resolve::select, pure) → the TLS backends' CAs (backend_ca.rs, reads) → validate (validate.rs, pure)
 //!   ├─ invalid → status Ready=False <reason> + Event → wait for a change
 //!   └─ ok → keys (apply::ensure_keys: the signing key and peer key, made once)
 //!        → build (build.rs + pod.rs, pure) → apply (apply.rs, SSA, skips matching objects)
@@ -15,9 +16,11 @@
 //! or changes its status, re-reconciles the gateways that select it.
 
 pub mod apply;
+pub mod backend_ca;
 pub mod build;
 pub mod conflicts;
 pub mod controller;
+pub mod issuers;
 pub mod names;
 pub mod pod;
 pub mod resolve;
@@ -32,7 +35,7 @@ use kube::{runtime::controller::Action, ResourceExt};
 use mcp_warden_crds::MCPGateway;
 use tracing::info;
 
-use crate::reconcile::{backoff, Context, RESYNC, SETTLE_RECHECK};
+use crate::reconcile::{backoff, Context, RESYNC, SECRET_RECHECK, SETTLE_RECHECK};
 
 /// A gateway reconcile failed; every variant is transient and retried.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +64,12 @@ impl Error {
 
 /// What one pass reached.
 enum Outcome {
-    /// Applied; `settling` while pods or backends are not ready yet.
-    Applied { settling: bool },
+    /// Applied; `settling` while pods or backends are not ready yet;
+    /// `secrets_missing` while a TLS backend's CA is not found.
+    Applied {
+        settling: bool,
+        secrets_missing: bool,
+    },
     /// Invalid or in someone else's way: wait for a change.
     Waiting,
 }
@@ -89,8 +96,12 @@ pub async fn reconcile(gw: Arc<MCPGateway>, ctx: Arc<Context>) -> Result<Action,
             ctx.failures.lock().expect("failures lock").remove(&key);
             Ok(match outcome {
                 Outcome::Waiting => Action::await_change(),
-                Outcome::Applied { settling: true } => Action::requeue(SETTLE_RECHECK),
-                Outcome::Applied { settling: false } => Action::requeue(RESYNC),
+                Outcome::Applied { settling: true, .. } => Action::requeue(SETTLE_RECHECK),
+                Outcome::Applied {
+                    secrets_missing: true,
+                    ..
+                } => Action::requeue(SECRET_RECHECK),
+                Outcome::Applied { .. } => Action::requeue(RESYNC),
             })
         }
         Err(e) => Err(e),
@@ -109,7 +120,16 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
     config
         .cluster_ranges
         .merge(&ctx.cluster_ranges.get(&ctx.client).await);
+    // The profile's JWT issuers without a JWKS ConfigMap: their keys read
+    // from the issuers by the MCPServer's path and cache (same refresh).
+    let issuers = match &resolved.tool_profile {
+        Some(p) => ctx.issuer_keys.unnamed(&p.spec.auth).await,
+        None => Default::default(),
+    };
     let selection = resolve::select(gw, &resolved.servers);
+    // The CA of each backend served with TLS (its TLS Secret's `ca.crt`).
+    let cas = backend_ca::resolve(&ctx.client, &selection.backends).await?;
+    let (found_cas, cas_not_found) = (backend_ca::found(&cas), backend_ca::not_found(&cas));
     let endpoint = names::endpoint(gw, &config);
     let profile = resolved.tool_profile.as_ref().map(|p| &p.spec);
     // 2. validate (pure)
@@ -139,6 +159,8 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
         backends: &selection.backends,
         profile,
         jwks: issuer_keys.as_ref().map(|k| k.jwks.as_str()),
+        issuer_jwks: &issuers.keys,
+        backend_cas: &found_cas,
         public_key: keys.public_key.as_deref(),
         config: &config,
     };
@@ -156,6 +178,8 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
         status::Outcome::Applied {
             deployment: applied.deployment.as_ref(),
             route_unavailable: applied.route_unavailable,
+            unread_issuers: &issuers.unread,
+            cas_not_found: &cas_not_found,
         }
     } else {
         status::Outcome::NotOwned(&applied.not_owned)
@@ -175,7 +199,11 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
         .iter()
         .any(|c| c.type_ == "Ready" && c.status != "True");
     status::publish(&ctx.client, &ctx.recorder, gw, desired, &written).await?;
-    Ok(Outcome::Applied { settling })
+    Ok(Outcome::Applied {
+        settling,
+        // A TLS Secret (or its CA) is not watched: look again in a minute.
+        secrets_missing: !cas_not_found.is_empty(),
+    })
 }
 
 /// After a transient error: back off per gateway.

@@ -5,6 +5,8 @@
 //! MCPGateway <gw> ─┬─ Deployment, Service, NetworkPolicy  <gw>   (label mcpwarden.dev/gateway=<gw>)
 //!                  ├─ ConfigMap <gw>-policy      the gateway's compiled policy
 //!                  ├─ ConfigMap <gw>-jwks        the cluster's service-account keys (callers' tokens)
+//!                  ├─ ConfigMap <gw>-issuers     the keys read from the profile's JWT issuers
+//!                  ├─ ConfigMap <gw>-backend-ca  the CAs of the backends served with TLS
 //!                  ├─ Secret    <gw>-gateway-key the signing key (made once, mounted by the gateway only)
 //!                  ├─ Secret    <gw>-peer-key    replicas sign session ids with it
 //!                  └─ ConfigMap <gw>-gateway-pub the public half and the callers' issuers, read by the
@@ -45,6 +47,16 @@ pub fn policy_config_map(gw: &MCPGateway) -> String {
 
 pub fn jwks_config_map(gw: &MCPGateway) -> String {
     format!("{}-jwks", gw.name_any())
+}
+
+/// The keys the operator read from the profile's JWT issuers.
+pub fn issuers_config_map(gw: &MCPGateway) -> String {
+    format!("{}-issuers", gw.name_any())
+}
+
+/// The CAs of the backends served with TLS.
+pub fn backend_ca_config_map(gw: &MCPGateway) -> String {
+    format!("{}-backend-ca", gw.name_any())
 }
 
 pub fn key_secret(gw: &MCPGateway) -> String {

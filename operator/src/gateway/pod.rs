@@ -8,11 +8,13 @@
 //!              --gateway-key-file /etc/mcp-warden/gateway/key.pem --gateway-issuer <issuer>
 //!              :8080 /mcp, :9090 /metrics /healthz /readyz /gateway
 //! volumes: policy + jwks (ConfigMaps), gateway-key + peer-key (Secrets, made once by the operator),
-//!          tokens-<n> + issuer-<i> (the profile's auth), tls (expose.tls), tmp (size-limited)
+//!          tokens-<n> + issuer-<i> (the profile's auth), tls (expose.tls), tmp (size-limited),
+//!          backend-ca (the TLS backends' CAs, `--backend-ca <server>=<file>`, backend_ca.rs)
 //! ```
 //! The backends are reached at their Services' in-cluster URLs, over plain
 //! HTTP inside the cluster's ranges (`--backend-allow-cidr`), where the
-//! gateway's NetworkPolicy lets it reach exactly its backends' pods.
+//! gateway's NetworkPolicy lets it reach exactly its backends' pods; a
+//! backend served with `expose.tls` over `https://`, trusted by its own CA.
 
 use std::collections::BTreeMap;
 
@@ -74,6 +76,13 @@ fn args(input: GatewayInput<'_>) -> Vec<String> {
                 crate::names::cluster_endpoint(&b.server, cfg)
             ),
         ]);
+        // A backend served with TLS: its own CA, its whole trust.
+        if input.backend_cas.contains_key(&b.name()) {
+            args.extend([
+                "--backend-ca".into(),
+                format!("{}={}", b.name(), super::backend_ca::file(&b.name())),
+            ]);
+        }
         if b.prefix != super::resolve::default_prefix(&b.name()) {
             args.extend([
                 "--backend-prefix".into(),
@@ -155,10 +164,21 @@ fn volumes(input: GatewayInput<'_>) -> Vec<Volume> {
         secret("gateway-key", names::key_secret(gw), false),
         secret("peer-key", names::peer_key_secret(gw), false),
     ];
-    let issuers = format!("{}-issuers", gw.metadata.name.clone().unwrap_or_default());
-    volumes.extend(auth_volumes(&profile_auth(input), &issuers, false));
+    volumes.extend(auth_volumes(
+        &profile_auth(input),
+        &names::issuers_config_map(gw),
+        false,
+    ));
     if let Some(tls) = names::tls_secret(gw) {
         volumes.push(secret("tls", tls.to_string(), false));
+    }
+    if !input.backend_cas.is_empty() {
+        // Written before the Deployment; the gateway does not start without it.
+        volumes.push(config_map(
+            "backend-ca",
+            names::backend_ca_config_map(gw),
+            false,
+        ));
     }
     volumes
 }
@@ -179,6 +199,9 @@ fn container(input: GatewayInput<'_>) -> Container {
     mounts.extend(auth_mounts(&profile_auth(input)));
     if names::tls_secret(gw).is_some() {
         mounts.push(mount("tls", TLS_DIR, true));
+    }
+    if !input.backend_cas.is_empty() {
+        mounts.push(mount("backend-ca", super::backend_ca::DIR, true));
     }
     let value = |name: &str, value: String| EnvVar {
         name: name.into(),
@@ -243,6 +266,22 @@ fn container(input: GatewayInput<'_>) -> Container {
     }
 }
 
+/// The pod's annotations: its default container, and a digest of the
+/// backends' CAs, which the gateway reads at start: a new CA rolls the pods.
+fn annotations(input: GatewayInput<'_>) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::from([(
+        "kubectl.kubernetes.io/default-container".to_string(),
+        "gateway".to_string(),
+    )]);
+    if !input.backend_cas.is_empty() {
+        annotations.insert(
+            super::backend_ca::DIGEST_ANNOTATION.into(),
+            super::backend_ca::digest(input.backend_cas),
+        );
+    }
+    annotations
+}
+
 /// The Deployment running the gateway.
 pub fn desired_deployment(input: GatewayInput<'_>) -> Deployment {
     let gw = input.gateway;
@@ -286,10 +325,7 @@ pub fn desired_deployment(input: GatewayInput<'_>) -> Deployment {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(pod_labels),
-                    annotations: Some(BTreeMap::from([(
-                        "kubectl.kubernetes.io/default-container".to_string(),
-                        "gateway".to_string(),
-                    )])),
+                    annotations: Some(annotations(input)),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod),
@@ -325,6 +361,8 @@ mod tests {
             backends: &selection.backends,
             profile: None,
             jwks: None,
+            issuer_jwks: &BTreeMap::new(),
+            backend_cas: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         };
@@ -380,6 +418,8 @@ mod tests {
             backends: &selection.backends,
             profile: None,
             jwks: None,
+            issuer_jwks: &BTreeMap::new(),
+            backend_cas: &BTreeMap::new(),
             public_key: None,
             config: &BuildConfig::default(),
         });

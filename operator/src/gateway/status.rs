@@ -7,7 +7,9 @@
 //! `Ready`: the gateway's pods serve (`Available`), or why not
 //! (`Progressing`, `Paused`, an invalid spec's reason, `NotOwned`,
 //! `KeyUnavailable`). `Degraded`: it serves, but a backend is missing or not
-//! Ready (`BackendsNotReady`), or `expose.httpRoute` asks for an HTTPRoute
+//! Ready (`BackendsNotReady`), a backend served with TLS has no CA the
+//! operator found (`BackendCANotFound`), a JWT issuer's keys were never read
+//! (`IssuerKeysUnavailable`, as for an MCPServer), or `expose.httpRoute` asks for an HTTPRoute
 //! the cluster does not serve (`GatewayAPINotInstalled`). Each backend shows its own Ready and how many
 //! tools its facades expose (its `status.tools`); the signing key is never
 //! shown.
@@ -42,6 +44,10 @@ pub enum Outcome<'a> {
         deployment: Option<&'a Deployment>,
         /// `expose.httpRoute` asks for an HTTPRoute the cluster does not serve.
         route_unavailable: bool,
+        /// The profile's JWT issuers whose keys were never read, and why.
+        unread_issuers: &'a [String],
+        /// The TLS backends whose CA was not found, and why.
+        cas_not_found: &'a [String],
     },
 }
 
@@ -122,27 +128,55 @@ pub fn desired_status(
         .map(|b| b.name.clone())
         .chain(missing.iter().map(|m| format!("{m} (not found)")))
         .collect();
-    let route_unavailable = matches!(
-        outcome,
+    let (route_unavailable, unread_issuers, cas_not_found) = match outcome {
         Outcome::Applied {
-            route_unavailable: true,
+            route_unavailable,
+            unread_issuers,
+            cas_not_found,
             ..
-        }
-    );
-    // Both are said when both hold; the reason is the backends', which
-    // change by themselves, while the route waits for the cluster's admin.
-    let no_route = route_unavailable.then_some(
-        "spec.expose.httpRoute asks for an HTTPRoute, but this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoutes: install the Gateway API (and a Gateway), or use expose.ingress",
-    );
-    let degraded = match (not_ready.is_empty(), no_route) {
-        (false, route) => (
-            "True",
+        } => (route_unavailable, unread_issuers, cas_not_found),
+        _ => (false, &[][..], &[][..]),
+    };
+    // Every problem is said; the reason is the first: the backends', which
+    // change by themselves, then a backend the gateway cannot verify, the
+    // issuers' (their callers are refused), then the route, which waits
+    // for the cluster's admin.
+    let mut problems: Vec<(&str, String)> = Vec::new();
+    if !not_ready.is_empty() {
+        problems.push((
             "BackendsNotReady",
-            format!("backends not Ready: {}", not_ready.join(", "))
-                + &route.map(|r| format!("; {r}")).unwrap_or_default(),
+            format!("backends not Ready: {}", not_ready.join(", ")),
+        ));
+    }
+    if !cas_not_found.is_empty() {
+        problems.push((
+            super::backend_ca::NOT_FOUND_REASON,
+            super::backend_ca::not_found_message(cas_not_found),
+        ));
+    }
+    if !unread_issuers.is_empty() {
+        problems.push((
+            crate::reconcile::oidc::UNAVAILABLE_REASON,
+            crate::reconcile::oidc::unavailable_message(unread_issuers),
+        ));
+    }
+    if route_unavailable {
+        problems.push((
+            "GatewayAPINotInstalled",
+            "spec.expose.httpRoute asks for an HTTPRoute, but this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoutes: install the Gateway API (and a Gateway), or use expose.ingress".into(),
+        ));
+    }
+    let degraded = match problems.first() {
+        Some((reason, _)) => (
+            "True",
+            *reason,
+            problems
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
         ),
-        (true, Some(route)) => ("True", "GatewayAPINotInstalled", route.to_string()),
-        (true, None) => ("False", "AsExpected", "every backend is Ready".to_string()),
+        None => ("False", "AsExpected", "every backend is Ready".to_string()),
     };
     let condition = |type_: &str, (status, reason, message): (&str, &str, String)| {
         let previous = old.conditions.iter().find(|c| c.type_ == type_);
@@ -295,6 +329,10 @@ mod tests {
     }
 
     fn degraded(ready: bool, route_unavailable: bool) -> Condition {
+        degraded_with(ready, route_unavailable, &[])
+    }
+
+    fn degraded_with(ready: bool, route_unavailable: bool, unread: &[String]) -> Condition {
         let gw: MCPGateway = serde_yaml_ng::from_str(
             "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a}\n\
              spec: {backends: [{name: git}]}\n",
@@ -303,6 +341,8 @@ mod tests {
         let outcome = Outcome::Applied {
             deployment: None,
             route_unavailable,
+            unread_issuers: unread,
+            cas_not_found: &[],
         };
         let now = Time(Timestamp::UNIX_EPOCH);
         desired_status(&gw, &[backend(ready)], &[], "e", outcome, &now)
@@ -337,6 +377,26 @@ mod tests {
                 .starts_with("backends not Ready: git; spec.expose.httpRoute"),
             "{}",
             both.message
+        );
+    }
+
+    #[test]
+    fn an_issuer_whose_keys_were_never_read_degrades_the_gateway() {
+        let unread = ["https://login.example.com: timed out".to_string()];
+        let c = degraded_with(true, true, &unread);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "IssuerKeysUnavailable")
+        );
+        assert!(
+            c.message.contains("https://login.example.com: timed out")
+                && c.message.ends_with("or use expose.ingress"),
+            "{}",
+            c.message
+        );
+        assert_eq!(
+            degraded_with(false, false, &unread).reason,
+            "BackendsNotReady"
         );
     }
 }

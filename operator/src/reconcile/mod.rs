@@ -222,20 +222,18 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
     // Every JWT issuer's keys, for `<name>-issuers`: copied from the
     // profile's JWKS ConfigMap (as approved: the copy is not rewritten while
     // a change waits), or fetched from the issuer when it names none.
-    let mut issuer_jwks = std::collections::BTreeMap::new();
-    for issuer in resolved.tool_profile.iter().flat_map(|p| &p.spec.auth.jwt) {
-        let keys = match &issuer.jwks {
-            Some(source) => resolved
-                .config_map_text
-                .get(&crate::workload::config_map_key(
-                    &source.config_map.name,
-                    &source.config_map.key,
-                ))
-                .cloned(),
-            None => ctx.issuer_keys.get(&issuer.issuer).await,
-        };
-        if let Some(keys) = keys {
-            issuer_jwks.insert(issuer.issuer.clone(), keys);
+    let auth = resolved
+        .tool_profile
+        .as_ref()
+        .map(|p| p.spec.auth.clone())
+        .unwrap_or_default();
+    let fetched = ctx.issuer_keys.unnamed(&auth).await;
+    let mut issuer_jwks = fetched.keys;
+    for issuer in &auth.jwt {
+        let Some(source) = &issuer.jwks else { continue };
+        let key = crate::workload::config_map_key(&source.config_map.name, &source.config_map.key);
+        if let Some(keys) = resolved.config_map_text.get(&key) {
+            issuer_jwks.insert(issuer.issuer.clone(), keys.clone());
         }
     }
     let mut inputs = plan::Inputs {
@@ -389,6 +387,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         unenforced_hosts: &unenforced,
         host_egress,
         missing_secrets: &resolved.missing_secrets,
+        unread_issuers: &fetched.unread,
         capabilities: &plan.capabilities,
         tools: tools.as_ref().map(|r| r.tools.as_slice()),
         server: tools.as_ref().and_then(|r| r.server.as_ref()),

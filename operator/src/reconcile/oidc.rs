@@ -3,7 +3,9 @@
 //! <issuer>/.well-known/openid-configuration`, then its `jwks_uri`, both over
 //! HTTPS with the system's roots (`SSL_CERT_FILE`/`SSL_CERT_DIR` honoured).
 //! The facade cannot do this itself: its pod has no egress unless an admin
-//! approved some, and that egress would be the server's too.
+//! approved some, and that egress would be the server's too. One path and
+//! one cache for both kinds of profile user: the MCPServer reconcile and
+//! the MCPGateway's ([`IssuerKeys::unnamed`]).
 //!
 //! ```text
 //! reconcile ─▶ IssuerKeys::get(issuer) ─▶ cached < REFRESH? ─yes─▶ keys
@@ -13,7 +15,7 @@
 //! users out of a running server) and is retried at the next reconcile.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -21,6 +23,7 @@ use std::{
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::{Request, Uri};
+use mcp_warden_crds::toolprofile::ProfileAuth;
 use serde_json::Value;
 
 /// How long fetched keys are used before the issuer is asked again.
@@ -65,6 +68,11 @@ impl IssuerKeys {
     /// the last good one kept when a refresh fails; `None` when it was
     /// never read.
     pub async fn get(&self, issuer: &str) -> Option<String> {
+        self.read(issuer).await.ok()
+    }
+
+    /// As [`IssuerKeys::get`], with why the keys were never read.
+    pub async fn read(&self, issuer: &str) -> Result<String, FetchError> {
         let cached = self
             .cache
             .lock()
@@ -73,7 +81,7 @@ impl IssuerKeys {
             .cloned();
         if let Some((at, keys)) = &cached {
             if at.elapsed() < REFRESH {
-                return Some(keys.clone());
+                return Ok(keys.clone());
             }
         }
         match fetch(issuer).await {
@@ -82,14 +90,52 @@ impl IssuerKeys {
                     .lock()
                     .expect("issuer keys lock")
                     .insert(issuer.to_string(), (Instant::now(), keys.clone()));
-                Some(keys)
+                Ok(keys)
             }
             Err(e) => {
                 tracing::warn!(%issuer, error = %e, "cannot read the issuer's keys; its tokens are refused until they are read");
-                cached.map(|(_, keys)| keys)
+                cached.map(|(_, keys)| keys).ok_or(e)
             }
         }
     }
+
+    /// The keys of every JWT issuer of `auth` that names no JWKS ConfigMap
+    /// (an MCPServer's profile or a gateway's: one path for both), by
+    /// issuer, and a line per issuer whose keys were never read (the
+    /// `IssuerKeysUnavailable` condition's message).
+    pub async fn unnamed(&self, auth: &ProfileAuth) -> Unnamed {
+        let mut out = Unnamed::default();
+        for issuer in auth.jwt.iter().filter(|j| j.jwks.is_none()) {
+            match self.read(&issuer.issuer).await {
+                Ok(keys) => {
+                    out.keys.insert(issuer.issuer.clone(), keys);
+                }
+                Err(e) => out.unread.push(e.to_string()),
+            }
+        }
+        out
+    }
+}
+
+/// What [`IssuerKeys::unnamed`] read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Unnamed {
+    /// Issuer → its JWKS (JSON text).
+    pub keys: BTreeMap<String, String>,
+    /// Why an issuer's keys were never read, one line each.
+    pub unread: Vec<String>,
+}
+
+/// The `Degraded` condition's reason (an MCPServer's and a gateway's) while
+/// an issuer's keys were never read, and its message.
+pub const UNAVAILABLE_REASON: &str = "IssuerKeysUnavailable";
+
+/// The message of [`UNAVAILABLE_REASON`].
+pub fn unavailable_message(unread: &[String]) -> String {
+    format!(
+        "cannot read the keys of JWT issuers, whose tokens are refused until they are read (the operator asks again at each reconcile; or name a JWKS ConfigMap): {}",
+        unread.join("; ")
+    )
 }
 
 /// Discovery document, then the JWKS it names. Returns the JWKS as text.

@@ -9,7 +9,8 @@
 //! approved; else `PendingApproval` with the command to approve, or
 //! `ApprovalPending` when a changed workload waits and the last approved one
 //! keeps running), `Degraded`
-//! (running, but worse than asked: a missing Secret, a stuck rollout, or
+//! (running, but worse than asked: a missing Secret, a JWT issuer whose keys
+//! were never read, a stuck rollout, or
 //! capabilities that wait for approval).
 //!
 //! Capability transitions (approved, revoked, a new digest pending) are each
@@ -60,6 +61,8 @@ pub enum Outcome<'a> {
         host_egress: Option<HostEgress>,
         /// `secretEnv` Secrets that do not exist.
         missing_secrets: &'a [String],
+        /// JWT issuers whose keys were never read, and why (`crate::reconcile::oidc`).
+        unread_issuers: &'a [String],
         /// The capabilities asked for and in force.
         capabilities: &'a Decision,
         /// The tools the facades report (`None`: keep what status has).
@@ -161,6 +164,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
             unenforced_hosts,
             host_egress,
             missing_secrets,
+            unread_issuers,
             capabilities,
             tools,
             server: observed_server,
@@ -206,6 +210,7 @@ pub fn desired_status(server: &MCPServer, outcome: Outcome<'_>, now: &Time) -> M
                         capabilities,
                         peer_key_unusable,
                     )
+                    .or_issuer_keys_unread(unread_issuers)
                     .or_unenforced(unenforced_hosts)
                     .or_route_unavailable(route_unavailable)
                     .or_image_moved(&server.spec.image, image_moved)
@@ -345,6 +350,8 @@ impl OrUnenforced for (&'static str, &'static str, String) {
 /// worse is already reported.
 trait OrRouteUnavailable {
     fn or_route_unavailable(self, unavailable: bool) -> Self;
+    /// `Degraded` while a JWT issuer's keys were never read.
+    fn or_issuer_keys_unread(self, unread: &[String]) -> Self;
     /// `Degraded` for pods that run different content under one tag.
     fn or_image_moved(self, image: &str, digests: &[String]) -> Self;
 }
@@ -358,6 +365,17 @@ impl OrRouteUnavailable for (&'static str, &'static str, String) {
             "True",
             "GatewayAPINotInstalled",
             "spec.expose.httpRoute asks for an HTTPRoute, but this cluster does not serve gateway.networking.k8s.io/v1 HTTPRoutes: install the Gateway API (and a Gateway), or use expose.ingress".into(),
+        )
+    }
+
+    fn or_issuer_keys_unread(self, unread: &[String]) -> Self {
+        if self.0 == "True" || unread.is_empty() {
+            return self;
+        }
+        (
+            "True",
+            super::oidc::UNAVAILABLE_REASON,
+            super::oidc::unavailable_message(unread),
         )
     }
 

@@ -16,7 +16,7 @@ use kube::{
     runtime::{controller::Action, events::Recorder},
     Client,
 };
-use mcp_warden_crds::MCPServer;
+use mcp_warden_crds::{MCPGateway, MCPServer};
 use mcp_warden_operator::{
     config::BuildConfig,
     reconcile::{
@@ -423,4 +423,50 @@ pub fn yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Run one MCPGateway reconcile against the fake API; returns the action,
+/// the calls in order (each one the chart's RBAC allows), and the state after.
+pub async fn reconcile_gateway(state: Fixture, gw: &MCPGateway) -> (Action, Vec<Call>, Fixture) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, NS);
+    let shared = Arc::new(Mutex::new(state));
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let api = tokio::spawn({
+        let (state, calls) = (shared.clone(), calls.clone());
+        async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let (status, body) = answer(request, &state, &calls).await;
+                send.send_response(
+                    Response::builder()
+                        .status(status)
+                        .body(Body::from(body))
+                        .unwrap(),
+                );
+            }
+        }
+    });
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        Recorder::new(client, "mcp-warden-operator".into()),
+        Metrics::default(),
+        BuildConfig::default(),
+    ));
+    let action = Box::pin(mcp_warden_operator::gateway::reconcile(
+        Arc::new(gw.clone()),
+        ctx,
+    ))
+    .await
+    .expect("reconcile succeeds");
+    api.abort();
+    let calls = calls.lock().unwrap().clone();
+    for call in &calls {
+        assert!(
+            mcp_warden_operator::rbac::allows(&call.method, &call.path),
+            "{} is not in rbac::API_CALLS (and operator/RBAC.md)",
+            call.short()
+        );
+    }
+    let after = shared.lock().unwrap().clone();
+    (action, calls, after)
 }

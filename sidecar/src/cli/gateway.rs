@@ -6,6 +6,7 @@
 //! names (a metric, an audit line per change, the admin `/gateway` view).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use clap::Args;
@@ -35,6 +36,13 @@ pub struct GatewayArgs {
     /// definition is never lifted (fix it at its backend).
     #[arg(long = "resolve", value_name = "NAME=BACKEND")]
     pub resolve: Vec<String>,
+    /// A backend's CA as NAME=FILE (a PEM bundle): the backend's
+    /// `https://` certificate is trusted by that bundle and nothing else
+    /// (neither the platform's roots nor `--upstream-ca-file`), and no
+    /// other backend trusts it. The operator passes the CA of a backend
+    /// served with `expose.tls`.
+    #[arg(long = "backend-ca", value_name = "NAME=FILE")]
+    pub backend_cas: Vec<String>,
     /// The gateway's private key (PEM: Ed25519, P-256 or RSA). Each request
     /// to a backend then carries an assertion of the caller signed with it,
     /// for that backend alone; backends trust the public half
@@ -68,11 +76,22 @@ impl GatewayArgs {
 }
 
 /// The gateway's target from its flags; `http` makes each backend's
-/// connection (the same rules as `--upstream-url`).
+/// connection (the same rules as `--upstream-url`), with the backend's own
+/// CA when `--backend-ca` names one.
 pub fn target(
     args: &GatewayArgs,
-    http: impl Fn(&hyper::Uri) -> anyhow::Result<HttpTarget>,
+    http: impl Fn(&hyper::Uri, Option<&Path>) -> anyhow::Result<HttpTarget>,
 ) -> anyhow::Result<UpstreamTarget> {
+    let mut cas: BTreeMap<&str, &Path> = BTreeMap::new();
+    for c in &args.backend_cas {
+        let (name, file) = c
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--backend-ca {c:?}: write NAME=FILE"))?;
+        anyhow::ensure!(
+            cas.insert(name, Path::new(file)).is_none(),
+            "--backend-ca: {name:?} is given twice"
+        );
+    }
     let mut prefixes = BTreeMap::new();
     for p in &args.prefixes {
         let (name, prefix) = p
@@ -94,7 +113,12 @@ pub fn target(
         let uri: hyper::Uri = url
             .parse()
             .map_err(|e| anyhow::anyhow!("--backend {name}: {url:?} is not a URL: {e}"))?;
-        let target = http(&uri).map_err(|e| anyhow::anyhow!("--backend {name}: {e}"))?;
+        let ca = cas.remove(name);
+        anyhow::ensure!(
+            ca.is_none() || uri.scheme_str() == Some("https"),
+            "--backend-ca {name}: the backend is not https://"
+        );
+        let target = http(&uri, ca).map_err(|e| anyhow::anyhow!("--backend {name}: {e}"))?;
         let prefix = prefixes
             .remove(name)
             .unwrap_or_else(|| names::default_prefix(name));
@@ -102,6 +126,9 @@ pub fn target(
     }
     if let Some(name) = prefixes.keys().next() {
         anyhow::bail!("--backend-prefix {name}: there is no --backend {name}");
+    }
+    if let Some(name) = cas.keys().next() {
+        anyhow::bail!("--backend-ca {name}: there is no --backend {name}");
     }
     let signer = match &args.gateway_key_file {
         Some(path) => Some(
@@ -157,4 +184,185 @@ pub fn observe(app: &Arc<App>, gateway: &GatewayTarget) {
             }
         }
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use clap::Parser;
+    use http_body_util::{BodyExt, Full};
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+
+    use super::super::{http_target, Cli, Command, RunArgs};
+    use crate::net::{pool::Pool, Endpoint};
+    use crate::upstream::UpstreamTarget;
+
+    /// A CA's PEM, and a server config for `localhost` signed by it.
+    fn pki() -> (String, Arc<rustls::ServerConfig>) {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        (ca.pem(), Arc::new(server))
+    }
+
+    /// A TLS server on loopback answering every request `ok`.
+    async fn serve(config: Arc<rustls::ServerConfig>) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(|_| async {
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("ok"))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        port
+    }
+
+    fn run_args(argv: &[&str]) -> RunArgs {
+        let mut all = vec!["mcp-warden-sidecar", "run"];
+        all.extend(argv);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Run(args) => args,
+            _ => unreachable!("run"),
+        }
+    }
+
+    fn targets(args: &RunArgs) -> anyhow::Result<Vec<(String, crate::upstream::HttpTarget)>> {
+        match super::target(&args.gateway, |url, ca| http_target(url, args, true, ca))? {
+            UpstreamTarget::Gateway(g) => Ok(g
+                .backends
+                .iter()
+                .map(|b| (b.name.clone(), b.target.clone()))
+                .collect()),
+            _ => unreachable!("a gateway"),
+        }
+    }
+
+    async fn get(target: &crate::upstream::HttpTarget) -> Result<String, String> {
+        let pool = Pool::new(target.client.clone(), Endpoint::of(&target.uri).unwrap());
+        let req = hyper::Request::get("/mcp")
+            .header(hyper::header::HOST, pool.endpoint().authority.as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let mut ex = pool.send(req).await.map_err(|e| e.to_string())?;
+        let body = ex.conn.drive(ex.resp.into_body().collect()).await;
+        Ok(String::from_utf8_lossy(&body.unwrap().to_bytes()).into_owned())
+    }
+
+    /// Each backend trusts its own `--backend-ca` and nothing else: the
+    /// wrong CA is refused even when `--upstream-ca-file` holds the right
+    /// one, which a backend without `--backend-ca` does trust.
+    #[tokio::test]
+    async fn a_backend_trusts_its_own_ca_alone() {
+        let (right, server) = pki();
+        let (wrong, _) = pki();
+        let dir = tempfile::tempdir().unwrap();
+        let (right_file, wrong_file) = (dir.path().join("right.pem"), dir.path().join("wrong.pem"));
+        std::fs::write(&right_file, right).unwrap();
+        std::fs::write(&wrong_file, wrong).unwrap();
+        let port = serve(server).await;
+        let url = format!("https://localhost:{port}/mcp");
+        let (git, fs, time) = (
+            format!("git={url}"),
+            format!("fs={url}"),
+            format!("time={url}"),
+        );
+        let (git_ca, fs_ca) = (
+            format!("git={}", wrong_file.display()),
+            format!("fs={}", right_file.display()),
+        );
+        let args = run_args(&[
+            "--backend",
+            &git,
+            "--backend-ca",
+            &git_ca,
+            "--backend",
+            &fs,
+            "--backend-ca",
+            &fs_ca,
+            "--backend",
+            &time,
+            "--upstream-ca-file",
+            right_file.to_str().unwrap(),
+            "--backend-allow-cidr",
+            "127.0.0.1/32",
+        ]);
+        let mut got = Vec::new();
+        for (name, target) in targets(&args).unwrap() {
+            got.push((name, get(&target).await));
+        }
+        let [(git, refused), (fs, served), (time, also)] = &got[..] else {
+            panic!("{got:?}")
+        };
+        assert_eq!(
+            (git.as_str(), fs.as_str(), time.as_str()),
+            ("git", "fs", "time")
+        );
+        let refused = refused.as_ref().unwrap_err();
+        assert!(refused.contains("certificate"), "{refused}");
+        assert_eq!(served.as_deref(), Ok("ok"));
+        assert_eq!(also.as_deref(), Ok("ok"), "--upstream-ca-file for the rest");
+    }
+
+    #[test]
+    fn a_backend_ca_names_an_https_backend_it_has() {
+        let err = |argv: &[&str]| match targets(&run_args(argv)) {
+            Ok(_) => panic!("{argv:?} is refused"),
+            Err(e) => e.to_string(),
+        };
+        let plain = [
+            "--backend",
+            "git=http://git.a.svc:8080/mcp",
+            "--backend-allow-cidr",
+            "10.0.0.0/8",
+        ];
+        let e = err(&[&plain[..], &["--backend-ca", "git=/x.pem"]].concat());
+        assert!(
+            e.contains("--backend-ca git: the backend is not https://"),
+            "{e}"
+        );
+        let e = err(&[&plain[..], &["--backend-ca", "fs=/x.pem"]].concat());
+        assert!(
+            e.contains("--backend-ca fs: there is no --backend fs"),
+            "{e}"
+        );
+        let https = ["--backend", "git=https://git.a.svc:8080/mcp"];
+        let e = err(&[&https[..], &["--backend-ca", "git=/nonexistent.pem"]].concat());
+        assert!(
+            e.contains("cannot read the CA bundle /nonexistent.pem"),
+            "{e}"
+        );
+    }
 }

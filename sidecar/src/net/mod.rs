@@ -38,6 +38,10 @@ use tls::Io;
 pub struct ClientConfig {
     /// A PEM bundle of extra trusted CAs.
     pub ca_file: Option<PathBuf>,
+    /// Trust `ca_file` alone, not the platform's roots as well: a
+    /// gateway's backend whose certificate the operator found the CA of
+    /// (`--backend-ca`) is trusted by that CA and no other.
+    pub ca_only: bool,
     /// Blocks the SSRF guard lets through although they are not public.
     pub allow: Vec<ipnet::IpNet>,
     /// Where name servers are listed.
@@ -54,6 +58,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             ca_file: None,
+            ca_only: false,
             allow: Vec::new(),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             connect_timeout: Duration::from_secs(10),
@@ -105,12 +110,13 @@ impl Client {
     /// A client for `config`. TLS trust is loaded now; a problem with it
     /// is reported when (and only if) a TLS connection is needed.
     pub fn new(config: &ClientConfig) -> Result<Arc<Client>, String> {
-        let (tls, tls_error) = match tls::client_config(config.ca_file.as_deref(), config.http2) {
-            Ok(c) => (Some(c), None),
-            // A CA file that cannot be read is a configuration error now.
-            Err(e) if config.ca_file.is_some() => return Err(e),
-            Err(e) => (None, Some(e)),
-        };
+        let (tls, tls_error) =
+            match tls::client_config(config.ca_file.as_deref(), config.ca_only, config.http2) {
+                Ok(c) => (Some(c), None),
+                // A CA file that cannot be read is a configuration error now.
+                Err(e) if config.ca_file.is_some() => return Err(e),
+                Err(e) => (None, Some(e)),
+            };
         Ok(Arc::new(Client {
             tls,
             tls_error,
