@@ -78,7 +78,9 @@ def test_the_approved_image_is_pinned_to_the_digest_its_pod_pulled(approved):
                    timeout=60)
     report(cluster, pod, f"ghcr.io/example/everything@{D1}")
     wait_for("the Deployment pinned", lambda: server_image(cluster) == f"{IMAGE}@{D1}", timeout=30)
-    assert status(cluster)["pinnedImage"] == {"image": IMAGE, "digest": D1}
+    # The status is written after the Deployment (apply, then status): wait for it too.
+    wait_for("the pin in the status", lambda: status(cluster).get("pinnedImage") == {"image": IMAGE, "digest": D1},
+             timeout=30)
     conditions = {c["type"]: c for c in status(cluster)["conditions"]}
     assert conditions["CapabilitiesApproved"]["status"] == "True", conditions
 
