@@ -60,7 +60,8 @@ pub const CACHEABLE_METHODS: &[&str] = &[
 /// The protocol version a request states in its `_meta`, if any.
 pub fn request_version(request: &Value) -> Option<&str> {
     request
-        .pointer("/params/_meta")
+        .get("params")
+        .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(meta::PROTOCOL_VERSION))
         .and_then(Value::as_str)
 }
@@ -128,7 +129,8 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// client capabilities (negotiation is per request in 2026-07-28).
 pub fn declares_tasks(request: &Value) -> bool {
     request
-        .pointer("/params/_meta")
+        .get("params")
+        .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
         .and_then(|c| c.get("extensions"))
         .and_then(|e| e.get(TASKS_EXTENSION))
@@ -140,7 +142,7 @@ pub fn declares_tasks(request: &Value) -> bool {
 /// tasks extension's `tasks/get`, `tasks/update`, `tasks/cancel`).
 pub fn mirrored_name<'v>(method: &str, request: &'v Value) -> Option<&'v str> {
     request
-        .pointer("/params")
+        .get("params")
         .and_then(|p| p.get(mirrored_key(method)?))
         .and_then(Value::as_str)
 }
@@ -178,7 +180,8 @@ pub fn modern_meta(capabilities: &Value, client_info: &Value) -> Map<String, Val
 /// A result as a modern client gets it: `resultType` always set (a legacy
 /// server's results have none: they are complete), and the caching hints
 /// on cacheable results. A list the facade filtered for this caller is
-/// never `public`. Errors pass unchanged.
+/// never `public`. `None`: the message passes as it is (an error, or a
+/// result that says all of this already).
 pub fn decorate_result(bytes: &[u8], method: &str) -> Option<bytes::Bytes> {
     use crate::jsonrpc::Members;
     use serde_json::value::RawValue;
@@ -203,9 +206,11 @@ pub fn decorate_result(bytes: &[u8], method: &str) -> Option<bytes::Bytes> {
         );
         return Some(bytes::Bytes::from(error));
     }
+    let mut changed = false;
     let complete = match members.get("resultType").map(|t| t.get()) {
         None => {
             members.set("resultType", raw("\"complete\""));
+            changed = true;
             true
         }
         Some(t) => t == "\"complete\"",
@@ -218,6 +223,12 @@ pub fn decorate_result(bytes: &[u8], method: &str) -> Option<bytes::Bytes> {
         if filtered_list || members.get("cacheScope").is_none() {
             members.set("cacheScope", raw("\"private\""));
         }
+        changed = true;
+    }
+    // Written again only when something was added: a modern server's
+    // complete answer to a call already says all of it.
+    if !changed {
+        return None;
     }
     let result = members.to_raw();
     top.set("result", result);
@@ -374,7 +385,8 @@ mod tests {
     #[test]
     fn modern_results_say_their_type_and_filtered_lists_are_private() {
         let d = |text: &str, method| -> Value {
-            serde_json::from_slice(&decorate_result(text.as_bytes(), method).unwrap()).unwrap()
+            let out = decorate_result(text.as_bytes(), method);
+            serde_json::from_slice(out.as_deref().unwrap_or(text.as_bytes())).unwrap()
         };
         let list = d(
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"cacheScope":"public","ttlMs":5000}}"#,
@@ -410,6 +422,25 @@ mod tests {
             "tools/list"
         )
         .is_none());
+        // A result that says its type already, with no hints to add, passes
+        // as the server wrote it (not written again).
+        for (text, method) in [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[], "resultType":"complete"}}"#,
+                "tools/call",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"s"}}"#,
+                "tools/list",
+            ),
+        ] {
+            assert!(decorate_result(text.as_bytes(), method).is_none(), "{text}");
+        }
+        assert!(decorate_result(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}}"#,
+            "tools/list"
+        )
+        .is_some());
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub fn header_asks(headers: &hyper::HeaderMap) -> bool {
 /// header of the HTTP request that brought it.
 pub fn asks(request: &Value) -> bool {
     let meta = request
-        .pointer("/params/_meta")
+        .get("params")
+        .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(META_KEY))
         .and_then(Value::as_str)
         .is_some_and(is_planning);

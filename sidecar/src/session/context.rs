@@ -237,10 +237,16 @@ impl Context {
             .collect()
     }
 
+    /// Whether the server's scope has any roots ([`Context::roots`], without
+    /// writing them out).
+    pub fn has_roots(&self) -> bool {
+        !self.limits.roots.is_empty() || !self.policy.load().doc.roots.is_empty()
+    }
+
     /// The client's capabilities as the server is told them
     /// ([`fit_capabilities`], offering `roots` when there are any).
     pub fn fit_client_capabilities(&self, caps: &mut serde_json::Map<String, serde_json::Value>) {
-        fit_capabilities(caps, !self.roots().is_empty(), false);
+        fit_capabilities(caps, self.has_roots(), false);
     }
     /// Whether the server offers the tasks extension (a modern server's
     /// `server/discover` said so): only then are tasks served. A gateway

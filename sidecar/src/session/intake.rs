@@ -110,7 +110,8 @@ impl Session {
                 return refuse(refusal);
             }
             let level = request
-                .pointer("/params/_meta")
+                .get("params")
+                .and_then(|p| p.get("_meta"))
                 .and_then(|m| m.get(era::meta::LOG_LEVEL))
                 .and_then(Value::as_str)
                 .and_then(log_severity);
@@ -142,7 +143,11 @@ impl Session {
         if gates.who == Who::AnyRole && role.is_none() {
             return refuse(Refusal::Policy(mcp_warden_policy::Denial::NoRole));
         }
-        if let Some(token) = request.pointer("/params/_meta/progressToken") {
+        if let Some(token) = request
+            .get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("progressToken"))
+        {
             if let Some(p) = self.state.lock().unwrap().pending.get_mut(&id) {
                 p.progress_token = RawValue::from_string(token.to_string()).ok();
             }
@@ -382,7 +387,7 @@ pub(crate) fn log_severity(level: &str) -> Option<u8> {
 /// `_meta` (every request stands alone): a version the facade does not
 /// serve, or a missing field, is refused before anything else.
 fn check_modern_meta(request: &Value) -> Result<(), Refusal> {
-    let meta = request.pointer("/params/_meta");
+    let meta = request.get("params").and_then(|p| p.get("_meta"));
     let Some(version) = era::request_version(request) else {
         return Err(Refusal::MissingMeta {
             field: era::meta::PROTOCOL_VERSION,

@@ -70,7 +70,7 @@ impl Round {
             caller: caller.state_hash(),
             request: request_state::request_hash(method, params),
             capabilities: params
-                .pointer("/_meta")
+                .get("_meta")
                 .and_then(|m| m.get(era::meta::CLIENT_CAPABILITIES))
                 .cloned()
                 .unwrap_or_else(|| json!({})),

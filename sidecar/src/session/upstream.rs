@@ -341,9 +341,7 @@ impl Session {
             },
             (Era::Modern, Era::Modern) => {
                 // The client's capabilities, as the server may hear them.
-                let fit_caps = msg
-                    .mentions(crate::era::meta::CLIENT_CAPABILITIES.as_bytes())
-                    .then(|| !self.app.roots().is_empty());
+                let fit_caps = fit_caps(msg, self.app.has_roots());
                 let keep_tasks = fit_caps.is_some()
                     && super::steps::task::TASK_METHODS.contains(&msg.method())
                     && self.app.upstream_serves_tasks();
@@ -479,6 +477,19 @@ fn outgoing(
         Some(e) => Err(e),
         None => Ok(bytes),
     }
+}
+
+/// [`Adjust::fit_caps`] for a modern client's request: `None` when it
+/// declares no capabilities, or when fitting them cannot change it. That
+/// takes offering `roots`, or taking out a `roots`, `tasks` or tasks
+/// extension member, whose key then appears in the bytes as written or
+/// spelled with a `\u` escape. Most modern requests declare neither, and
+/// are then sent without being written again.
+fn fit_caps(msg: &Message, offer_roots: bool) -> Option<bool> {
+    let may_change =
+        offer_roots || msg.mentions(b"tasks") || msg.mentions(b"roots") || msg.mentions(b"\\u");
+    (may_change && msg.mentions(crate::era::meta::CLIENT_CAPABILITIES.as_bytes()))
+        .then_some(offer_roots)
 }
 
 /// Fit `_meta`'s client capabilities for the server

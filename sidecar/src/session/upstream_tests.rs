@@ -55,6 +55,46 @@ fn a_modern_server_never_hears_the_client_supports_tasks_or_its_roots() {
 }
 
 #[test]
+fn a_request_is_written_again_for_its_capabilities_only_when_fitting_changes_them() {
+    let sent = |msg: &Message, offer_roots: bool| {
+        let adjust = Adjust {
+            fit_caps: fit_caps(msg, offer_roots),
+            ..Adjust::default()
+        };
+        outgoing(msg, &RequestId::number(3), false, &mut None, &adjust).unwrap()
+    };
+    let as_is = |msg: &Message| jsonrpc::with_id(msg, &RequestId::number(3)).unwrap();
+    // Nothing to take out: the server gets the request as sent (the id
+    // aside), not written again.
+    let plain = parse(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}, "arguments":{"m":"x"}}}"#,
+    );
+    assert_eq!(sent(&plain, false), as_is(&plain));
+    let text = String::from_utf8(sent(&plain, true).to_vec()).unwrap();
+    assert!(
+        text.contains(r#""roots":{}"#),
+        "offering roots adds them: {text}"
+    );
+    // Every way a member to take out can be spelled is caught and taken out.
+    for (text, key) in [
+        (r#""roots":{}"#, r#""roots""#),
+        (r#""tasks":{}"#, r#""tasks""#),
+        (r#""\u0074asks":{}"#, r#"asks""#),
+        (r#""r\u006fots":{}"#, r#"ots""#),
+        (
+            r#""extensions":{"io.modelcontextprotocol/t\u0061sks":{}}"#,
+            r#"sks""#,
+        ),
+    ] {
+        let msg = parse(&format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"t","_meta":{{"io.modelcontextprotocol/clientCapabilities":{{{text}}}}}}}}}"#
+        ));
+        let out = String::from_utf8(sent(&msg, false).to_vec()).unwrap();
+        assert!(!out.contains(key), "{text}: {out}");
+    }
+}
+
+#[test]
 fn the_tasks_extension_reaches_the_server_only_when_kept() {
     let msg = parse(
         r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"tasks":{"list":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#,

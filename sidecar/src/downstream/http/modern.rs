@@ -347,7 +347,8 @@ fn check_headers(app: &App, headers: &HeaderMap, msg: &Message) -> Result<(), Re
 fn check_param_headers(app: &App, headers: &HeaderMap, body: &Value) -> Result<(), Refusal> {
     let mismatch = |detail: String| Err(Refusal::HeaderMismatch { detail });
     let name = body
-        .pointer("/params/name")
+        .get("params")
+        .and_then(|p| p.get("name"))
         .and_then(Value::as_str)
         .unwrap_or("");
     let policy = app.policy.load();
@@ -363,7 +364,10 @@ fn check_param_headers(app: &App, headers: &HeaderMap, body: &Value) -> Result<(
         .transpose()
         .unwrap_or_default()
         .unwrap_or_default();
-    let arguments = body.pointer("/params/arguments").unwrap_or(&Value::Null);
+    let arguments = body
+        .get("params")
+        .and_then(|p| p.get("arguments"))
+        .unwrap_or(&Value::Null);
     for (param, path) in &annotated {
         let header_name = format!("{PARAM_HEADER_PREFIX}{}", param.to_ascii_lowercase());
         let mut value = Some(arguments);
