@@ -262,10 +262,30 @@ impl Message {
         serde_json::from_slice(&self.bytes).map_err(|e| e.to_string())
     }
 
-    /// Whether the raw bytes contain `needle`: a cheap pre-check before
-    /// parsing deeper (e.g. for `progressToken`).
+    /// Whether the message may hold `needle` once read as JSON: a cheap
+    /// pre-check before parsing deeper (e.g. for `progressToken`). `false`
+    /// only when it certainly does not: a JSON string may spell any
+    /// character with a `\u` escape and a few with a short one (`\/` for
+    /// `/`), and whoever reads the message next reads the unescaped key, so
+    /// a fast path that skips on `false` must never miss a spelling.
     pub fn mentions(&self, needle: &[u8]) -> bool {
-        memchr::memmem::find(&self.bytes, needle).is_some()
+        let has = |n: &[u8]| memchr::memmem::find(&self.bytes, n).is_some();
+        if has(needle) || has(b"\\u") {
+            return true;
+        }
+        const SHORT: [(u8, u8); 8] = [
+            (b'"', b'"'),
+            (b'\\', b'\\'),
+            (b'/', b'/'),
+            (b'b', 0x08),
+            (b'f', 0x0c),
+            (b'n', b'\n'),
+            (b'r', b'\r'),
+            (b't', b'\t'),
+        ];
+        SHORT
+            .iter()
+            .any(|&(escape, spelled)| needle.contains(&spelled) && has(&[b'\\', escape]))
     }
 }
 
@@ -300,6 +320,31 @@ pub fn split_batch(body: &Bytes) -> Result<Option<Vec<Bytes>>, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mentions_never_misses_a_key_spelled_with_an_escape() {
+        let msg = |text: &str| Message::parse(Bytes::from(text.to_string())).unwrap();
+        let plain = msg(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a\nb":"c\"d"}}"#);
+        assert!(plain.mentions(b"params"));
+        // Nothing that could spell it: a fast path may skip.
+        assert!(!plain.mentions(b"requestState"));
+        assert!(!plain.mentions(b"io.modelcontextprotocol/clientCapabilities"));
+        for (text, needle) in [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"request\u0053tate":"s"}}"#,
+                "requestState",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol\/clientCapabilities":{}}}}"#,
+                "io.modelcontextprotocol/clientCapabilities",
+            ),
+        ] {
+            let m = msg(text);
+            let read = serde_json::to_string(&m.to_value()).unwrap();
+            assert!(read.contains(needle), "the reader sees {needle}: {read}");
+            assert!(m.mentions(needle.as_bytes()), "{text}");
+        }
+    }
 
     fn parse(s: &str) -> Result<Message, (ParseError, Option<RequestId>)> {
         Message::parse(Bytes::copy_from_slice(s.as_bytes()))

@@ -482,12 +482,11 @@ fn outgoing(
 /// [`Adjust::fit_caps`] for a modern client's request: `None` when it
 /// declares no capabilities, or when fitting them cannot change it. That
 /// takes offering `roots`, or taking out a `roots`, `tasks` or tasks
-/// extension member, whose key then appears in the bytes as written or
-/// spelled with a `\u` escape. Most modern requests declare neither, and
-/// are then sent without being written again.
+/// extension member, whose key the bytes then mention (however spelled:
+/// [`Message::mentions`] counts escapes). Most modern requests declare
+/// neither, and are then sent without being written again.
 fn fit_caps(msg: &Message, offer_roots: bool) -> Option<bool> {
-    let may_change =
-        offer_roots || msg.mentions(b"tasks") || msg.mentions(b"roots") || msg.mentions(b"\\u");
+    let may_change = offer_roots || msg.mentions(b"tasks") || msg.mentions(b"roots");
     (may_change && msg.mentions(crate::era::meta::CLIENT_CAPABILITIES.as_bytes()))
         .then_some(offer_roots)
 }

@@ -92,6 +92,13 @@ fn a_request_is_written_again_for_its_capabilities_only_when_fitting_changes_the
         let out = String::from_utf8(sent(&msg, false).to_vec()).unwrap();
         assert!(!out.contains(key), "{text}: {out}");
     }
+    // The capabilities' own key spelled with an escape is the same key to
+    // the server: its tasks are taken out too.
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol\/clientCapabilities":{"tasks":{}}}}}"#,
+    );
+    let out = String::from_utf8(sent(&msg, false).to_vec()).unwrap();
+    assert!(!out.contains(r#""tasks""#), "{out}");
 }
 
 #[test]
