@@ -198,3 +198,36 @@ def test_the_gateways_expose_routes_follow_its_spec(cluster, gateway):
                                                         "ingress": None, "httpRoute": None}}}))
     wait_for("the Ingress removed", lambda: cluster.get("ingress", NAME, NS) is None, timeout=60)
     wait_for("Degraded no longer about the route", lambda: degraded() is None, timeout=60)
+
+
+def test_the_gateways_ingress_is_put_back_at_once(cluster, gateway):
+    """The gateway controller watches the Ingress it owns: one deleted, or
+    edited by hand, is put back within seconds — not at the next look the
+    gateway would take anyway (every 10 s while its pods are not ready, as
+    here; every 10 minutes once they are). Three deletions in a row, each
+    back within 3 s, could not all land on that look by chance."""
+    wait_for("the gateway's status", lambda: backends(cluster) == ["everything", "files", "git"], timeout=60)
+    cluster.kubectl("patch", "mcpgateway", NAME, "-n", NS, "--type=merge", "-p",
+                    json.dumps({"spec": {"expose": {"hosts": ["tools.example.com"], "ingress": {}}}}))
+    try:
+        ingress = wait_for("the gateway's Ingress", lambda: cluster.get("ingress", NAME, NS), timeout=60)
+        for _ in range(3):
+            gone = ingress["metadata"]["uid"]
+            out = cluster.kubectl("delete", "ingress", NAME, "-n", NS, "--wait=true")
+            assert out.code == 0, out.stderr
+
+            def back(gone=gone):
+                i = cluster.get("ingress", NAME, NS)
+                return i if i and i["metadata"]["uid"] != gone else None
+
+            ingress = wait_for("the Ingress back", back, timeout=3)
+        for _ in range(3):
+            out = cluster.kubectl("patch", "ingress", NAME, "-n", NS, "--type=json", "-p", json.dumps(
+                [{"op": "replace", "path": "/spec/rules/0/host", "value": "elsewhere.example.com"}]))
+            assert out.code == 0, out.stderr
+            wait_for("the hand edit undone", lambda: (cluster.get("ingress", NAME, NS) or {}).get(
+                "spec", {}).get("rules", [{}])[0].get("host") == "tools.example.com", timeout=3)
+    finally:
+        cluster.kubectl("patch", "mcpgateway", NAME, "-n", NS, "--type=merge", "-p",
+                        json.dumps({"spec": {"expose": {"hosts": ["tools.example.com"], "ingress": None}}}))
+    wait_for("the Ingress removed", lambda: cluster.get("ingress", NAME, NS) is None, timeout=60)
