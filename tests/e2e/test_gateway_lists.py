@@ -8,8 +8,13 @@ caller who asked only for tool changes hears neither.
 
     modern fixture server ─ facade (its policy) ─ gateway ─ clients
 
-The fixture's `test_trigger_prompt_change` and `test_trigger_resource_change`
-tools announce the change on every open subscription.
+A resource's update (`notifications/resources/updated`) reaches only the
+caller subscribed to it, under the gateway's URI (`fx+test://…`), in both
+eras, while another caller listening on the same gateway hears nothing of it.
+
+The fixture's `test_trigger_prompt_change`, `test_trigger_resource_change` and
+`test_trigger_resource_update` tools announce the change on every open
+subscription that asked for it.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ from helpers import run_async
 from warden_helpers import policy_doc, sdk_client
 
 HEAR_WITHIN = 10
-TRIGGERS = ["test_trigger_tool_change", "test_trigger_prompt_change", "test_trigger_resource_change"]
+TRIGGERS = ["test_trigger_tool_change", "test_trigger_prompt_change", "test_trigger_resource_change",
+            "test_trigger_resource_update"]
 
 
 def open_policy(**fields) -> dict:
@@ -116,3 +122,71 @@ def test_a_backends_list_change_reaches_a_legacy_session(gateway, kind, method):
     assert caps.prompts and caps.prompts.list_changed, caps
     assert caps.resources and caps.resources.list_changed, caps
     assert heard, got
+
+
+# --- a subscribed resource's update reaches only the caller who subscribed ---
+WATCHED = "fx+test://watched-resource"
+
+
+def test_a_resource_update_reaches_only_the_modern_subscriber_of_it(gateway):
+    """Two modern callers listen; only one subscribed to the resource. The
+    gateway's URI is the backend's URI under the backend's name both ways."""
+    async def go():
+        got: dict[str, list] = {"subscriber": [], "other": []}
+
+        async def collect(sub, who: str, until: str):
+            with anyio.move_on_after(HEAR_WITHIN):
+                async for event in sub:
+                    got[who].append(event)
+                    if until in type(event).__name__:
+                        return
+
+        async with sdk_client(gateway.url, mode="auto") as a, sdk_client(gateway.url, mode="auto") as b:
+            await a.list_tools()
+            async with a.listen(resource_subscriptions=[WATCHED]) as sub_a, \
+                    b.listen(tools_list_changed=True) as sub_b:
+                honored = sub_a.honored
+                await a.call_tool("fx__test_trigger_resource_update", {})
+                await collect(sub_a, "subscriber", "Resource")
+                # After the update, a tool change: once b hears it, b would
+                # have heard the update first.
+                await b.call_tool("fx__test_trigger_tool_change", {})
+                await collect(sub_b, "other", "Tool")
+        return honored, got
+
+    honored, got = run_async(go)
+    assert list(honored.resource_subscriptions or []) == [WATCHED], honored
+    updates = [e for e in got["subscriber"] if "Resource" in type(e).__name__]
+    assert [getattr(e, "uri", None) for e in updates] == [WATCHED], got
+    assert got["other"] and all("Tool" in type(e).__name__ for e in got["other"]), got
+
+
+def test_a_resource_update_reaches_only_the_legacy_session_subscribed_to_it(gateway):
+    async def go():
+        got: dict[str, list[str]] = {"subscriber": [], "other": []}
+
+        def handler(who: str):
+            async def handle(message):
+                got[who].append(repr(message))
+            return handle
+
+        async def until(who: str, what: str) -> None:
+            with anyio.move_on_after(HEAR_WITHIN):
+                while not any(what in g for g in got[who]):
+                    await anyio.sleep(0.1)
+
+        async with sdk_client(gateway.url, message_handler=handler("subscriber")) as a, \
+                sdk_client(gateway.url, message_handler=handler("other")) as b:
+            await a.list_tools()
+            await b.list_tools()
+            await a.subscribe_resource(WATCHED)
+            await a.call_tool("fx__test_trigger_resource_update", {})
+            await until("subscriber", "ResourceUpdated")
+            await b.call_tool("fx__test_trigger_tool_change", {})
+            await until("other", "ToolListChanged")
+        return got
+
+    got = run_async(go)
+    assert any("ResourceUpdated" in g and WATCHED in g for g in got["subscriber"]), got
+    assert any("ToolListChanged" in g for g in got["other"]), got
+    assert not any("ResourceUpdated" in g for g in got["other"]), got

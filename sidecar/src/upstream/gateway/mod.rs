@@ -213,6 +213,8 @@ pub struct State {
     waiters: Arc<Waiters>,
     /// The callers' subscriptions held at the backends, by the facade's id.
     listening: Arc<listen::Live>,
+    /// What goes up to the facade (the gateway's own acknowledgements).
+    up: mpsc::Sender<LinkEvent>,
 }
 
 impl State {
@@ -257,6 +259,7 @@ pub fn connect(
         links,
         waiters,
         listening,
+        up: up.clone(),
     });
     let _ = link.set(Arc::downgrade(&state));
     tokio::spawn(health::watch(Arc::downgrade(&state), up));
@@ -276,7 +279,8 @@ struct Pumped {
 /// A backend's messages: answers the link waits for go to their waiter;
 /// anything else (progress of a call, a list change) goes up as it came —
 /// a prompt or resource list change once that backend's list is read again
-/// ([`lists::reread`]). A subscription that one backend drops is not the
+/// ([`lists::reread`]), a resource update under the gateway's URI
+/// ([`listen::gateway_uri`]). A subscription that one backend drops is not the
 /// caller's to lose: it is held again there ([`listen`]), and the facade
 /// hears nothing of the drop.
 async fn pump(mut rx: mpsc::Receiver<LinkEvent>, p: Pumped) {
@@ -289,7 +293,7 @@ async fn pump(mut rx: mpsc::Receiver<LinkEvent>, p: Pumped) {
     } = p;
     while let Some(event) = rx.recv().await {
         match event {
-            LinkEvent::Message { bytes, related } => {
+            LinkEvent::Message { mut bytes, related } => {
                 if let Ok(m) = Message::parse(bytes.clone()) {
                     if let (Kind::Response, Some(id)) = (m.kind, &m.id) {
                         let waiter = waiters.lock().unwrap().remove(&(b, id.clone()));
@@ -298,9 +302,22 @@ async fn pump(mut rx: mpsc::Receiver<LinkEvent>, p: Pumped) {
                             continue;
                         }
                     }
-                    let catalog = match m.kind {
-                        Kind::Notification => lists::changed_catalog(m.method()),
-                        _ => None,
+                    let notification = m.kind == Kind::Notification;
+                    // The gateway acknowledges each subscription itself, once
+                    // ([`listen::hold`]); each backend's would be one more.
+                    if notification && m.method() == "notifications/subscriptions/acknowledged" {
+                        continue;
+                    }
+                    if notification && m.method() == "notifications/resources/updated" {
+                        let state = link.get().and_then(Weak::upgrade);
+                        let names = state.as_ref().map(|s| s.gateway().names.lock().unwrap());
+                        if let Some(renamed) = names.and_then(|n| listen::gateway_uri(&n, b, &m)) {
+                            bytes = renamed;
+                        }
+                    }
+                    let catalog = match notification {
+                        true => lists::changed_catalog(m.method()),
+                        false => None,
                     };
                     let state = catalog.and_then(|_| link.get()?.upgrade());
                     if let (Some(catalog), Some(state)) = (catalog, state) {
@@ -424,7 +441,7 @@ fn discover(id: &RequestId, tasks: bool) -> Bytes {
         "capabilities": {
             "tools": { "listChanged": true },
             "prompts": { "listChanged": true },
-            "resources": { "listChanged": true },
+            "resources": { "listChanged": true, "subscribe": true },
             "completions": {},
         },
         "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
