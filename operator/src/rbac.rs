@@ -69,15 +69,11 @@ pub const API_CALLS: &[Rule] = &[
         "networkpolicies",
         &["get", "create", "patch", "delete"],
     ),
-    rule(
-        "networking.k8s.io",
-        "ingresses",
-        &["get", "create", "patch", "delete"],
-    ),
+    rule("networking.k8s.io", "ingresses", WATCHED_OWNED_DELETED),
     rule(
         "gateway.networking.k8s.io",
         "httproutes",
-        &["get", "create", "patch", "delete"],
+        WATCHED_OWNED_DELETED,
     ),
     rule(
         "policy",

@@ -97,7 +97,7 @@ fn every_invalid_policy_fails_with_the_loaders_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{} problem(s)", files.len())));
 }
 
-/// `client-config --gateway` from the example files: the gateway's URL and
+/// `client-config --gateway` from the example files: the gateway's URLs and
 /// token audience, as an `mcp.json` entry named after it.
 #[test]
 fn client_config_describes_a_gateway_from_files() {
@@ -121,8 +121,15 @@ fn client_config_describes_a_gateway_from_files() {
         text.contains("--audience mcpwarden.dev/team-a/mcpgateway/team-a-tools"),
         "{text}"
     );
+    // The example exposes the gateway: the external URL, the Service's beside it.
     assert!(
-        text.contains("\"url\": \"http://team-a-tools.team-a.svc.cluster.local:8080/mcp\""),
+        text.contains("\"url\": \"https://tools.team-a.example.com/mcp\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "#   in the cluster: http://team-a-tools.team-a.svc.cluster.local:8080/mcp\n"
+        ),
         "{text}"
     );
     // Without --gateway the name is looked up among the servers.

@@ -54,7 +54,9 @@ def gateway(cluster, examples_applied, controller, webhook):
     out = cluster.kubectl("apply", "--server-side", "--field-manager=mcp-warden-tests", "-f", GATEWAY)
     assert out.code == 0, out.stderr
     yield
-    cluster.kubectl("delete", "-f", GATEWAY, "--wait=true", check=False)
+    # Foreground: gone once its objects are (its Ingress, owned by this
+    # gateway's uid, would otherwise be in the next gateway's way for a moment).
+    cluster.kubectl("delete", "-f", GATEWAY, "--wait=true", "--cascade=foreground", check=False)
     for server in ("everything", "files", "git"):
         wait_for(f"{server} drops the key", lambda s=server: KEY not in policy_data(cluster, s), timeout=60)
 
@@ -63,7 +65,11 @@ def test_the_gateway_is_built_and_only_its_backends_trust_its_key(cluster, gatew
     wait_for("the gateway's status", lambda: backends(cluster) == ["everything", "files", "git"], timeout=60)
     gw = cluster.get("mcpgateway", NAME, NS)
     status = gw["status"]
-    assert status["endpoint"] == f"http://{NAME}.{NS}.svc.cluster.local:8080/mcp"
+    # The example exposes the gateway under its own name (an Ingress).
+    assert status["endpoint"] == "https://tools.team-a.example.com/mcp"
+    ingress = wait_for("the example's Ingress", lambda: cluster.get("ingress", NAME, NS), timeout=60)
+    assert [r["host"] for r in ingress["spec"]["rules"]] == ["tools.team-a.example.com"], ingress
+    assert ingress["metadata"]["ownerReferences"][0]["uid"] == gw["metadata"]["uid"], ingress
     assert status["backendsReady"].endswith("/3"), status
     git = next(b for b in status["backends"] if b["name"] == "git")
     assert git["prefix"] == "vcs_"
@@ -171,7 +177,12 @@ def test_the_gateways_expose_routes_follow_its_spec(cluster, gateway):
     cluster.kubectl("patch", "mcpgateway", NAME, "-n", NS, "--type=merge", "-p",
                     json.dumps({"spec": {"expose": expose}}))
     try:
-        ingress = wait_for("the gateway's Ingress", lambda: cluster.get("ingress", NAME, NS), timeout=60)
+        def ingress_for_the_new_host():
+            i = cluster.get("ingress", NAME, NS) or {}
+            return i if [r.get("host") for r in i.get("spec", {}).get("rules", [])] == ["tools.example.com"] else None
+
+        # The example's own Ingress (its host) is rewritten for the new one.
+        ingress = wait_for("the gateway's Ingress", ingress_for_the_new_host, timeout=60)
         gw = cluster.get("mcpgateway", NAME, NS)
         owner = ingress["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["uid"]) == ("MCPGateway", gw["metadata"]["uid"]), owner
@@ -198,3 +209,30 @@ def test_the_gateways_expose_routes_follow_its_spec(cluster, gateway):
                                                         "ingress": None, "httpRoute": None}}}))
     wait_for("the Ingress removed", lambda: cluster.get("ingress", NAME, NS) is None, timeout=60)
     wait_for("Degraded no longer about the route", lambda: degraded() is None, timeout=60)
+
+
+def test_the_gateways_ingress_is_put_back_at_once(cluster, gateway):
+    """The gateway controller watches the Ingress it owns (the example's,
+    for `expose.ingress`): one deleted, or edited by hand, is put back within
+    seconds — not at the next look the gateway would take anyway (every 10 s
+    while its pods are not ready, as here; every 10 minutes once they are).
+    Three deletions in a row, each back within 3 s, could not all land on
+    that look by chance; nor could three hand edits."""
+    host = "tools.team-a.example.com"
+    ingress = wait_for("the gateway's Ingress", lambda: cluster.get("ingress", NAME, NS), timeout=60)
+    for _ in range(3):
+        gone = ingress["metadata"]["uid"]
+        out = cluster.kubectl("delete", "ingress", NAME, "-n", NS, "--wait=true")
+        assert out.code == 0, out.stderr
+
+        def back(gone=gone):
+            i = cluster.get("ingress", NAME, NS)
+            return i if i and i["metadata"]["uid"] != gone else None
+
+        ingress = wait_for("the Ingress back", back, timeout=3)
+    for _ in range(3):
+        out = cluster.kubectl("patch", "ingress", NAME, "-n", NS, "--type=json", "-p", json.dumps(
+            [{"op": "replace", "path": "/spec/rules/0/host", "value": "elsewhere.example.com"}]))
+        assert out.code == 0, out.stderr
+        wait_for("the hand edit undone", lambda: (cluster.get("ingress", NAME, NS) or {}).get(
+            "spec", {}).get("rules", [{}])[0].get("host") == host, timeout=3)

@@ -128,6 +128,14 @@ function notifyPromptsChanged() {
   state.modern?.notify.promptsChanged();
   eachConnected((mcp) => mcp.sendPromptListChanged());
 }
+function notifyResourceUpdated(uri) {
+  state.modern?.notify.resourceUpdated(uri);
+  eachConnected((mcp) => mcp.server.sendResourceUpdated({ uri }));
+}
+function notifyResourcesChanged() {
+  state.modern?.notify.resourcesChanged();
+  eachConnected((mcp) => mcp.sendResourceListChanged());
+}
 
 // The client capabilities a request declares: the `_meta` envelope on the
 // 2026-07-28 era, the initialize-declared ones on a legacy connection.
@@ -425,6 +433,14 @@ function buildServer(ctx = { era: 'modern' }) {
   tool('test_trigger_prompt_change', 'Announces a prompts/list change to open subscriptions', NO_ARGS, async () => {
     setImmediate(notifyPromptsChanged);
     return { content: [text('prompts list change announced')] };
+  });
+  tool('test_trigger_resource_change', 'Announces a resources/list change to open subscriptions', NO_ARGS, async () => {
+    setImmediate(notifyResourcesChanged);
+    return { content: [text('resources list change announced')] };
+  });
+  tool('test_trigger_resource_update', 'Announces a change of test://watched-resource to its subscribers', NO_ARGS, async () => {
+    setImmediate(() => notifyResourceUpdated('test://watched-resource'));
+    return { content: [text('resource update announced')] };
   });
 
   // ----- multi-round-trip input_required (SEP-2322) ---------------------------

@@ -59,13 +59,14 @@ call is one new row here and one in RBAC.md.
 - apiGroups: [projectcalico.org]
   resources: [networkpolicies]
   verbs: [get, create, patch, delete]
-# Owned `<name>` Ingress / HTTPRoute of spec.expose; deleted when expose drops them.
+# Owned `<name>` Ingress / HTTPRoute of spec.expose (a gateway's watched, so one deleted or
+# edited by hand is put back at once); deleted when expose drops them.
 - apiGroups: [networking.k8s.io]
   resources: [ingresses]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [gateway.networking.k8s.io]
   resources: [httproutes]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 # Owned `<name>` when replicas > 1 (deleted when scaled back).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

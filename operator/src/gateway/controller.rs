@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! MCPGateway ─────────────────────────────────────────────▶ reconcile(gateway)
-//! owned Deployment/ConfigMap/Service/NetworkPolicy ─(owner ref)─▶ reconcile(owner)
+//! owned Deployment/ConfigMap/Service/NetworkPolicy/Ingress ─(owner ref)─▶ reconcile(owner)
+//! owned HTTPRoute, while the Gateway API is installed ─(owner ref)─▶ reconcile(owner)
 //! MCPServer (created, relabelled, status changed, deleted) ─(gateways_for_server)─▶ reconcile(each
 //!   gateway that selects it now or lists it in its status)
 //! ToolProfile ─(the gateways whose toolProfileRef names it)─▶ reconcile(each)
@@ -17,10 +18,11 @@ use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service},
-    networking::v1::NetworkPolicy,
+    networking::v1::{Ingress, NetworkPolicy},
 };
 use kube::{
-    runtime::{reflector::ObjectRef, watcher, Controller},
+    api::DynamicObject,
+    runtime::{controller, reflector::ObjectRef, watcher, Controller},
     Api, Client, ResourceExt,
 };
 use mcp_warden_crds::{MCPGateway, MCPServer, ToolProfile};
@@ -83,11 +85,22 @@ pub async fn run(
         watcher::Config::default(),
     );
     let (server_store, profile_store) = (controller.store(), controller.store());
+    let route = crate::build::exposure::http_route_api();
     controller
         .owns(Api::<Deployment>::all(client.clone()), owned())
         .owns(Api::<ConfigMap>::all(client.clone()), owned())
         .owns(Api::<Service>::all(client.clone()), owned())
         .owns(Api::<NetworkPolicy>::all(client.clone()), owned())
+        // A route deleted or edited by hand is put back at once, not at the
+        // next resync. Where the Gateway API is not installed the HTTPRoute
+        // watch fails and retries (backing off to 30 s), so the kind is
+        // watched as soon as it is installed.
+        .owns(Api::<Ingress>::all(client.clone()), owned())
+        .owns_with(
+            Api::<DynamicObject>::all_with(client.clone(), &route),
+            route,
+            owned(),
+        )
         .watches(
             Api::<MCPServer>::all(client.clone()),
             watcher::Config::default(),
@@ -122,13 +135,28 @@ pub async fn run(
                 Ok((obj, action)) => debug!(object = %obj, ?action, "gateway reconciled"),
                 // A gateway deleted while a reconcile of it was queued (a
                 // server's change woke it): nothing to do.
-                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                Err(controller::Error::ObjectNotFound(obj)) => {
                     debug!(object = %obj, "gateway gone before its reconcile")
+                }
+                // The HTTPRoute watch on a cluster without the Gateway API
+                // (Degraded=GatewayAPINotInstalled says so where it matters).
+                Err(controller::Error::QueueError(e)) if kind_not_served(&e) => {
+                    debug!(error = %e, "a watched kind is not served (yet)")
                 }
                 Err(e) => warn!(error = %e, "gateway reconcile error"),
             }
         })
         .await;
+}
+
+/// Whether a watch failed because the API server does not serve its kind.
+fn kind_not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 404,
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,11 @@
 //! Callers' subscriptions (`subscriptions/listen`) through the gateway: one
 //! caller's subscription is held at every backend, as that caller, under the
 //! facade's id; what each backend sends on it (its acknowledgement, its list
-//! changes) comes up as it came.
+//! changes) comes up as it came. The resources a caller subscribes to are
+//! the gateway's URIs (`{backend}+{uri}`): each backend is asked for its own
+//! URIs only, as it knows them, and its `notifications/resources/updated`
+//! comes up under the gateway's URI again ([`super::pump`]). The gateway
+//! acknowledges the subscription itself, once, not once per backend.
 //!
 //! Where it sits: part of the gateway link ([`super`]). A backend that goes
 //! away ends its part of every subscription, but the caller's subscription
@@ -18,10 +22,15 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+
 use super::assertion::Principal;
+use super::names::Names;
 use super::{http, State};
+use tokio::sync::mpsc::error::TrySendError;
+
 use crate::jsonrpc::{Message, RequestId};
-use crate::upstream::{Credential, UpstreamError};
+use crate::upstream::{Credential, LinkEvent, UpstreamError};
 
 /// The first pause before a backend's part is held again, and the longest.
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
@@ -72,12 +81,35 @@ pub(super) fn hold(
         }
     }
     state.listening.start(id.clone());
+    let params = msg
+        .to_value()
+        .get_mut("params")
+        .map(Value::take)
+        .unwrap_or_else(|| json!({}));
+    // The subscription is the gateway's: it acknowledges it once, first on
+    // the stream, with what it serves — every change type the caller asked
+    // for, and the resources a backend of it serves (each backend's own
+    // acknowledgement is dropped: [`super::pump`]).
+    let ack = acknowledgement(&state.gateway().names.lock().unwrap(), &id, &params);
+    let event = LinkEvent::Message {
+        bytes: ack,
+        related: Some(id.clone()),
+    };
+    if let Err(TrySendError::Full(event)) = state.up.try_send(event) {
+        let up = state.up.clone();
+        tokio::spawn(async move { up.send(event).await });
+    }
     for b in 0..state.links.len() {
+        let own = own_resources(&state.gateway().names.lock().unwrap(), b, &params);
+        let msg = match own {
+            Some(params) => super::with_params(&msg, &params).map_err(UpstreamError::Refused)?,
+            None => msg.clone(),
+        };
         let part = Part {
             state: Arc::downgrade(state),
             b,
             id: id.clone(),
-            msg: msg.clone(),
+            msg,
             who: who.clone(),
             credential: credential.clone(),
         };
@@ -91,6 +123,71 @@ fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// `params` of a listen with the resource subscriptions cut to backend
+/// `b`'s, as `b` knows them (`None`: the listen names no resources).
+fn own_resources(names: &Names, b: usize, params: &Value) -> Option<Value> {
+    let uris = params
+        .pointer("/notifications/resourceSubscriptions")?
+        .as_array()?;
+    let own: Vec<Value> = uris
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|u| names.route_uri(u))
+        .filter(|(to, _)| *to == b)
+        .map(|(_, own)| Value::String(own))
+        .collect();
+    let mut params = params.clone();
+    let filter = params.pointer_mut("/notifications")?.as_object_mut()?;
+    if own.is_empty() {
+        filter.remove("resourceSubscriptions");
+    } else {
+        filter.insert("resourceSubscriptions".into(), Value::Array(own));
+    }
+    Some(params)
+}
+
+/// The gateway's acknowledgement of subscription `id` with `params`: the
+/// change types asked for, and the resources that name one of its backends.
+fn acknowledgement(names: &Names, id: &RequestId, params: &Value) -> bytes::Bytes {
+    let asked = params.get("notifications");
+    let mut honored = serde_json::Map::new();
+    for key in [
+        "toolsListChanged",
+        "promptsListChanged",
+        "resourcesListChanged",
+    ] {
+        if asked.and_then(|a| a.get(key)).and_then(Value::as_bool) == Some(true) {
+            honored.insert(key.into(), Value::Bool(true));
+        }
+    }
+    let uris: Vec<Value> = asked
+        .and_then(|a| a.get("resourceSubscriptions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|u| u.as_str().is_some_and(|u| names.route_uri(u).is_some()))
+        .cloned()
+        .collect();
+    if !uris.is_empty() {
+        honored.insert("resourceSubscriptions".into(), Value::Array(uris));
+    }
+    let tag: Value = serde_json::from_str(id.as_json()).unwrap_or(Value::Null);
+    let params = json!({
+        "notifications": honored,
+        "_meta": { crate::era::meta::SUBSCRIPTION_ID: tag },
+    });
+    crate::jsonrpc::notification("notifications/subscriptions/acknowledged", &params)
+}
+
+/// Backend `b`'s `notifications/resources/updated` under the gateway's URI
+/// (`None`: it names no URI; the facade's filter drops it).
+pub(super) fn gateway_uri(names: &Names, b: usize, msg: &Message) -> Option<bytes::Bytes> {
+    let mut value = msg.to_value();
+    let uri = value.pointer("/params/uri")?.as_str()?;
+    value["params"]["uri"] = Value::String(names.exposed_uri(b, uri));
+    Some(bytes::Bytes::from(value.to_string()))
 }
 
 /// One backend's part of one subscription.

@@ -161,3 +161,67 @@ async fn a_part_whose_stream_is_live_is_not_opened_again_beside_it() {
         "one live stream per part"
     );
 }
+
+#[test]
+fn each_backend_is_asked_for_its_own_resources_as_it_knows_them() {
+    let names = Names::new(vec![
+        ("fx".into(), "fx__".into()),
+        ("ev".into(), "ev__".into()),
+    ]);
+    let params = json!({"notifications": {"toolsListChanged": true,
+        "resourceSubscriptions": ["fx+test://a", "ev+demo://b", "fx+test://c", "nobody+x://y"]},
+        "_meta": {"k": 1}});
+    assert_eq!(
+        own_resources(&names, 0, &params),
+        Some(json!({"notifications": {"toolsListChanged": true,
+            "resourceSubscriptions": ["test://a", "test://c"]}, "_meta": {"k": 1}}))
+    );
+    assert_eq!(
+        own_resources(&names, 1, &params).unwrap()["notifications"],
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["demo://b"]})
+    );
+    let none_here = json!({"notifications": {"resourceSubscriptions": ["ev+demo://b"]}});
+    assert_eq!(
+        own_resources(&names, 0, &none_here),
+        Some(json!({"notifications": {}}))
+    );
+    let no_resources = json!({"notifications": {"toolsListChanged": true}});
+    assert_eq!(own_resources(&names, 0, &no_resources), None);
+}
+
+#[test]
+fn the_gateway_acknowledges_what_was_asked_that_it_serves() {
+    let names = Names::new(vec![("fx".into(), "fx__".into())]);
+    let params = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false,
+        "resourceSubscriptions": ["fx+test://a", "nobody+x://y"]}});
+    let ack: Value =
+        serde_json::from_slice(&acknowledgement(&names, &RequestId::number(7), &params)).unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"],
+        json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["fx+test://a"]},
+            "_meta": {crate::era::meta::SUBSCRIPTION_ID: 7}})
+    );
+}
+
+#[test]
+fn a_backends_resource_update_comes_up_under_the_gateways_uri() {
+    let names = Names::new(vec![
+        ("fx".into(), "fx__".into()),
+        ("ev".into(), "ev__".into()),
+    ]);
+    let update = |params: Value| {
+        Message::parse(crate::jsonrpc::notification(
+            "notifications/resources/updated",
+            &params,
+        ))
+        .unwrap()
+    };
+    let msg = update(json!({"uri": "demo://b", "_meta": {"s": 7}}));
+    let renamed: Value = serde_json::from_slice(&gateway_uri(&names, 1, &msg).unwrap()).unwrap();
+    assert_eq!(
+        renamed["params"],
+        json!({"uri": "ev+demo://b", "_meta": {"s": 7}})
+    );
+    assert_eq!(gateway_uri(&names, 0, &update(json!({}))), None);
+}

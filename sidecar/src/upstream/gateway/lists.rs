@@ -1,7 +1,13 @@
 //! The gateway's lists: one list asked of every backend at once (as the
 //! caller), every page followed, names renamed and conflicts withheld
 //! ([`super::names`]), answered as one complete page.
+//!
+//! A backend's own list change is read here too ([`reread`]): before its
+//! callers hear of it, that backend's changed list is read again, so a name
+//! it newly serves is checked against the other backends' (withheld and
+//! reported when it collides) before anyone lists it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -133,6 +139,57 @@ pub(super) async fn list_resources(
     Ok(list_answer(id, "resources", merged))
 }
 
+/// Which list a backend's change notification is about (`None`: not a
+/// list change the gateway reads again here; a tool change is read again
+/// by the facade above, which checks pins and drift first).
+pub(super) fn changed_catalog(method: &str) -> Option<Catalog> {
+    match method {
+        "notifications/prompts/list_changed" => Some(Catalog::Prompts),
+        // Templates are the part of the resources the gateway names.
+        "notifications/resources/list_changed" => Some(Catalog::Templates),
+        _ => None,
+    }
+}
+
+/// Read backend `b`'s `catalog` again as the gateway itself (the listing a
+/// backend gives the gateway is of everything it could route to any
+/// caller) and remember its names; conflicts it brings are reported.
+pub(super) async fn reread(state: &Arc<State>, b: usize, catalog: Catalog) {
+    let (method, key) = match catalog {
+        Catalog::Tools => ("tools/list", "tools"),
+        Catalog::Prompts => ("prompts/list", "prompts"),
+        Catalog::Templates => ("resources/templates/list", "resourceTemplates"),
+    };
+    let gateway = state.gateway();
+    let itself = gateway
+        .signer
+        .as_ref()
+        .map(|s| Credential::on_behalf_of(s.itself()));
+    // An id no caller's request has (the facade's are numbers), one per
+    // read: two changes heard at once are two reads in flight.
+    static READS: AtomicU64 = AtomicU64::new(0);
+    let n = READS.fetch_add(1, Ordering::Relaxed);
+    let Some(id) = RequestId::from_raw(&format!("\"mcp-warden-gateway-reread-{b}-{n}\"")) else {
+        return;
+    };
+    let info = json!({ "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") });
+    let params = json!({ "_meta": Value::Object(crate::era::modern_meta(&json!({}), &info)) });
+    match all_pages(state, b, &id, method, &params, key, itself.as_ref()).await {
+        Ok((items, _)) => {
+            let listed: Vec<&str> = items
+                .iter()
+                .filter_map(|i| i.get("name").and_then(Value::as_str))
+                .collect();
+            gateway.names.lock().unwrap().observe(catalog, b, &listed);
+            gateway.report();
+        }
+        Err(e) => {
+            let name = &gateway.backends[b].name;
+            tracing::debug!(backend = %name, error = %e, "gateway: a backend's changed {method} could not be read again");
+        }
+    }
+}
+
 fn list_answer(id: &RequestId, key: &str, items: Vec<Value>) -> Bytes {
     let mut result = Map::new();
     result.insert(key.into(), Value::Array(items));
@@ -174,4 +231,34 @@ async fn fan_out(
         return Err(UpstreamError::Refused(failures.join("; ")));
     }
     Ok(lists)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_or_resource_change_is_read_again_here_a_tool_change_above() {
+        assert_eq!(
+            changed_catalog("notifications/prompts/list_changed"),
+            Some(Catalog::Prompts)
+        );
+        assert_eq!(
+            changed_catalog("notifications/resources/list_changed"),
+            Some(Catalog::Templates)
+        );
+        assert_eq!(changed_catalog("notifications/tools/list_changed"), None);
+        assert_eq!(changed_catalog("notifications/resources/updated"), None);
+        assert_eq!(changed_catalog("notifications/message"), None);
+    }
+
+    #[test]
+    fn the_gateway_offers_every_list_change() {
+        let id = RequestId::number(1);
+        let answer: Value = serde_json::from_slice(&super::super::discover(&id, false)).unwrap();
+        for list in ["tools", "prompts", "resources"] {
+            let offered = answer.pointer(&format!("/result/capabilities/{list}/listChanged"));
+            assert_eq!(offered, Some(&json!(true)), "{list}: {answer}");
+        }
+    }
 }

@@ -22,7 +22,10 @@
 //! ```
 //!
 //! A watcher ([`health`]) asks each backend every few seconds whether it
-//! answers and announces a list change when one goes or comes back.
+//! answers and announces a list change when one goes or comes back. A
+//! backend's own list changes (tools, prompts, resources) come up on the
+//! callers' subscriptions held there ([`listen`]); a prompt or resource
+//! change once the gateway has read that backend's list again ([`lists`]).
 //!
 //! Each request to a backend carries an assertion minted for that backend
 //! from the caller the facade authenticated ([`assertion`]), never the
@@ -39,7 +42,7 @@ mod tasks;
 mod unseen;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -210,6 +213,8 @@ pub struct State {
     waiters: Arc<Waiters>,
     /// The callers' subscriptions held at the backends, by the facade's id.
     listening: Arc<listen::Live>,
+    /// What goes up to the facade (the gateway's own acknowledgements).
+    up: mpsc::Sender<LinkEvent>,
 }
 
 impl State {
@@ -229,6 +234,7 @@ pub fn connect(
     let (up, events) = mpsc::channel(limits.queue_depth);
     let waiters: Arc<Waiters> = Arc::default();
     let listening: Arc<listen::Live> = Arc::default();
+    let link: Arc<OnceLock<Weak<State>>> = Arc::default();
     let mut links = Vec::new();
     let mut guards = Vec::new();
     for (b, backend) in gateway.backends.iter().enumerate() {
@@ -237,7 +243,14 @@ pub fn connect(
             ..LinkMode::default()
         };
         let (state, guard, rx) = http::connect(&backend.target, limits, mode)?;
-        tokio::spawn(pump(b, rx, up.clone(), waiters.clone(), listening.clone()));
+        let pumped = Pumped {
+            b,
+            up: up.clone(),
+            waiters: waiters.clone(),
+            listening: listening.clone(),
+            link: link.clone(),
+        };
+        tokio::spawn(pump(rx, pumped));
         links.push(state);
         guards.push(guard);
     }
@@ -246,25 +259,41 @@ pub fn connect(
         links,
         waiters,
         listening,
+        up: up.clone(),
     });
+    let _ = link.set(Arc::downgrade(&state));
     tokio::spawn(health::watch(Arc::downgrade(&state), up));
     Ok((state, Box::new(guards), events))
 }
 
-/// A backend's messages: answers the link waits for go to their waiter;
-/// anything else (progress of a call) goes up as it came. A subscription
-/// that one backend drops is not the caller's to lose: it is held again
-/// there ([`listen`]), and the facade hears nothing of the drop.
-async fn pump(
+/// What one backend's pump needs: where its messages go, and the link
+/// (set once it is built) for the lists it reads again.
+struct Pumped {
     b: usize,
-    mut rx: mpsc::Receiver<LinkEvent>,
     up: mpsc::Sender<LinkEvent>,
     waiters: Arc<Waiters>,
     listening: Arc<listen::Live>,
-) {
+    link: Arc<OnceLock<Weak<State>>>,
+}
+
+/// A backend's messages: answers the link waits for go to their waiter;
+/// anything else (progress of a call, a list change) goes up as it came —
+/// a prompt or resource list change once that backend's list is read again
+/// ([`lists::reread`]), a resource update under the gateway's URI
+/// ([`listen::gateway_uri`]). A subscription that one backend drops is not the
+/// caller's to lose: it is held again there ([`listen`]), and the facade
+/// hears nothing of the drop.
+async fn pump(mut rx: mpsc::Receiver<LinkEvent>, p: Pumped) {
+    let Pumped {
+        b,
+        up,
+        waiters,
+        listening,
+        link,
+    } = p;
     while let Some(event) = rx.recv().await {
         match event {
-            LinkEvent::Message { bytes, related } => {
+            LinkEvent::Message { mut bytes, related } => {
                 if let Ok(m) = Message::parse(bytes.clone()) {
                     if let (Kind::Response, Some(id)) = (m.kind, &m.id) {
                         let waiter = waiters.lock().unwrap().remove(&(b, id.clone()));
@@ -277,6 +306,34 @@ async fn pump(
                         if listening.holds(id) {
                             continue;
                         }
+                    }
+                    let notification = m.kind == Kind::Notification;
+                    // The gateway acknowledges each subscription itself, once
+                    // ([`listen::hold`]); each backend's would be one more.
+                    if notification && m.method() == "notifications/subscriptions/acknowledged" {
+                        continue;
+                    }
+                    if notification && m.method() == "notifications/resources/updated" {
+                        let state = link.get().and_then(Weak::upgrade);
+                        let names = state.as_ref().map(|s| s.gateway().names.lock().unwrap());
+                        if let Some(renamed) = names.and_then(|n| listen::gateway_uri(&n, b, &m)) {
+                            bytes = renamed;
+                        }
+                    }
+                    let catalog = match notification {
+                        true => lists::changed_catalog(m.method()),
+                        false => None,
+                    };
+                    let state = catalog.and_then(|_| link.get()?.upgrade());
+                    if let (Some(catalog), Some(state)) = (catalog, state) {
+                        // Read off this pump: the list's answers come through it.
+                        let up = up.clone();
+                        tokio::spawn(async move {
+                            lists::reread(&state, b, catalog).await;
+                            drop(state);
+                            let _ = up.send(LinkEvent::Message { bytes, related }).await;
+                        });
+                        continue;
                     }
                 }
                 if up
@@ -386,7 +443,12 @@ fn built(answer: Bytes) -> Result<Message, UpstreamError> {
 fn discover(id: &RequestId, tasks: bool) -> Bytes {
     let mut result = json!({
         "supportedVersions": crate::era::MODERN_VERSIONS,
-        "capabilities": { "tools": { "listChanged": true }, "prompts": {}, "resources": {}, "completions": {} },
+        "capabilities": {
+            "tools": { "listChanged": true },
+            "prompts": { "listChanged": true },
+            "resources": { "listChanged": true, "subscribe": true },
+            "completions": {},
+        },
         "serverInfo": { "name": "mcp-warden-gateway", "version": env!("CARGO_PKG_VERSION") },
     });
     if tasks {
