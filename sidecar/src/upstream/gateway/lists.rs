@@ -5,10 +5,14 @@
 //! A backend's own list change is read here too ([`reread`]): before its
 //! callers hear of it, that backend's changed list is read again, so a name
 //! it newly serves is checked against the other backends' (withheld and
-//! reported when it collides) before anyone lists it.
+//! reported when it collides) before anyone lists it. A backend sends its
+//! change once per caller's subscription held there, so the change heard
+//! a hundred times at once is read once ([`Rereads`]).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -151,10 +155,32 @@ pub(super) fn changed_catalog(method: &str) -> Option<Catalog> {
     }
 }
 
+/// When each backend's list was last read again, by catalog; one read at a
+/// time of each.
+#[derive(Default)]
+pub(super) struct Rereads(
+    Mutex<HashMap<(usize, Catalog), Arc<tokio::sync::Mutex<Option<Instant>>>>>,
+);
+
 /// Read backend `b`'s `catalog` again as the gateway itself (the listing a
 /// backend gives the gateway is of everything it could route to any
-/// caller) and remember its names; conflicts it brings are reported.
-pub(super) async fn reread(state: &Arc<State>, b: usize, catalog: Catalog) {
+/// caller) and remember its names; conflicts it brings are reported. A
+/// change `heard` before a read that has since finished began is already
+/// read: it waits for that read, and reads nothing itself.
+pub(super) async fn reread(state: &Arc<State>, b: usize, catalog: Catalog, heard: Instant) {
+    let turn = state
+        .rereads
+        .0
+        .lock()
+        .unwrap()
+        .entry((b, catalog))
+        .or_default()
+        .clone();
+    let mut last = turn.lock().await;
+    if last.is_some_and(|began| began >= heard) {
+        return;
+    }
+    *last = Some(Instant::now());
     let (method, key) = match catalog {
         Catalog::Tools => ("tools/list", "tools"),
         Catalog::Prompts => ("prompts/list", "prompts"),
@@ -166,7 +192,7 @@ pub(super) async fn reread(state: &Arc<State>, b: usize, catalog: Catalog) {
         .as_ref()
         .map(|s| Credential::on_behalf_of(s.itself()));
     // An id no caller's request has (the facade's are numbers), one per
-    // read: two changes heard at once are two reads in flight.
+    // read: reads of two lists may be in flight at once.
     static READS: AtomicU64 = AtomicU64::new(0);
     let n = READS.fetch_add(1, Ordering::Relaxed);
     let Some(id) = RequestId::from_raw(&format!("\"mcp-warden-gateway-reread-{b}-{n}\"")) else {
@@ -236,6 +262,91 @@ async fn fan_out(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::gateway::GatewayTarget;
+    use crate::upstream::{HttpTarget, LinkLimits};
+    use std::sync::atomic::AtomicUsize;
+
+    /// A backend answering `prompts/list` with no prompts, counting the
+    /// lists it is asked for; anything else is refused.
+    async fn backend_counting_lists() -> (u16, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let lists = Arc::new(AtomicUsize::new(0));
+        let counted = lists.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let mut read = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    let body = loop {
+                        let Ok(n) = conn.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        read.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&read).to_string();
+                        let Some(end) = text.find("\r\n\r\n") else {
+                            continue;
+                        };
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if read.len() >= end + 4 + len {
+                            break text[end + 4..].to_string();
+                        }
+                    };
+                    let asked: Value = serde_json::from_str(&body).unwrap_or_default();
+                    let reply = if asked["method"] == "prompts/list" {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        // Slow enough that the changes heard meanwhile queue.
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                        let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+                            "result": {"prompts": [], "resultType": "complete"}})
+                        .to_string();
+                        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}", answer.len())
+                    } else {
+                        "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
+                    };
+                    let _ = conn.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        (port, lists)
+    }
+
+    #[tokio::test]
+    async fn a_change_heard_once_per_subscriber_is_read_once() {
+        let (port, lists) = backend_counting_lists().await;
+        let config = crate::net::ClientConfig {
+            allow: vec!["127.0.0.0/8".parse().unwrap()],
+            ..Default::default()
+        };
+        let target = HttpTarget {
+            uri: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
+            client: crate::net::Client::new(&config).unwrap(),
+        };
+        let backends = vec![("fx".to_string(), "fx__".to_string(), target)];
+        let gateway = Arc::new(GatewayTarget::new(backends, None).unwrap());
+        let (state, _guards, _events) =
+            crate::upstream::gateway::connect(&gateway, &LinkLimits::default()).unwrap();
+        // One change, sent on each of twenty callers' subscriptions.
+        let heard = Instant::now();
+        let reads = (0..20).map(|_| reread(&state, 0, Catalog::Prompts, heard));
+        futures::future::join_all(reads).await;
+        assert_eq!(lists.load(Ordering::SeqCst), 1);
+        // A change heard after that read began is read again.
+        reread(&state, 0, Catalog::Prompts, Instant::now()).await;
+        assert_eq!(lists.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn a_prompt_or_resource_change_is_read_again_here_a_tool_change_above() {

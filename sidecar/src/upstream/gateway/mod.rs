@@ -215,6 +215,8 @@ pub struct State {
     listening: Arc<listen::Live>,
     /// What goes up to the facade (the gateway's own acknowledgements).
     up: mpsc::Sender<LinkEvent>,
+    /// When each backend's changed lists were last read again.
+    rereads: lists::Rereads,
 }
 
 impl State {
@@ -260,6 +262,7 @@ pub fn connect(
         waiters,
         listening,
         up: up.clone(),
+        rereads: lists::Rereads::default(),
     });
     let _ = link.set(Arc::downgrade(&state));
     tokio::spawn(health::watch(Arc::downgrade(&state), up));
@@ -327,9 +330,9 @@ async fn pump(mut rx: mpsc::Receiver<LinkEvent>, p: Pumped) {
                     let state = catalog.and_then(|_| link.get()?.upgrade());
                     if let (Some(catalog), Some(state)) = (catalog, state) {
                         // Read off this pump: the list's answers come through it.
-                        let up = up.clone();
+                        let (up, heard) = (up.clone(), std::time::Instant::now());
                         tokio::spawn(async move {
-                            lists::reread(&state, b, catalog).await;
+                            lists::reread(&state, b, catalog, heard).await;
                             drop(state);
                             let _ = up.send(LinkEvent::Message { bytes, related }).await;
                         });
