@@ -155,12 +155,12 @@ pub(super) fn changed_catalog(method: &str) -> Option<Catalog> {
     }
 }
 
-/// When each backend's list was last read again, by catalog; one read at a
-/// time of each.
+/// When one backend's list was last read again; held while it is read.
+type Turn = Arc<tokio::sync::Mutex<Option<Instant>>>;
+
+/// Each backend's [`Turn`], by catalog: one read at a time of each.
 #[derive(Default)]
-pub(super) struct Rereads(
-    Mutex<HashMap<(usize, Catalog), Arc<tokio::sync::Mutex<Option<Instant>>>>>,
-);
+pub(super) struct Rereads(Mutex<HashMap<(usize, Catalog), Turn>>);
 
 /// Read backend `b`'s `catalog` again as the gateway itself (the listing a
 /// backend gives the gateway is of everything it could route to any
