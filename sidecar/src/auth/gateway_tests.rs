@@ -50,7 +50,7 @@ fn alice(issuer: &str) -> Principal {
 }
 
 fn token(signer: &Signer, who: &Principal, audience: &str) -> String {
-    let credential = signer.mint(who, audience).unwrap();
+    let credential = signer.mint(who, audience, None).unwrap();
     let (_, value) = credential.header().unwrap();
     value
         .to_str()

@@ -121,6 +121,12 @@ impl Credential {
         self
     }
 
+    /// When the caller's own credential expires (seconds since the epoch),
+    /// if it does.
+    pub fn caller_expires_at(&self) -> Option<u64> {
+        self.caller_expires_at
+    }
+
     /// Whether the caller's own credential has expired at `now` (seconds
     /// since the epoch).
     pub fn caller_expired(&self, now: u64) -> bool {

@@ -81,11 +81,20 @@ struct Minted {
 const MAX_MINTED: usize = 4096;
 
 impl Minted {
-    /// `who`'s assertion for `audience`, if it is still good for more than
-    /// `spare` seconds after `now`.
-    fn get(&self, who: &Principal, audience: &str, now: u64, spare: u64) -> Option<Credential> {
+    /// `who`'s assertion for `audience`, if it expires no later than
+    /// `until` (the caller's own credential) and is still good for more
+    /// than `spare` seconds after `now`, or as long as a new one would be.
+    fn get(
+        &self,
+        who: &Principal,
+        audience: &str,
+        now: u64,
+        spare: u64,
+        until: u64,
+    ) -> Option<Credential> {
         let (credential, exp) = self.by_backend.get(audience)?.get(who)?;
-        (exp.saturating_sub(now) > spare).then(|| credential.clone())
+        let good = *exp <= until && (exp.saturating_sub(now) > spare || *exp == until);
+        good.then(|| credential.clone())
     }
 
     fn put(&mut self, who: &Principal, audience: &str, credential: Credential, exp: u64, now: u64) {
@@ -169,9 +178,17 @@ impl Signer {
 
     /// An assertion of `who` for backend `audience`, as a bearer credential:
     /// the one signed before while a quarter of its lifetime is left, else
-    /// a new one. A caller whose issuer is spelled like the gateway's is
-    /// refused: only [`Signer::itself`] speaks under the gateway's issuer.
-    pub fn mint(&self, who: &Principal, audience: &str) -> Result<Credential, String> {
+    /// a new one. It never outlives the caller's own credential (`until`,
+    /// seconds since the epoch; `None`: one that does not expire), so a
+    /// backend holds nothing for the caller past it. A caller whose issuer
+    /// is spelled like the gateway's is refused: only [`Signer::itself`]
+    /// speaks under the gateway's issuer.
+    pub fn mint(
+        &self,
+        who: &Principal,
+        audience: &str,
+        until: Option<u64>,
+    ) -> Result<Credential, String> {
         if who.issuer == self.issuer && *who != self.itself() {
             return Err(format!(
                 "a caller of issuer {:?} (the gateway's own) cannot be vouched for",
@@ -181,12 +198,21 @@ impl Signer {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let until = until.unwrap_or(u64::MAX);
+        if until <= now {
+            return Err("the caller's credential has expired".into());
+        }
         let lifetime = self.lifetime.as_secs().max(1);
         let spare = lifetime / 4;
-        if let Some(c) = self.minted.lock().unwrap().get(who, audience, now, spare) {
+        let cached = self
+            .minted
+            .lock()
+            .unwrap()
+            .get(who, audience, now, spare, until);
+        if let Some(c) = cached {
             return Ok(c);
         }
-        let (credential, exp) = self.sign(who, audience, now, lifetime)?;
+        let (credential, exp) = self.sign(who, audience, now, lifetime.min(until - now))?;
         self.minted
             .lock()
             .unwrap()
@@ -252,17 +278,20 @@ mod tests {
     fn an_assertion_is_reused_for_its_caller_and_backend_only() {
         let s = signer();
         let alice = who("alice", &["devs"]);
-        let first = text(&s.mint(&alice, "git").unwrap());
-        assert_eq!(text(&s.mint(&alice, "git").unwrap()), first);
+        let first = text(&s.mint(&alice, "git", None).unwrap());
+        assert_eq!(text(&s.mint(&alice, "git", None).unwrap()), first);
         // Another backend, another caller, the same caller with other
         // groups: each its own assertion.
-        assert_ne!(text(&s.mint(&alice, "everything").unwrap()), first);
-        assert_ne!(text(&s.mint(&who("bob", &["devs"]), "git").unwrap()), first);
+        assert_ne!(text(&s.mint(&alice, "everything", None).unwrap()), first);
         assert_ne!(
-            text(&s.mint(&who("alice", &["ops"]), "git").unwrap()),
+            text(&s.mint(&who("bob", &["devs"]), "git", None).unwrap()),
             first
         );
-        assert_eq!(text(&s.mint(&alice, "git").unwrap()), first);
+        assert_ne!(
+            text(&s.mint(&who("alice", &["ops"]), "git", None).unwrap()),
+            first
+        );
+        assert_eq!(text(&s.mint(&alice, "git", None).unwrap()), first);
     }
 
     #[test]
@@ -274,13 +303,15 @@ mod tests {
             ("gw", "mcpwarden.dev/gateway:gw")
         );
         assert!(me.groups.is_empty());
-        assert!(s.mint(&me, "git").is_ok());
+        assert!(s.mint(&me, "git", None).is_ok());
         // A caller some issuer named like the gateway: never vouched for,
         // not even under the gateway's own subject with groups.
-        assert!(s.mint(&who("alice", &[]).with_issuer("gw"), "git").is_err());
+        assert!(s
+            .mint(&who("alice", &[]).with_issuer("gw"), "git", None)
+            .is_err());
         let mut lookalike = me.clone();
         lookalike.groups.push("admins".into());
-        assert!(s.mint(&lookalike, "git").is_err());
+        assert!(s.mint(&lookalike, "git", None).is_err());
     }
 
     impl Principal {
@@ -297,11 +328,49 @@ mod tests {
         let c = Credential::bearer("t").unwrap();
         m.put(&alice, "git", c, 1_000, 900);
         // 30 s of spare wanted: good until 970, not after.
-        assert!(m.get(&alice, "git", 969, 30).is_some());
-        assert!(m.get(&alice, "git", 970, 30).is_none());
-        assert!(m.get(&alice, "git", 1_000, 0).is_none());
-        assert!(m.get(&alice, "git", 2_000, 0).is_none());
-        assert!(m.get(&alice, "other", 900, 30).is_none());
+        assert!(m.get(&alice, "git", 969, 30, u64::MAX).is_some());
+        assert!(m.get(&alice, "git", 970, 30, u64::MAX).is_none());
+        assert!(m.get(&alice, "git", 1_000, 0, u64::MAX).is_none());
+        assert!(m.get(&alice, "git", 2_000, 0, u64::MAX).is_none());
+        assert!(m.get(&alice, "other", 900, 30, u64::MAX).is_none());
+    }
+
+    /// The `exp` an assertion carries.
+    fn exp_of(c: &Credential) -> u64 {
+        use base64::Engine as _;
+        let token = text(c).strip_prefix("Bearer ").unwrap().to_string();
+        let payload = token.split('.').nth(1).unwrap();
+        let claims: serde_json::Value = serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload)
+                .unwrap(),
+        )
+        .unwrap();
+        claims["exp"].as_u64().unwrap()
+    }
+
+    #[test]
+    fn an_assertion_never_outlives_its_callers_credential() {
+        let s = signer();
+        let alice = who("alice", &[]);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        // A caller whose token has 10 s left: the assertion ends with it,
+        // not 120 s on, and is handed out again until then.
+        let short = s.mint(&alice, "git", Some(now + 10)).unwrap();
+        assert_eq!(exp_of(&short), now + 10);
+        let again = s.mint(&alice, "git", Some(now + 10)).unwrap();
+        assert_eq!(text(&again), text(&short));
+        // The same caller with a longer-lived token gets a longer one; a
+        // shorter-lived token never gets the longer one back.
+        let long = s.mint(&alice, "git", None).unwrap();
+        assert!(exp_of(&long) >= now + 120);
+        let shorter = s.mint(&alice, "git", Some(now + 5)).unwrap();
+        assert_eq!(exp_of(&shorter), now + 5);
+        // An expired caller gets nothing.
+        assert!(s.mint(&alice, "git", Some(now)).is_err());
     }
 
     #[test]
@@ -315,7 +384,13 @@ mod tests {
         let held: usize = m.by_backend.values().map(HashMap::len).sum();
         assert_eq!(held, m.len);
         assert!(m
-            .get(&who(&format!("u{}", MAX_MINTED + 9), &[]), "git", 900, 30)
+            .get(
+                &who(&format!("u{}", MAX_MINTED + 9), &[]),
+                "git",
+                900,
+                30,
+                u64::MAX
+            )
             .is_some());
         // Expired entries go first when it fills.
         let mut m = Minted::default();

@@ -74,9 +74,10 @@ pub(super) fn hold(
     // A caller the gateway may not vouch for is refused at once, not at
     // every backend in turn.
     if let (Some(who), Some(signer)) = (&who, &state.gateway().signer) {
+        let until = credential.as_ref().and_then(Credential::caller_expires_at);
         for backend in &state.gateway().backends {
             signer
-                .mint(who, &backend.name)
+                .mint(who, &backend.name, until)
                 .map_err(UpstreamError::Refused)?;
         }
     }
@@ -254,7 +255,13 @@ impl Part {
         let gateway = state.gateway();
         let name = gateway.backends[self.b].name.clone();
         let minted = match (&self.who, &gateway.signer) {
-            (Some(who), Some(signer)) => Some(signer.mint(who, &name).ok()?),
+            (Some(who), Some(signer)) => {
+                let until = self
+                    .credential
+                    .as_ref()
+                    .and_then(Credential::caller_expires_at);
+                Some(signer.mint(who, &name, until).ok()?)
+            }
             _ => None,
         };
         Some((state.links[self.b].clone(), minted, name))

@@ -471,7 +471,10 @@ pub(super) async fn ask(
     // alone; a caller the facade could not name (anonymous) sends none.
     let gateway = state.gateway();
     let minted = match (credential.and_then(Credential::principal), &gateway.signer) {
-        (Some(who), Some(signer)) => Some(signer.mint(who, &gateway.backends[b].name)?),
+        (Some(who), Some(signer)) => {
+            let until = credential.and_then(Credential::caller_expires_at);
+            Some(signer.mint(who, &gateway.backends[b].name, until)?)
+        }
         (Some(_), None) | (None, _) => None,
     };
     let id = msg.id.clone().expect("requests have ids");
