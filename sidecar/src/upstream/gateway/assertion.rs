@@ -10,6 +10,7 @@
 //! iss  the gateway (--gateway-issuer)        aud  the backend's name
 //! sub  the caller's subject                  caller_iss  the caller's issuer
 //! groups  the caller's groups                iat/nbf/exp  now, now, now + lifetime
+//!                                              (exp: never past the caller's own)
 //! jti  random
 //! ```
 //!
