@@ -394,6 +394,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// How long a stopping leader waits for its reconciles in flight before it
+/// releases the Lease.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
 /// The controller process: admin endpoints, leader election, the controller,
 /// graceful shutdown on SIGTERM/SIGINT.
 async fn run(args: RunArgs) -> Result<(), String> {
@@ -466,13 +470,30 @@ async fn run_traced(args: RunArgs) -> Result<(), String> {
     let lost = async move {
         let _ = lost_rx.await;
     };
-    let stop = async move {
+    let stop = futures::FutureExt::shared(async move {
         tokio::select! {
             _ = shutdown_signal() => tracing::info!("shutting down"),
             _ = lost => tracing::warn!("lost leadership; stopping"),
         }
+    });
+    // Reconciles in flight get a short grace, then are dropped: the Lease is
+    // released in time for a standby to take over within the documented
+    // 5 s, and whatever a dropped reconcile had not applied the next leader
+    // applies (every step is an idempotent apply).
+    let grace = {
+        let stop = stop.clone();
+        async move {
+            stop.await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        }
     };
-    reconcile::controller::run(client, ctx, stop).await;
+    tokio::select! {
+        _ = reconcile::controller::run(client, ctx, stop) => {}
+        _ = grace => tracing::info!(
+            "reconciles still running {}s after the stop; releasing the Lease without them",
+            SHUTDOWN_GRACE.as_secs()
+        ),
+    }
     let lost_leadership = keeper.is_finished();
     keeper.abort();
     leader::release(&leases, &lease_cfg).await;

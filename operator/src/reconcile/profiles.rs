@@ -187,14 +187,20 @@ pub async fn reconcile_profile<K: Profile>(
         "kind": K::kind(&()),
         "status": desired,
     });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(err)?;
-    Ok(again)
+    match api
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(again),
+        // Deleted since the reconcile read it: no status to write, nothing
+        // to retry (its deletion is an event of its own).
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Action::await_change()),
+        Err(e) => Err(err(e)),
+    }
 }
 
 /// After a failed status write: retry in 10 s.
