@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::upstream::gateway::assertion::Signer;
+use crate::upstream::gateway::test_backend;
 use crate::upstream::gateway::GatewayTarget;
 use crate::upstream::{HttpTarget, LinkLimits};
 
@@ -88,67 +89,31 @@ async fn no_assertion_is_minted_for_a_caller_whose_credential_expired() {
 /// open, counting the listens it is sent; anything else is refused.
 async fn backend_holding_streams() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    use tokio::io::AsyncWriteExt;
     let listens = Arc::new(AtomicUsize::new(0));
     let counted = listens.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let counted = counted.clone();
-            tokio::spawn(async move {
-                let mut read = Vec::new();
-                let mut buf = [0u8; 4096];
-                // The whole request: its head, then as many bytes as it says.
-                let body_len = loop {
-                    let Ok(n) = conn.read(&mut buf).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    read.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&read).to_ascii_lowercase();
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let len = text[..end]
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-                        if read.len() >= end + 4 + len {
-                            break len;
-                        }
-                    }
-                };
-                let body = String::from_utf8_lossy(&read[read.len() - body_len..]).to_string();
-                if body.contains("subscriptions/listen") {
-                    counted.fetch_add(1, Ordering::SeqCst);
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
-                    let _ = conn.write_all(head.as_bytes()).await;
-                    // Held open, as a live subscription is.
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                } else {
-                    let refused = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-                    let _ = conn.write_all(refused.as_bytes()).await;
-                }
-            });
+    let port = test_backend::serve(move |body, mut conn| {
+        let counted = counted.clone();
+        async move {
+            if body["method"] == "subscriptions/listen" {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+                let _ = conn.write_all(head.as_bytes()).await;
+                // Held open, as a live subscription is.
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            } else {
+                let _ = conn.write_all(test_backend::REFUSED.as_bytes()).await;
+            }
         }
-    });
+    })
+    .await;
     (port, listens)
 }
 
 #[tokio::test]
 async fn a_part_whose_stream_is_live_is_not_opened_again_beside_it() {
     let (port, listens) = backend_holding_streams().await;
-    let config = crate::net::ClientConfig {
-        allow: vec!["127.0.0.0/8".parse().unwrap()],
-        ..Default::default()
-    };
-    let target = HttpTarget {
-        uri: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
-        client: crate::net::Client::new(&config).unwrap(),
-    };
-    let backends = vec![("everything".to_string(), "everything".to_string(), target)];
-    let gateway = Arc::new(GatewayTarget::new(backends, None).unwrap());
+    let gateway = test_backend::gateway_at(port, "everything", "everything");
     let (state, _guards, _events) =
         crate::upstream::gateway::connect(&gateway, &LinkLimits::default()).unwrap();
     hold(&state, listen_request(3), None).unwrap();

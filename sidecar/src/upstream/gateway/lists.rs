@@ -262,80 +262,41 @@ async fn fan_out(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::gateway::GatewayTarget;
-    use crate::upstream::{HttpTarget, LinkLimits};
+    use crate::upstream::gateway::test_backend;
+    use crate::upstream::LinkLimits;
     use std::sync::atomic::AtomicUsize;
 
     /// A backend answering `prompts/list` with no prompts, counting the
     /// lists it is asked for; anything else is refused.
     async fn backend_counting_lists() -> (u16, Arc<AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        use tokio::io::AsyncWriteExt;
         let lists = Arc::new(AtomicUsize::new(0));
         let counted = lists.clone();
-        tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let counted = counted.clone();
-                tokio::spawn(async move {
-                    let mut read = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    let body = loop {
-                        let Ok(n) = conn.read(&mut buf).await else {
-                            return;
-                        };
-                        if n == 0 {
-                            return;
-                        }
-                        read.extend_from_slice(&buf[..n]);
-                        let text = String::from_utf8_lossy(&read).to_string();
-                        let Some(end) = text.find("\r\n\r\n") else {
-                            continue;
-                        };
-                        let len = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse::<usize>().unwrap())
-                            })
-                            .unwrap_or(0);
-                        if read.len() >= end + 4 + len {
-                            break text[end + 4..].to_string();
-                        }
-                    };
-                    let asked: Value = serde_json::from_str(&body).unwrap_or_default();
-                    let reply = if asked["method"] == "prompts/list" {
-                        counted.fetch_add(1, Ordering::SeqCst);
-                        // Slow enough that the changes heard meanwhile queue.
-                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                        let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
-                            "result": {"prompts": [], "resultType": "complete"}})
-                        .to_string();
-                        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}", answer.len())
-                    } else {
-                        "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
-                    };
-                    let _ = conn.write_all(reply.as_bytes()).await;
-                });
+        let port = test_backend::serve(move |asked, mut conn| {
+            let counted = counted.clone();
+            async move {
+                let reply = if asked["method"] == "prompts/list" {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    // Slow enough that the changes heard meanwhile queue.
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+                        "result": {"prompts": [], "resultType": "complete"}})
+                    .to_string();
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}", answer.len())
+                } else {
+                    test_backend::REFUSED.to_string()
+                };
+                let _ = conn.write_all(reply.as_bytes()).await;
             }
-        });
+        })
+        .await;
         (port, lists)
     }
 
     #[tokio::test]
     async fn a_change_heard_once_per_subscriber_is_read_once() {
         let (port, lists) = backend_counting_lists().await;
-        let config = crate::net::ClientConfig {
-            allow: vec!["127.0.0.0/8".parse().unwrap()],
-            ..Default::default()
-        };
-        let target = HttpTarget {
-            uri: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
-            client: crate::net::Client::new(&config).unwrap(),
-        };
-        let backends = vec![("fx".to_string(), "fx__".to_string(), target)];
-        let gateway = Arc::new(GatewayTarget::new(backends, None).unwrap());
+        let gateway = test_backend::gateway_at(port, "fx", "fx__");
         let (state, _guards, _events) =
             crate::upstream::gateway::connect(&gateway, &LinkLimits::default()).unwrap();
         // One change, sent on each of twenty callers' subscriptions.

@@ -39,6 +39,8 @@ mod listen;
 mod lists;
 pub mod names;
 mod tasks;
+#[cfg(test)]
+mod test_backend;
 mod unseen;
 
 use std::collections::HashMap;
