@@ -214,10 +214,13 @@ def test_the_gateways_expose_routes_follow_its_spec(cluster, gateway):
 def test_the_gateways_ingress_is_put_back_at_once(cluster, gateway):
     """The gateway controller watches the Ingress it owns (the example's,
     for `expose.ingress`): one deleted, or edited by hand, is put back within
-    seconds — not at the next look the gateway would take anyway (every 10 s
-    while its pods are not ready, as here; every 10 minutes once they are).
-    Three deletions in a row, each back within 3 s, could not all land on
-    that look by chance; nor could three hand edits."""
+    seconds — not at the next look the gateway would take anyway (10 s after
+    its last reconcile while its pods are not ready, as here; 10 minutes once
+    they are). Without the watch, a fix after the first would wait a whole
+    10 s: the test acts again the moment the last fix is seen, which is just
+    after that look. So six fixes in a row, each within 7 s (room for a
+    loaded machine, where one reconcile's dozen API calls take seconds),
+    could not come from that look."""
     host = "tools.team-a.example.com"
     ingress = wait_for("the gateway's Ingress", lambda: cluster.get("ingress", NAME, NS), timeout=60)
     for _ in range(3):
@@ -229,10 +232,10 @@ def test_the_gateways_ingress_is_put_back_at_once(cluster, gateway):
             i = cluster.get("ingress", NAME, NS)
             return i if i and i["metadata"]["uid"] != gone else None
 
-        ingress = wait_for("the Ingress back", back, timeout=3)
+        ingress = wait_for("the Ingress back", back, timeout=7)
     for _ in range(3):
         out = cluster.kubectl("patch", "ingress", NAME, "-n", NS, "--type=json", "-p", json.dumps(
             [{"op": "replace", "path": "/spec/rules/0/host", "value": "elsewhere.example.com"}]))
         assert out.code == 0, out.stderr
         wait_for("the hand edit undone", lambda: (cluster.get("ingress", NAME, NS) or {}).get(
-            "spec", {}).get("rules", [{}])[0].get("host") == host, timeout=3)
+            "spec", {}).get("rules", [{}])[0].get("host") == host, timeout=7)
