@@ -132,7 +132,7 @@ def test_a_legacy_get_stream_closes_when_its_token_expires_and_opens_again_with_
             # 409 only while the facade has not yet let go of the closed one.
             assert again.status_code in (200, 409), again.status_code
             return again.status_code == 200
-    wait_for(reopened, timeout=3, what="the GET stream to open again with the fresh token")
+    wait_for(reopened, timeout=10, what="the GET stream to open again with the fresh token")
     assert metric(fa.admin_url, "mcpwarden_streams_ended_total",
                   stream="get", reason="credential_expired") == 1
     [line] = ended_lines(fa.audit)
