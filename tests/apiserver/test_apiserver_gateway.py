@@ -3,12 +3,14 @@ chart's RBAC and the webhook in the path: the gateway example in front of
 three of the examples' servers gets its objects and its signing key, its
 public key reaches exactly the servers it selects (and follows a label that
 comes and goes), status lists each backend, and the webhook refuses a
-gateway whose names would collide.
+gateway whose names would collide. A gateway waiting for the Gateway API
+gets its HTTPRoute soon after the kind is installed.
 """
 from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 import yaml
@@ -239,3 +241,98 @@ def test_the_gateways_ingress_is_put_back_at_once(cluster, gateway):
         assert out.code == 0, out.stderr
         wait_for("the hand edit undone", lambda: (cluster.get("ingress", NAME, NS) or {}).get(
             "spec", {}).get("rules", [{}])[0].get("host") == host, timeout=7)
+
+
+# The Gateway API's HTTPRoute kind, as a CRD that keeps any field: what the
+# operator discovers and writes (no Gateway controller runs here).
+GATEWAY_API_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    # A *.k8s.io group needs this annotation, as the Gateway API's own CRDs carry it.
+    "metadata": {"name": "httproutes.gateway.networking.k8s.io",
+                 "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/2466"}},
+    "spec": {
+        "group": "gateway.networking.k8s.io", "scope": "Namespaced",
+        "names": {"kind": "HTTPRoute", "plural": "httproutes", "singular": "httproute"},
+        "versions": [{"name": "v1", "served": True, "storage": True,
+                      "schema": {"openAPIV3Schema": {"type": "object",
+                                                     "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}
+
+
+def make_pods_ready(cluster, ns: str, deployment: str) -> None:
+    """Play the kubelet: every pod of the Deployment Running and Ready."""
+    live = cluster.get("deployment", deployment, ns)
+    selector = ",".join(f"{k}={v}" for k, v in live["spec"]["selector"]["matchLabels"].items())
+    pods = wait_for(f"{deployment}'s pods", lambda: cluster.list("pods", ns, selector=selector), timeout=60)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for i, pod in enumerate(pods):
+        ip = f"10.78.0.{i + 1}"
+        status = {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]}}
+        cluster.kubectl("patch", "pod", pod["metadata"]["name"], "-n", ns, "--subresource=status",
+                        "--type=merge", "-p", json.dumps(status))
+
+
+def test_a_gateway_api_installed_later_is_picked_up_at_once(cluster, controller, examples_applied):
+    """A gateway with `expose.httpRoute` on a cluster without the Gateway API
+    says `GatewayAPINotInstalled`; once the HTTPRoute kind is installed its
+    route appears and the condition clears within 20 s, without anything
+    touching the gateway. Its pods are made Ready first, so the gateway's only
+    look of its own is its resync, ten minutes away (while its pods are not
+    Ready it looks every 10 s, which would pick the kind up by itself); its
+    backend is unchanged and the HTTPRoute watch sees no route of ours, so
+    nothing but the operator noticing the new kind (discovery every 10 s)
+    reconciles it in that time."""
+    ns = "team-gwapi"
+    cluster.namespace(ns)
+    cluster.apply([
+        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "ToolProfile", "metadata": {"name": "t", "namespace": ns},
+         "spec": {"tools": [{"name": "echo"}]}},
+        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer", "metadata": {"name": "srv", "namespace": ns},
+         "spec": {"image": "ghcr.io/example/mcp:1", "command": ["srv"], "toolProfileRef": {"name": "t"}}},
+        {"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway", "metadata": {"name": "edge", "namespace": ns},
+         "spec": {"backends": [{"name": "srv"}],
+                  "expose": {"hosts": ["edge.example.com"],
+                             "httpRoute": {"parentRefs": [{"name": "public", "namespace": "infra"}]}}}},
+    ])
+
+    def condition(type_: str) -> dict:
+        status = (cluster.get("mcpgateway", "edge", ns) or {}).get("status", {})
+        return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
+
+    def waits_for_the_kind() -> bool:
+        return "install the Gateway API" in condition("Degraded").get("message", "")
+
+    wait_for("Degraded says the HTTPRoute cannot be made", waits_for_the_kind, timeout=60)
+    wait_for("the gateway's Deployment", lambda: cluster.get("deployment", "edge", ns), timeout=60)
+    make_pods_ready(cluster, ns, "edge")
+
+    def settled() -> bool:
+        # Every pod available and said so: no Deployment change is left to
+        # wake the gateway (each one would be a reconcile of its own).
+        d = cluster.get("deployment", "edge", ns)
+        n = d["spec"]["replicas"]
+        status = d.get("status", {})
+        progressing = next((c for c in status.get("conditions", []) if c["type"] == "Progressing"), {})
+        done = status.get("availableReplicas") == n and status.get("observedGeneration") == \
+            d["metadata"]["generation"] and progressing.get("reason") == "NewReplicaSetAvailable"
+        return done and condition("Ready").get("message") == f"{n}/{n} gateway pods available"
+
+    wait_for("the gateway Ready, every pod available", settled, timeout=60)
+    # Its own last status write wakes it once more; let that pass.
+    time.sleep(3)
+    assert waits_for_the_kind()
+    try:
+        cluster.apply(GATEWAY_API_CRD)
+        cluster.kubectl("wait", "--for=condition=Established", "crd/httproutes.gateway.networking.k8s.io",
+                        "--timeout=30s")
+        route = wait_for("the gateway's HTTPRoute",
+                         lambda: cluster.get("httproutes.gateway.networking.k8s.io", "edge", ns), timeout=20)
+        owner = route["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("MCPGateway", "edge"), owner
+        assert route["spec"]["hostnames"] == ["edge.example.com"], route["spec"]
+        wait_for("Degraded no longer about the route", lambda: not waits_for_the_kind(), timeout=5)
+    finally:
+        # The suites after this one see a cluster without the Gateway API.
+        cluster.kubectl("delete", "-f", "-", "--wait=true", input=json.dumps(GATEWAY_API_CRD), check=False)

@@ -10,6 +10,7 @@
 //! ToolProfile ─(the gateways whose toolProfileRef names it)─▶ reconcile(each)
 //! MCPGateway ─(servers_for_gateway, in the MCPServer controller)─▶ reconcile(each server it
 //!   selects or listed: their policies gain or lose its key)
+//! the HTTPRoute kind starts (or stops) being served (reconcile::kinds) ─▶ reconcile(every gateway)
 //! ```
 
 use std::{future::Future, sync::Arc};
@@ -29,7 +30,7 @@ use mcp_warden_crds::{MCPGateway, MCPServer, ToolProfile};
 use tracing::{debug, warn};
 
 use super::{error_policy, reconcile, resolve};
-use crate::reconcile::Context;
+use crate::reconcile::{kinds, Context};
 
 /// The gateways (of `gateways`) a change of `server` concerns: those that
 /// select it, and those whose status lists it (it may have stopped matching).
@@ -76,6 +77,7 @@ pub fn servers_for_gateway<'a>(
 pub async fn run(
     client: Client,
     ctx: Arc<Context>,
+    served: kinds::Served,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let owned =
@@ -94,7 +96,9 @@ pub async fn run(
         // A route deleted or edited by hand is put back at once, not at the
         // next resync. Where the Gateway API is not installed the HTTPRoute
         // watch fails and retries (backing off to 30 s), so the kind is
-        // watched as soon as it is installed.
+        // watched soon after it is installed; that watch sees no route of
+        // ours yet, so the kind's arrival itself (reconcile_all_on below)
+        // is what makes the routes.
         .owns(Api::<Ingress>::all(client.clone()), owned())
         .owns_with(
             Api::<DynamicObject>::all_with(client.clone(), &route),
@@ -128,6 +132,9 @@ pub async fn run(
                     .collect::<Vec<_>>()
             },
         )
+        // A gateway that said `GatewayAPINotInstalled` gets its route when
+        // the kind is installed, not at its next resync (ten minutes once Ready).
+        .reconcile_all_on(kinds::triggers(served, &[kinds::HTTP_ROUTE]))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -127,12 +127,21 @@ pub async fn run(
         |s| s.spec.sandbox_profile_ref.as_ref().map(|r| r.name.clone()),
         shutdown.clone(),
     );
-    let gateways = crate::gateway::controller::run(client.clone(), ctx.clone(), shutdown.clone());
+    // One discovery loop for both controllers; it ends with them.
+    let engine_ctx = ctx.clone();
+    let (looks, served) = super::kinds::watch(client.clone(), move || engine_ctx.engine.forget());
+    let gateways = crate::gateway::controller::run(
+        client.clone(),
+        ctx.clone(),
+        served.clone(),
+        shutdown.clone(),
+    );
     futures::join!(
-        run_servers(client, ctx, shutdown),
+        run_servers(client, ctx, served, shutdown),
         tool_status,
         sandbox_status,
-        gateways
+        gateways,
+        looks
     );
 }
 
@@ -140,6 +149,7 @@ pub async fn run(
 async fn run_servers(
     client: Client,
     ctx: Arc<Context>,
+    served: super::kinds::Served,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let owned =
@@ -159,7 +169,6 @@ async fn run_servers(
     });
     let proxy_store = store.clone();
     let (tool_store, sandbox_store, gateway_store) = (store.clone(), store.clone(), store);
-    let client_for_kinds = client.clone();
     let (cm_index, secret_index) = (ctx.references.clone(), ctx.references.clone());
     controller
         .owns(Api::<Deployment>::all(client.clone()), owned())
@@ -249,7 +258,7 @@ async fn run_servers(
             watcher::Config::default().labels(crate::names::SERVER_LABEL),
             server_of_pod,
         )
-        .reconcile_all_on(super::kinds::triggers(client_for_kinds, ctx.clone()))
+        .reconcile_all_on(super::kinds::triggers(served, super::kinds::KINDS))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
