@@ -73,7 +73,8 @@ function u16(n) { const b = Buffer.alloc(2); b.writeUInt16LE(n); return b; }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // Per process (a stdio server is one process for all of the facade's callers).
-const COUNTERS = { cancelled: 0 };
+// `listensCancelled`: stdio only, see ListenCancels.
+const COUNTERS = { cancelled: 0, listensCancelled: 0 };
 const text = (t) => ({ type: 'text', text: t });
 const json = (schema) => fromJsonSchema(schema);
 const NO_ARGS = json({ type: 'object', properties: {} });
@@ -325,7 +326,7 @@ function buildServer(ctx = { era: 'modern' }) {
     if (aborted) COUNTERS.cancelled += 1;
     return { content: [text(aborted ? 'cancelled' : 'slept')] };
   });
-  tool('test_counters', 'How many test_sleep calls were cancelled so far (this process)', NO_ARGS,
+  tool('test_counters', 'How many test_sleep calls (and, on stdio, listens) were cancelled so far (this process)', NO_ARGS,
     async () => ({ content: [text(JSON.stringify(COUNTERS))] }));
 
   // ----- server->client input: legacy push style via the SDK's shim ---------
@@ -844,9 +845,38 @@ async function runHttp(port, legacyMode, responseMode) {
   process.on('SIGINT', shutdown);
 }
 
+// For mcp-warden's tests of a held subscription it ends: on stdio the only
+// way to end a `subscriptions/listen` is `notifications/cancelled` naming its
+// id, so this counts the cancellations that name a listen still open under
+// the id this process was sent it with (a cancellation under any other id,
+// the client's own say, ends nothing and is not counted).
+class ListenCancels {
+  constructor(inner) {
+    this.inner = inner;
+    this.open = new Set();
+    inner.onclose = () => this.onclose?.();
+    inner.onerror = (e) => this.onerror?.(e);
+    inner.onmessage = (m, extra) => {
+      if (m?.method === 'subscriptions/listen' && m.id !== undefined) this.open.add(JSON.stringify(m.id));
+      if (m?.method === 'notifications/cancelled' && this.open.delete(JSON.stringify(m.params?.requestId))) {
+        COUNTERS.listensCancelled += 1;
+      }
+      this.onmessage?.(m, extra);
+    };
+  }
+  start() { return this.inner.start(); }
+  close() { return this.inner.close(); }
+  send(m, o) {
+    // Answered: the subscription is over, a later cancellation ends nothing.
+    if (m?.id !== undefined && m.method === undefined) this.open.delete(JSON.stringify(m.id));
+    return this.inner.send(m, o);
+  }
+  get sessionId() { return this.inner.sessionId; }
+}
+
 async function runStdio(legacyMode) {
   const { serveStdio, StdioServerTransport } = await import('@modelcontextprotocol/server/stdio');
-  const stdio = new StdioServerTransport();
+  const stdio = new ListenCancels(new StdioServerTransport());
   const transport = options.tasks ? new TasksTransport(stdio, stateCodec, log) : stdio;
   const handle = serveStdio((ctx) => {
     const mcp = buildServer(ctx);

@@ -14,15 +14,12 @@ import time
 import anyio
 import httpx
 import pytest
-import yaml
 
 from helpers import ACCEPT_BOTH, everything_stdio, metric, run_async
-from warden_helpers import Audit, Keys, oidc_claims, policy_doc, sdk_client, token_entry, wait_for
+from warden_helpers import Audit, HeldStreamAuth, policy_doc, sdk_client, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
-ISSUER = "https://issuer.test"
-AUDIENCE = "mcp"
 STATIC = "static-token-for-expiry-tests"
 # Long enough to open a stream, short enough to wait for.
 LIFETIME = 4
@@ -32,28 +29,16 @@ SLACK = 6
 
 @pytest.fixture
 def fa(facade, tmp_path):
-    keys = Keys()
-    keys.write_jwks(tmp_path / "jwks.json")
-    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump([token_entry(STATIC, "sam")]))
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump(policy_doc(
-        auth={"staticTokens": {"file": "tokens.yaml"},
-              "jwt": [{"issuer": ISSUER, "audiences": [AUDIENCE], "jwksFile": "jwks.json",
-                       "clockSkewSeconds": 0}]},
-        roles=[{"role": "user", "issuer": ISSUER, "subjects": ["rita"]},
-               {"role": "user", "issuer": "static", "subjects": ["sam"]}],
-        tools=[{"name": "echo"}],
-    )))
+    auth = HeldStreamAuth(tmp_path, STATIC)
     audit = Audit(tmp_path / "audit.jsonl")
-    f = facade(upstream=everything_stdio(), policy=str(policy), extra_args=["--audit", audit.arg])
-    f.audit, f.keys = audit, keys
+    f = facade(upstream=everything_stdio(), policy=str(auth.policy(tools=[{"name": "echo"}])),
+               extra_args=["--audit", audit.arg])
+    f.audit, f.auth = audit, auth
     return f
 
 
 def jwt(fa, lifetime: int) -> tuple[str, float]:
-    """A token of rita's good for `lifetime` seconds, and its expiry (epoch seconds)."""
-    claims = oidc_claims(ISSUER, AUDIENCE, "rita", lifetime=lifetime)
-    return fa.keys.mint(claims), float(claims["exp"])
+    return fa.auth.jwt(lifetime)
 
 
 def ended_lines(audit: Audit, timeout: float = 5) -> list[dict]:

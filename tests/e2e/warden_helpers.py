@@ -11,6 +11,8 @@
     Audit(path)                             the facade's audit file: .lines(), .wait(pred)
     check_audit_record(r), check_egress_record(r)   a facade / egress proxy audit line against its schema
     Keys                                    RS256 / ES256 / EdDSA key pairs, a JWKS, JWT minting
+    HeldStreamAuth(tmp_path, static)        rita by short-lived JWTs, sam by a static token: the
+                                            policy for tests of streams their credential ends
 """
 from __future__ import annotations
 
@@ -293,6 +295,40 @@ def oidc_claims(issuer: str, audience: str, sub: str, groups: list[str] | None =
         claims["groups"] = groups
     claims.update(extra)
     return claims
+
+
+class HeldStreamAuth:
+    """Two callers of role `user` for the tests of held streams: rita by a JWT
+    (`.jwt(lifetime)`, no clock skew, so a short lifetime ends on time) and
+    sam by the static token `static` (no expiry). `.policy(**fields)` writes
+    the policy and its files into `tmp_path` and returns its path."""
+
+    ISSUER = "https://issuer.test"
+    AUDIENCE = "mcp"
+
+    def __init__(self, tmp_path: Path, static: str):
+        self.dir, self.static = tmp_path, static
+        self.keys = Keys()
+
+    def policy(self, **fields: Any) -> Path:
+        import yaml
+        self.keys.write_jwks(self.dir / "jwks.json")
+        (self.dir / "tokens.yaml").write_text(yaml.safe_dump([token_entry(self.static, "sam")]))
+        path = self.dir / "policy.yaml"
+        path.write_text(yaml.safe_dump(policy_doc(
+            auth={"staticTokens": {"file": "tokens.yaml"},
+                  "jwt": [{"issuer": self.ISSUER, "audiences": [self.AUDIENCE], "jwksFile": "jwks.json",
+                           "clockSkewSeconds": 0}]},
+            roles=[{"role": "user", "issuer": self.ISSUER, "subjects": ["rita"]},
+                   {"role": "user", "issuer": "static", "subjects": ["sam"]}],
+            **fields,
+        )))
+        return path
+
+    def jwt(self, lifetime: int) -> tuple[str, float]:
+        """A token of rita's good for `lifetime` seconds, and its expiry (epoch seconds)."""
+        claims = oidc_claims(self.ISSUER, self.AUDIENCE, "rita", lifetime=lifetime)
+        return self.keys.mint(claims), float(claims["exp"])
 
 
 def kubelet_sa_claims(issuer: str, namespace: str, name: str, audience: str, lifetime: int = 3600) -> dict:

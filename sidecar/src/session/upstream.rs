@@ -67,6 +67,13 @@ impl Lingering {
             self.channel.recycle();
         }
     }
+
+    /// Stop waiting without a grace: the server owes no answer. A
+    /// subscription it was told to end is over with that (a cancelled
+    /// request gets no response), and holds no work a recycle would stop.
+    pub(crate) fn release(self) {
+        self.channel.unregister(self.upstream);
+    }
 }
 
 impl Session {

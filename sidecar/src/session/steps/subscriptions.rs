@@ -20,7 +20,9 @@
 //! `complete` result under the subscription's id), cancels the server's
 //! side, and counts and audits the end; the client listens again with a
 //! fresh token. A credential without an expiry (a static token) holds it
-//! as long as the rest allows.
+//! as long as the rest allows. A cancelled listen waits for no answer from
+//! the server (a cancelled request gets none), so the server is never
+//! recycled for it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,9 +60,13 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
             match ended {
                 // Past the caller's credential: the server was told to
                 // cancel its side; the client hears the subscription end.
+                // A listen is no work to wait out: the server owes no answer
+                // once told (a stdio server told with notifications/cancelled
+                // sends none), and one shared by every caller must not be
+                // recycled for keeping quiet.
                 Forwarded::TimedOut(lingering) if expires => {
                     credential_expired(session, &req);
-                    lingering.settle().await
+                    lingering.release()
                 }
                 Forwarded::Answer(answer) => {
                     // The server ended the subscription: its result is ours,
@@ -75,7 +81,7 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
                     session.answer_call(&req.id, super::forward::upstream_failed(&req, &reason))
                 }
                 Forwarded::TimedOut(lingering) | Forwarded::Cancelled(lingering) => {
-                    lingering.settle().await
+                    lingering.release()
                 }
                 Forwarded::Gone => {}
             }
