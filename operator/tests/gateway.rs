@@ -11,11 +11,10 @@ use kube::runtime::controller::Action;
 use mcp_warden_crds::MCPGateway;
 use mcp_warden_operator::gateway;
 use serde_json::{json, Value};
-use support::*;
+use support::{gateway::*, *};
 
 const SERVERS: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpservers";
 const GATEWAYS: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways";
-const GW_STATUS: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways/front/status";
 
 fn server(name: &str, labels: Value, ready: bool, tools: &[&str]) -> Value {
     json!({"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
@@ -29,16 +28,12 @@ fn server(name: &str, labels: Value, ready: bool, tools: &[&str]) -> Value {
 }
 
 fn gateway_object(backends: Value) -> MCPGateway {
-    serde_json::from_value(json!({
-        "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
-        "metadata": {"name": "front", "namespace": NS, "uid": "uid-front", "generation": 1},
-        "spec": {"backends": backends}}))
-    .unwrap()
+    front(json!({ "backends": backends }))
 }
 
 fn with_servers(mut fixture: Fixture, servers: Vec<Value>) -> Fixture {
     fixture.objects.insert(
-        GW_STATUS.trim_end_matches("/status").into(),
+        FRONT_STATUS.trim_end_matches("/status").into(),
         serde_json::to_value(gateway_object(json!([{"name": "git"}]))).unwrap(),
     );
     fixture.objects.insert(
@@ -56,7 +51,7 @@ async fn reconcile(state: Fixture, gw: &MCPGateway) -> (Action, Vec<Call>, Fixtu
 /// The gateway as the API server has it after a status write.
 fn with_written_status(gw: &MCPGateway, after: &Fixture) -> MCPGateway {
     let mut next = gw.clone();
-    if let Some(written) = after.objects.get(GW_STATUS) {
+    if let Some(written) = after.objects.get(FRONT_STATUS) {
         next.status = Some(serde_json::from_value(written["status"].clone()).unwrap());
     }
     next
@@ -131,14 +126,7 @@ async fn a_gateway_gets_its_key_once_its_objects_and_each_backends_status() {
         "https://kubernetes.default.svc.cluster.local"
     );
     // The pod: the two backends, git with its prefix, fs selected by label.
-    let deployment = &after.objects["/apis/apps/v1/namespaces/team-a/deployments/front"];
-    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let joined = args.join(" ");
+    let joined = front_args(&after);
     assert!(joined.contains("--backend fs=http://fs.team-a.svc.cluster.local:8080/mcp --backend git=http://git.team-a.svc.cluster.local:8080/mcp --backend-prefix git=vcs_"), "{joined}");
     assert!(
         !joined.contains("--backend time="),
@@ -146,7 +134,7 @@ async fn a_gateway_gets_its_key_once_its_objects_and_each_backends_status() {
     );
     // Status: each backend, its readiness and tool count; not Ready until
     // the pods are, Degraded while fs is not Ready; never the key.
-    let status = &after.objects[GW_STATUS]["status"];
+    let status = front_status(&after);
     assert_eq!(status["backendsReady"], "1/2");
     assert_eq!(
         status["backends"],
@@ -220,7 +208,7 @@ async fn prefix_none_without_inventories_waits_and_says_why() {
         ],
         "no key, no pod: nothing is built"
     );
-    let ready = &after.objects[GW_STATUS]["status"]["conditions"][0];
+    let ready = &front_status(&after)["conditions"][0];
     assert_eq!(ready["reason"], "PrefixNoneUnproven");
     assert!(
         ready["message"]
@@ -261,7 +249,7 @@ async fn the_names_the_gateway_withholds_are_in_its_status() {
     gw.spec.resolve =
         serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
     let (_, calls, after) = reconcile(fixture, &gw).await;
-    let status = &after.objects[GW_STATUS]["status"];
+    let status = front_status(&after);
     assert_eq!(
         status["conflicts"],
         json!([

@@ -8,9 +8,8 @@ mod support;
 
 use k8s_openapi::ByteString;
 use kube::runtime::controller::Action;
-use mcp_warden_crds::MCPGateway;
 use serde_json::{json, Value};
-use support::*;
+use support::{gateway::*, *};
 
 const GW_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways/front";
 const CA_CM: &str = "/api/v1/namespaces/team-a/configmaps/front-backend-ca";
@@ -37,29 +36,12 @@ fn tls_secret(name: &str, ca: Option<&str>) -> Value {
         "metadata": {"name": name, "namespace": NS}, "data": data})
 }
 
-fn degraded(status: &Value) -> (String, String) {
-    let c = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Degraded")
-        .unwrap();
-    (
-        c["reason"].as_str().unwrap().to_string(),
-        c["message"].as_str().unwrap().to_string(),
-    )
-}
-
 #[tokio::test]
 async fn a_tls_backend_is_trusted_by_its_own_ca_and_one_without_is_reported() {
     let ca = mcp_warden_operator::webhook::certs::generate(vec!["git.team-a.svc".into()])
         .unwrap()
         .cert_pem;
-    let gw: MCPGateway = serde_json::from_value(json!({
-        "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
-        "metadata": {"name": "front", "namespace": NS, "uid": "uid-front", "generation": 1},
-        "spec": {"backends": [{"name": "git"}, {"name": "fs"}, {"name": "time"}]}}))
-    .unwrap();
+    let gw = front(json!({"backends": [{"name": "git"}, {"name": "fs"}, {"name": "time"}]}));
     let mut fixture = Fixture::new();
     let objects = &mut fixture.objects;
     objects.insert(GW_PATH.into(), serde_json::to_value(&gw).unwrap());
@@ -87,15 +69,7 @@ async fn a_tls_backend_is_trusted_by_its_own_ca_and_one_without_is_reported() {
     let copied = &after.objects[CA_CM];
     assert_eq!(copied["data"], json!({"git.crt": ca}));
     assert!(!copied.to_string().contains("KEY"));
-    let pod = &after.objects["/apis/apps/v1/namespaces/team-a/deployments/front"]["spec"]
-        ["template"]["spec"];
-    let args: Vec<&str> = pod["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let joined = args.join(" ");
+    let joined = front_args(&after);
     assert!(
         joined.contains(
             "--backend git=https://git.team-a.svc.cluster.local:8080/mcp --backend-ca git=/etc/mcp-warden/backend-ca/git.crt"
@@ -103,21 +77,16 @@ async fn a_tls_backend_is_trusted_by_its_own_ca_and_one_without_is_reported() {
         "{joined}"
     );
     assert_eq!(
-        args.iter().filter(|a| **a == "--backend-ca").count(),
+        joined.split(' ').filter(|a| *a == "--backend-ca").count(),
         1,
         "fs (no CA found) and time (no TLS) get none: {joined}"
     );
-    let volume = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "backend-ca")
-        .unwrap();
+    let volume = front_volume(&after, "backend-ca");
     assert_eq!(volume["configMap"]["name"], "front-backend-ca");
     // fs is said: Degraded with its Secret named, a Warning Event, and
     // (once the pods are up) a look again in a minute: the Secret is not
     // watched.
-    let status = &after.objects[&format!("{GW_PATH}/status")]["status"];
+    let status = front_status(&after);
     let (reason, message) = degraded(status);
     assert_eq!(reason, "BackendCANotFound");
     assert!(

@@ -8,10 +8,9 @@
 mod issuer;
 mod support;
 
-use mcp_warden_crds::MCPGateway;
 use mcp_warden_operator::webhook::certs;
 use serde_json::{json, Value};
-use support::*;
+use support::{gateway::*, *};
 
 const GW_PATH: &str = "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/mcpgateways/front";
 const ISSUERS_CM: &str = "/api/v1/namespaces/team-a/configmaps/front-issuers";
@@ -29,19 +28,6 @@ fn profile(name: &str, issuers: &[&str], extra: Value) -> Value {
            "spec": spec})
 }
 
-fn degraded(status: &Value) -> (String, String) {
-    let c = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Degraded")
-        .unwrap();
-    (
-        c["reason"].as_str().unwrap().to_string(),
-        c["message"].as_str().unwrap().to_string(),
-    )
-}
-
 #[tokio::test]
 async fn a_gateways_issuer_keys_are_read_from_the_issuer_like_a_servers() {
     let scratch = tempfile::tempdir().unwrap();
@@ -52,11 +38,8 @@ async fn a_gateways_issuer_keys_are_read_from_the_issuer_like_a_servers() {
     let live = format!("https://localhost:{port}");
 
     // The gateway: its profile names two issuers and no JWKS ConfigMap.
-    let gw: MCPGateway = serde_json::from_value(json!({
-        "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
-        "metadata": {"name": "front", "namespace": NS, "uid": "uid-front", "generation": 1},
-        "spec": {"backends": [{"name": "git"}], "toolProfileRef": {"name": "front-profile"}}}))
-    .unwrap();
+    let gw =
+        front(json!({"backends": [{"name": "git"}], "toolProfileRef": {"name": "front-profile"}}));
     let mut fixture = Fixture::new();
     fixture
         .objects
@@ -98,18 +81,10 @@ async fn a_gateways_issuer_keys_are_read_from_the_issuer_like_a_servers() {
     let got: Value = serde_json::from_str(data["0.json"].as_str().unwrap()).unwrap();
     assert_eq!(got, keys);
     // The pod reads them where the policy says.
-    let pod = &after.objects["/apis/apps/v1/namespaces/team-a/deployments/front"]["spec"]
-        ["template"]["spec"];
-    let volume = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "issuer-0")
-        .unwrap();
+    let volume = front_volume(&after, "issuer-0");
     assert_eq!(volume["configMap"]["name"], "front-issuers");
     // The issuer that did not answer: Degraded, with a Warning Event.
-    let status = &after.objects[&format!("{GW_PATH}/status")]["status"];
-    let (reason, message) = degraded(status);
+    let (reason, message) = degraded(front_status(&after));
     assert_eq!(reason, "IssuerKeysUnavailable");
     assert!(
         message.contains(GONE) && !message.contains(&live),

@@ -401,24 +401,6 @@ mod tests {
         })
     }
 
-    /// What both routes' metadata must be: the gateway's name, labels and
-    /// controller reference.
-    fn metadata() -> serde_json::Value {
-        json!({
-            "name": "front", "namespace": "a",
-            "labels": {
-                "app.kubernetes.io/name": "mcp-gateway",
-                "app.kubernetes.io/instance": "front",
-                "app.kubernetes.io/component": "gateway",
-                "app.kubernetes.io/part-of": "mcp-warden",
-                "app.kubernetes.io/managed-by": "mcp-warden-operator",
-                "mcpwarden.dev/gateway": "front",
-            },
-            "ownerReferences": [{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
-                "name": "front", "uid": "u-gw", "controller": true}],
-        })
-    }
-
     #[test]
     fn hosts_alone_make_no_route() {
         let built = objects("{hosts: [tools.example.com]}");
@@ -444,7 +426,7 @@ mod tests {
             json!({"path": p, "pathType": "Prefix",
                    "backend": {"service": {"name": "front", "port": {"number": 8080}}}})
         };
-        let mut want_meta = metadata();
+        let mut want_meta = names::front_metadata("front", "gateway");
         want_meta["annotations"] = json!({"cert-manager.io/cluster-issuer": "letsencrypt"});
         assert_eq!(
             value,
@@ -470,7 +452,7 @@ mod tests {
         assert!(built.ingress.is_none());
         let values = built.to_values();
         let value = values.iter().find(|v| v["kind"] == "HTTPRoute").unwrap();
-        let want_meta = metadata();
+        let want_meta = names::front_metadata("front", "gateway");
         assert_eq!(
             value,
             &json!({

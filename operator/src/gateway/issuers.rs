@@ -43,23 +43,6 @@ mod tests {
     use super::*;
     use crate::{build::typed_value, config::BuildConfig};
 
-    /// The metadata of the gateway `front`'s (uid u-gw) object `name`.
-    fn metadata(name: &str, component: &str) -> serde_json::Value {
-        json!({
-            "name": name, "namespace": "a",
-            "labels": {
-                "app.kubernetes.io/name": "mcp-gateway",
-                "app.kubernetes.io/instance": "front",
-                "app.kubernetes.io/component": component,
-                "app.kubernetes.io/part-of": "mcp-warden",
-                "app.kubernetes.io/managed-by": "mcp-warden-operator",
-                "mcpwarden.dev/gateway": "front",
-            },
-            "ownerReferences": [{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
-                "name": "front", "uid": "u-gw", "controller": true}],
-        })
-    }
-
     #[test]
     fn issuers_without_a_jwks_config_map_get_the_keys_the_operator_read() {
         let gw: MCPGateway = serde_yaml_ng::from_str(
@@ -97,7 +80,7 @@ mod tests {
             })
         };
         let built = build(&read);
-        let want_meta = metadata("front-issuers", "issuers");
+        let want_meta = names::front_metadata("front-issuers", "issuers");
         assert_eq!(
             typed_value(built.issuers.as_ref().expect("the keys read")),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": want_meta,

@@ -131,6 +131,26 @@ pub fn metadata(gw: &MCPGateway, name: String, component: &str) -> ObjectMeta {
     }
 }
 
+/// The metadata the builders give object `name` of the tests' gateway
+/// `front` (namespace `a`, uid `u-gw`), written out in full: the builders'
+/// tests compare whole objects against it.
+#[cfg(test)]
+pub(crate) fn front_metadata(name: &str, component: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "namespace": "a",
+        "labels": {
+            "app.kubernetes.io/name": "mcp-gateway",
+            "app.kubernetes.io/instance": "front",
+            "app.kubernetes.io/component": component,
+            "app.kubernetes.io/part-of": "mcp-warden",
+            "app.kubernetes.io/managed-by": "mcp-warden-operator",
+            "mcpwarden.dev/gateway": "front",
+        },
+        "ownerReferences": [{"apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPGateway",
+            "name": "front", "uid": "u-gw", "controller": true}],
+    })
+}
+
 /// The controller owner reference, if the gateway has a uid.
 pub fn owner_reference(gw: &MCPGateway) -> Option<OwnerReference> {
     gw.controller_owner_ref(&())

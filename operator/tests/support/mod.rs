@@ -28,6 +28,8 @@ use mcp_warden_operator::{
 };
 use serde_json::{json, Value};
 
+pub mod gateway;
+
 pub const NS: &str = "team-a";
 pub const TP_PATH: &str =
     "/apis/mcpwarden.dev/v1alpha1/namespaces/team-a/toolprofiles/git-readonly";
