@@ -239,7 +239,23 @@ pub struct StatusError {
 /// `Conflicts` also when the withheld set changed under the same reason
 /// (a new shadowing definition while another name is withheld). Pure.
 pub fn condition_events(old: &MCPGatewayStatus, new: &MCPGatewayStatus) -> Vec<Event> {
-    let conflicts_changed = old.conflicts != new.conflicts;
+    // What is withheld, not where it was seen: a pod confirming what the
+    // inventories showed is no news.
+    let withheld = |s: &MCPGatewayStatus| {
+        s.conflicts
+            .iter()
+            .filter(|c| c.resolved_by.is_none())
+            .map(|c| {
+                (
+                    c.kind.clone(),
+                    c.catalog.clone(),
+                    c.names.clone(),
+                    c.backends.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let conflicts_changed = withheld(old) != withheld(new);
     new.conditions
         .iter()
         .filter(|c| {
@@ -522,6 +538,22 @@ mod tests {
             })
         );
 
+        // A pod confirming the inventories' collision is no news.
+        let inventory_only = desired_status(&gw, &backends, &[], "e", outcome, Some(&[]), &now);
+        let mut confirmed = gw.clone();
+        confirmed.status = Some(inventory_only.clone());
+        let confirming = [live("collision", "tool", "status", &["fs", "git"])];
+        let next = desired_status(
+            &confirmed,
+            &backends,
+            &[],
+            "e",
+            outcome,
+            Some(&confirming),
+            &now,
+        );
+        assert!(next.conflicts[0].reported_by_gateway);
+        assert!(condition_events(&inventory_only, &next).is_empty());
         // No pod answered: the live entries stay as they were.
         let mut seen = gw.clone();
         seen.status = Some(status.clone());
