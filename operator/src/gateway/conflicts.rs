@@ -107,7 +107,8 @@ pub fn union(lists: Vec<Vec<GatewayConflictStatus>>) -> Vec<GatewayConflictStatu
             Some((have, seen)) => {
                 let backends: BTreeSet<String> =
                     have.backends.drain(..).chain(c.backends).collect();
-                have.backends = backends.into_iter().collect();
+                // Each list is within the CRD's bound; their union may not be.
+                have.backends = backends.into_iter().take(32).collect();
                 if c.resolved_by.is_none() {
                     have.resolved_by = None;
                 }
@@ -270,5 +271,27 @@ mod tests {
             condition(&tool_conflicts(&backends[..1], &[])).1,
             "NoConflicts"
         );
+    }
+
+    #[test]
+    fn a_union_stays_within_the_crds_bounds() {
+        let entry = |from: usize| GatewayConflictStatus {
+            kind: "collision".into(),
+            catalog: "tool".into(),
+            names: vec!["echo".into()],
+            backends: (from..from + 32).map(|i| format!("b{i:03}")).collect(),
+            detail: Some("x".repeat(400)),
+            ..GatewayConflictStatus::default()
+        };
+        let one = union(vec![
+            vec![entry(0)],
+            vec![GatewayConflictStatus {
+                detail: Some("y".repeat(400)),
+                ..entry(32)
+            }],
+        ]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].backends.len(), 32);
+        assert_eq!(one[0].detail.as_ref().unwrap().chars().count(), 512);
     }
 }
