@@ -35,7 +35,7 @@ pub const PREFIX_NONE: &str = "none";
     doc = "MCPGateway: one MCP endpoint in front of several MCPServers, each keeping its own facade and policy.",
     printcolumn(name = "Ready", type_ = "string", description = "The Ready condition", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Backends", type_ = "string", description = "Backends ready / selected", json_path = ".status.backendsReady"),
-    printcolumn(name = "Conflicts", type_ = "string", description = "Whether the gateway withholds tool names (the Conflicts condition)", json_path = ".status.conditions[?(@.type==\"Conflicts\")].status"),
+    printcolumn(name = "Conflicts", type_ = "string", description = "Whether the gateway withholds names (the Conflicts condition)", json_path = ".status.conditions[?(@.type==\"Conflicts\")].status"),
     printcolumn(name = "Endpoint", type_ = "string", description = "Where agents connect", json_path = ".status.endpoint"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -148,33 +148,56 @@ pub struct MCPGatewayStatus {
     #[schemars(length(max = 256))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub backends: Vec<GatewayBackendStatus>,
-    /// The tool names the gateway withholds (or serves from one backend by
-    /// `spec.resolve`), as the operator computes them from the backends'
-    /// published tool inventories and prefixes with the facade's own rules:
-    /// collisions and confusable spellings. Shadowing, prompts and resource
-    /// templates are decided by the gateway's facade alone (its `/gateway`
-    /// admin view, metric and audit).
+    /// The names the gateway withholds (or serves from one backend by
+    /// `spec.resolve`), from two sources merged without duplicates: the
+    /// operator's own reading of the backends' published tool inventories
+    /// and prefixes with the facade's rules (tool collisions and confusable
+    /// spellings, known before any gateway pod runs), and the live view of
+    /// each Ready gateway pod (`GET /gateway` on its admin port), which also
+    /// knows shadowing definitions, prompts and resource templates. Sorted
+    /// by kind, catalog and names; at most 32 (the `Conflicts` condition
+    /// counts them all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub conflicts: Vec<GatewayConflictStatus>,
 }
 
-/// One conflict among the backends' tool names.
+/// One conflict among the backends' names.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayConflictStatus {
-    /// `collision` (two backends serve the name) or `confusable` (names
-    /// equal after case-folding and the Unicode confusable skeleton).
+    /// The check that decided: `collision` (two backends serve the name),
+    /// `confusable` (names equal after case-folding and the Unicode
+    /// confusable skeleton) or `shadowing` (a definition that names another
+    /// backend's tool with an instruction to the model, found by the
+    /// facade's poisoning scan; never lifted by `spec.resolve`).
     pub kind: String,
+    /// Which kind of name: `tool`, `prompt` or `resource_template`.
+    #[serde(default = "tool_catalog")]
+    #[schemars(length(max = 32))]
+    pub catalog: String,
     /// The names clients would see.
     #[schemars(length(max = 16))]
     pub names: Vec<String>,
     /// The backends serving them.
     #[schemars(length(max = 32))]
     pub backends: Vec<String>,
+    /// What decided it, as the gateway reports it (for `shadowing`: the
+    /// poisoning scan's findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub detail: Option<String>,
     /// The backend `spec.resolve` names to serve it; absent while withheld.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_by: Option<String>,
+    /// Whether a running gateway pod reports it (its `/gateway` view);
+    /// `false`: computed from the backends' published inventories alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reported_by_gateway: bool,
+}
+
+fn tool_catalog() -> String {
+    "tool".into()
 }
 
 /// One backend as the operator sees it.

@@ -452,7 +452,7 @@ async fn run_traced(args: RunArgs) -> Result<(), String> {
         metrics: admin.metrics.clone(),
         config,
         failures: Default::default(),
-        tools: Arc::new(reconcile::observe::HttpTools),
+        admin: Arc::new(reconcile::observe::HttpAdmin),
         jwks: Default::default(),
         engine: reconcile::observe::EngineCache::new(discover_engine),
         issuer_keys: Default::default(),

@@ -2,8 +2,9 @@
 //! `reconcile.rs`): a gateway's first reconcile makes its signing key once
 //! and applies its objects with owner references; the next ones write
 //! nothing new; `prefix: none` that cannot be shown safe waits with a
-//! reason; and an MCPServer that a gateway selects trusts that gateway's
-//! public key (and only a key the gateway itself published).
+//! reason; what the gateway's pods withhold reaches its status; and an
+//! MCPServer that a gateway selects trusts that gateway's public key (and
+//! only a key the gateway itself published).
 
 mod support;
 
@@ -84,6 +85,7 @@ async fn a_gateway_gets_its_key_once_its_objects_and_each_backends_status() {
     assert_eq!(
         writes,
         [
+            "POST /api/v1/namespaces/team-a/secrets",
             "POST /api/v1/namespaces/team-a/secrets",
             "POST /api/v1/namespaces/team-a/secrets",
             "PATCH /api/v1/namespaces/team-a/configmaps/front-policy",
@@ -253,8 +255,8 @@ async fn the_names_the_gateway_withholds_are_in_its_status() {
     assert_eq!(
         status["conflicts"],
         json!([
-            {"kind": "collision", "names": ["status"], "backends": ["fs", "git"], "resolvedBy": "git"},
-            {"kind": "confusable", "names": ["Log", "log"], "backends": ["fs", "git"]}
+            {"kind": "collision", "catalog": "tool", "names": ["status"], "backends": ["fs", "git"], "resolvedBy": "git"},
+            {"kind": "confusable", "catalog": "tool", "names": ["Log", "log"], "backends": ["fs", "git"]}
         ])
     );
     let conditions = status["conditions"].as_array().unwrap();
@@ -268,7 +270,7 @@ async fn the_names_the_gateway_withholds_are_in_its_status() {
         conflicts["message"]
             .as_str()
             .unwrap()
-            .contains("confusable Log/log (fs, git)"),
+            .contains("confusable tool Log/log (fs, git)"),
         "{conflicts}"
     );
     // The mapped collision does not stop the build.
@@ -279,6 +281,120 @@ async fn the_names_the_gateway_withholds_are_in_its_status() {
         .filter(|c| c.path.ends_with("/events"))
         .any(|c| c.body["reason"] == "NamesWithheld" && c.body["type"] == "Warning");
     assert!(warned, "an Event says which names are withheld");
+}
+
+/// A gateway pod as the kubelet reports it.
+fn gateway_pod(name: &str, ip: &str, ready: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"mcpwarden.dev/gateway": "front"}},
+        "status": {"phase": "Running", "podIP": ip,
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+/// What only the gateway's pods know reaches the status: their `/gateway`
+/// view, read with the gateway's own admin token from its Ready pods,
+/// adds a shadowing quarantine and a prompt collision to the collision the
+/// inventories show (once, not twice), and the condition counts them.
+#[tokio::test]
+async fn what_the_gateway_pods_withhold_is_in_its_status() {
+    let mut fixture = with_servers(
+        Fixture::new(),
+        vec![
+            server("git", json!({}), true, &["status"]),
+            server("fs", json!({}), true, &["status", "read"]),
+        ],
+    );
+    fixture.objects.insert(
+        "/api/v1/namespaces/team-a/pods".into(),
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
+            gateway_pod("front-1", "10.0.0.7", true),
+            gateway_pod("front-2", "10.0.0.8", false),
+        ]}),
+    );
+    let conflict =
+        |kind: &str, catalog: &str, name: &str, backends: Value, detail: &str, resolved: Value| {
+            json!({"kind": kind, "catalog": catalog, "names": [name], "backends": backends,
+               "detail": detail, "resolved": resolved})
+        };
+    fixture.facades.2.insert(
+        "10.0.0.7:9090".into(),
+        json!({"backends": [{"name": "fs", "tools": 1, "answering": true},
+                            {"name": "git", "tools": 1, "answering": true}],
+               "conflicts": [
+            conflict("collision", "tool", "status", json!(["fs", "git"]), "",
+                json!({"name": "status", "backend": "git"})),
+            conflict("collision", "prompt", "summarize", json!(["fs", "git"]), "", Value::Null),
+            conflict("shadowing", "tool", "read", json!(["fs"]), "shadowing/names-other-tool", Value::Null),
+        ]}),
+    );
+    // Not Ready: not asked (it may not have listed its backends yet).
+    fixture.facades.2.insert(
+        "10.0.0.8:9090".into(),
+        json!({"backends": [], "conflicts": [
+            conflict("collision", "resource_template", "file", json!(["fs", "git"]), "", Value::Null)]}),
+    );
+    let presented = fixture.facades.1.clone();
+    let mut gw = gateway_object(
+        json!([{"name": "git", "prefix": "none"}, {"name": "fs", "prefix": "none"}]),
+    );
+    gw.spec.resolve =
+        serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
+    let (_, calls, after) = reconcile(fixture, &gw).await;
+    let status = &after.objects[GW_STATUS]["status"];
+    assert_eq!(
+        status["conflicts"],
+        json!([
+            {"kind": "collision", "catalog": "tool", "names": ["status"], "backends": ["fs", "git"],
+             "resolvedBy": "git", "reportedByGateway": true},
+            {"kind": "collision", "catalog": "prompt", "names": ["summarize"], "backends": ["fs", "git"],
+             "reportedByGateway": true},
+            {"kind": "shadowing", "catalog": "tool", "names": ["read"], "backends": ["fs"],
+             "detail": "shadowing/names-other-tool", "reportedByGateway": true},
+        ])
+    );
+    let conditions = status["conditions"].as_array().unwrap();
+    let conflicts = conditions
+        .iter()
+        .find(|c| c["type"] == "Conflicts")
+        .unwrap();
+    assert_eq!(
+        (&conflicts["status"], &conflicts["reason"]),
+        (&json!("True"), &json!("NamesWithheld"))
+    );
+    let message = conflicts["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "the gateway withholds 2 name(s) (tool 1, prompt 1; collision 1, shadowing 1)"
+        ) && message.ends_with("collision prompt summarize (fs, git); shadowing tool read (fs)"),
+        "{message}"
+    );
+    // The token presented is the gateway's own, made in this reconcile, and
+    // it is nowhere in status or Events.
+    let secret = calls
+        .iter()
+        .find(|c| c.method == "POST" && c.body["metadata"]["name"] == "front-admin-token")
+        .expect("the admin token is made once, with the keys");
+    let token = decoded(&secret.body, "token");
+    assert!(token.len() >= 64, "{token}");
+    assert_eq!(*presented.lock().unwrap(), std::slice::from_ref(&token));
+    assert!(!status.to_string().contains(&token));
+    let events: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c.path.ends_with("/events"))
+        .map(|c| &c.body)
+        .collect();
+    assert!(events.iter().all(|e| !e.to_string().contains(&token)));
+    let warned = events
+        .iter()
+        .find(|e| e["reason"] == "NamesWithheld")
+        .expect("an Event says which names are withheld");
+    assert!(
+        warned["note"]
+            .as_str()
+            .unwrap()
+            .contains("shadowing tool read (fs)"),
+        "{warned}"
+    );
 }
 
 /// The backends' side, in the MCPServer reconcile: a gateway that selects

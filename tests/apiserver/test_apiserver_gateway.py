@@ -2,14 +2,18 @@
 chart's RBAC and the webhook in the path: the gateway example in front of
 three of the examples' servers gets its objects and its signing key, its
 public key reaches exactly the servers it selects (and follows a label that
-comes and goes), status lists each backend, and the webhook refuses a
+comes and goes), status lists each backend, what a Ready gateway pod's own `/gateway`
+view withholds reaches the status (read with the gateway's admin token,
+through the real API server's pods and schema), and the webhook refuses a
 gateway whose names would collide. A gateway waiting for the Gateway API
 gets its HTTPRoute soon after the kind is installed.
 """
 from __future__ import annotations
 
 import base64
+import http.server
 import json
+import threading
 import time
 
 import pytest
@@ -111,6 +115,87 @@ def test_the_gateway_is_built_and_only_its_backends_trust_its_key(cluster, gatew
     cluster.kubectl("label", "mcpserver", "time", "-n", NS, f"{label}-")
     wait_for("time leaves", lambda: "time" not in backends(cluster), timeout=60)
     wait_for("time no longer trusts the gateway", lambda: KEY not in policy_data(cluster, "time"), timeout=60)
+
+
+# A loopback address of its own: the operator reads `<podIP>:9090`, and
+# the pod below is given this address (no kubelet runs here).
+LIVE_IP = "127.0.0.93"
+VIEW = {"backends": [{"name": "everything", "tools": 3, "answering": True}],
+        "conflicts": [
+            {"kind": "collision", "catalog": "prompt", "names": ["simple_prompt"], "backends": ["everything", "files"],
+             "detail": "", "resolved": None},
+            {"kind": "shadowing", "catalog": "tool", "names": ["files__read_text"], "backends": ["files"],
+             "detail": "shadowing/names-other-tool", "resolved": None}]}
+
+
+def serve_view(token: str, asked: list):
+    """A stand-in for the gateway pod's admin port: `/gateway` for its token only."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            asked.append((self.path, self.headers.get("Authorization")))
+            ok = self.path == "/gateway" and self.headers.get("Authorization") == f"Bearer {token}"
+            body = json.dumps(VIEW).encode() if ok else b"no\n"
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer((LIVE_IP, 9090), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_what_a_ready_gateway_pod_withholds_reaches_the_status(cluster, gateway):
+    """A shadowing quarantine and a prompt collision only the gateway's facade
+    can know: read from its Ready pod with the gateway's own admin token, kept
+    by the CRD's schema, counted by the condition; the token is in no status
+    or Event."""
+    secret = wait_for("the gateway's admin token",
+                      lambda: cluster.get("secret", f"{NAME}-admin-token", NS), timeout=60)
+    gw = cluster.get("mcpgateway", NAME, NS)
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == gw["metadata"]["uid"]
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    asked: list = []
+    server = serve_view(token, asked)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"{NAME}-live", "namespace": NS, "labels": {"mcpwarden.dev/gateway": NAME}},
+           "spec": {"automountServiceAccountToken": False,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{"name": "gateway", "image": "stand-in",
+                                    "securityContext": {"allowPrivilegeEscalation": False,
+                                                        "capabilities": {"drop": ["ALL"]}}}]}}
+    try:
+        assert cluster.apply(pod).code == 0
+        cluster.kubectl("patch", "pod", f"{NAME}-live", "-n", NS, "--subresource=status", "--type=merge", "-p",
+                        json.dumps({"status": {"phase": "Running", "podIP": LIVE_IP, "podIPs": [{"ip": LIVE_IP}],
+                                               "conditions": [{"type": "Ready", "status": "True"}]}}))
+
+        def live_conflicts():
+            status = (cluster.get("mcpgateway", NAME, NS) or {}).get("status", {})
+            return len(status.get("conflicts", [])) == 2 and status
+        status = wait_for("the pod's view in the gateway's status", live_conflicts, timeout=60)
+    finally:
+        server.shutdown()
+        cluster.kubectl("delete", "pod", f"{NAME}-live", "-n", NS, "--wait=false", check=False)
+    assert status["conflicts"] == [
+        {"kind": "collision", "catalog": "prompt", "names": ["simple_prompt"], "backends": ["everything", "files"],
+         "reportedByGateway": True},
+        {"kind": "shadowing", "catalog": "tool", "names": ["files__read_text"], "backends": ["files"],
+         "detail": "shadowing/names-other-tool", "reportedByGateway": True},
+    ], status
+    conflicts = next(c for c in status["conditions"] if c["type"] == "Conflicts")
+    assert conflicts["reason"] == "NamesWithheld", conflicts
+    assert conflicts["message"].startswith(
+        "the gateway withholds 2 name(s) (tool 1, prompt 1; collision 1, shadowing 1)"), conflicts
+    assert ("/gateway", f"Bearer {token}") in asked, asked
+    events = [e for e in cluster.list("events", NS)
+              if e.get("regarding", e.get("involvedObject", {})).get("name") == NAME]
+    assert any(e["reason"] == "NamesWithheld" for e in events), events
+    assert token not in json.dumps(status) and token not in json.dumps(events)
 
 
 def test_the_webhook_refuses_a_gateway_whose_names_would_collide(cluster, examples_applied, webhook):

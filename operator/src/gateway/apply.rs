@@ -8,7 +8,8 @@
 //! The signing key is made here (Ed25519, from the OS's CSPRNG through
 //! ring), stored in `<gw>-gateway-key` with `create` only — never patched,
 //! so a running key is never replaced — and never leaves that Secret but as
-//! its public half.
+//! its public half. The peer key and the admin token (which the operator
+//! presents on the pods' `/gateway`) are random bytes, made the same way.
 
 use std::fmt::Debug;
 
@@ -57,14 +58,17 @@ pub struct Applied {
     pub route_unavailable: bool,
 }
 
-/// The signing key's public half, once the key exists.
+/// The signing key's public half, once the key exists, and the admin token.
 #[derive(Clone, Debug, Default)]
 pub struct Keys {
     /// SPKI PEM.
     pub public_key: Option<String>,
+    /// The token the operator reads the pods' `/gateway` with (`None`: the
+    /// Secret holds no usable one). Never in status, an Event or a log.
+    pub admin_token: Option<String>,
     /// `Kind/name` written.
     pub written: Vec<String>,
-    /// A Secret with the key's or peer key's name that is not ours.
+    /// A Secret with one of the keys' names that is not ours.
     pub not_owned: Vec<String>,
 }
 
@@ -120,7 +124,8 @@ async fn ensure_secret(
     }
 }
 
-/// Make the signing key and the peer key once; return the public half.
+/// Make the signing key, the peer key and the admin token once; return the
+/// public half and the token.
 pub async fn ensure_keys(client: &Client, gw: &MCPGateway) -> Result<Keys, ApplyError> {
     let mut keys = Keys::default();
     let key = ensure_secret(
@@ -144,6 +149,15 @@ pub async fn ensure_keys(client: &Client, gw: &MCPGateway) -> Result<Keys, Apply
         &mut keys,
     )
     .await?;
+    let token = ensure_secret(
+        client,
+        gw,
+        &names::admin_token_secret(gw),
+        || build::desired_admin_token_secret(gw, hex::encode(random_bytes())),
+        &mut keys,
+    )
+    .await?;
+    keys.admin_token = token.as_ref().and_then(crate::build::secret::admin_token);
     Ok(keys)
 }
 

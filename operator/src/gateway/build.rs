@@ -8,6 +8,7 @@
 //!             │                             JWKS ConfigMap, read from the issuers (issuers.rs)
 //!             ├─ ConfigMap <gw>-backend-ca  the CAs of the backends served with TLS (backend_ca.rs)
 //!             ├─ ConfigMap <gw>-gateway-pub public key + callers' issuers (the backends' reconciles read it)
+//!             │  (Secrets <gw>-gateway-key, -peer-key, -admin-token: random, made once by apply.rs)
 //!             ├─ Deployment <gw>            the facade in gateway mode (pod.rs)
 //!             ├─ Service <gw>               8080 /mcp, 9090 metrics
 //!             ├─ NetworkPolicy <gw>         in: 8080 (+9090 operator, monitoring);
@@ -45,7 +46,7 @@ use crate::{
     },
     compile::compile_auth_for,
     config::BuildConfig,
-    names::{ADMIN_PORT, FACADE_PORT, JWKS_KEY, PEER_KEY_KEY, POLICY_KEY},
+    names::{ADMIN_PORT, ADMIN_TOKEN_KEY, FACADE_PORT, JWKS_KEY, PEER_KEY_KEY, POLICY_KEY},
 };
 
 /// Everything a gateway builder may look at.
@@ -271,6 +272,21 @@ pub fn desired_key_secret(gw: &MCPGateway, pem: String) -> Secret {
     }
 }
 
+/// The Secret holding the admin token (hex text) the operator presents on
+/// the pods' `/gateway`; made once by apply, like an MCPServer's.
+pub fn desired_admin_token_secret(gw: &MCPGateway, token: String) -> Secret {
+    Secret {
+        metadata: names::metadata(gw, names::admin_token_secret(gw), "admin-token"),
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([(
+            ADMIN_TOKEN_KEY.to_string(),
+            ByteString(token.into_bytes()),
+        )])),
+        immutable: Some(true),
+        ..Secret::default()
+    }
+}
+
 /// The Secret holding the replicas' peer key; made once by apply.
 pub fn desired_peer_key_secret(gw: &MCPGateway, key: Vec<u8>) -> Secret {
     Secret {
@@ -469,5 +485,42 @@ mod tests {
                 }
             })
         );
+    }
+
+    /// The admin token's Secret, whole: the gateway's own, immutable, its
+    /// token under the key the pod's `--admin-token-file` names.
+    #[test]
+    fn the_admin_token_secret_is_the_gateways_own() {
+        let gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a, uid: u-gw}\n\
+             spec: {backends: [{name: git}]}\n",
+        )
+        .unwrap();
+        let secret = desired_admin_token_secret(&gw, "ab".repeat(32));
+        let mut want_meta = metadata();
+        want_meta["name"] = json!("front-admin-token");
+        want_meta["labels"]["app.kubernetes.io/component"] = json!("admin-token");
+        assert_eq!(
+            crate::build::typed_value(&secret),
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": want_meta,
+                "type": "Opaque",
+                "immutable": true,
+                "data": {"token": base64_of(&"ab".repeat(32))},
+            })
+        );
+        assert_eq!(
+            crate::build::secret::admin_token(&secret),
+            Some("ab".repeat(32))
+        );
+    }
+
+    fn base64_of(text: &str) -> String {
+        serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec()))
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 }

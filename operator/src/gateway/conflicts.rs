@@ -1,17 +1,19 @@
 //! Conflicts (pure): the names the gateway's facade withholds, as the
-//! operator can know them without reaching into the gateway's pods.
+//! operator knows them from two sources, merged ([`union`]).
 //!
 //! Where it sits: between the selection ([`super::resolve`]) and the status
-//! ([`super::status`]). It builds the same name table the facade keeps
-//! ([`mcp_warden_policy::gateway_names`], one rule code for both) from each
-//! backend's published tool inventory (its `status.tools`) and prefix, with
-//! the gateway's `spec.resolve` mapping. What it cannot see: prompts and
-//! resource templates (not published), and shadowing (decided by the
-//! facade's poisoning scan over definitions the inventory does not carry);
-//! those stay on the gateway's `/gateway` admin view, metric and audit.
+//! ([`super::status`]). [`tool_conflicts`] builds the same name table the
+//! facade keeps ([`mcp_warden_policy::gateway_names`], one rule code for
+//! both) from each backend's published tool inventory (its `status.tools`)
+//! and prefix, with the gateway's `spec.resolve` mapping: tool collisions
+//! and confusable spellings, known before any gateway pod runs. The
+//! gateway's pods add what only the facade sees ([`super::observe`], their
+//! `/gateway` view): shadowing, prompts and resource templates.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use mcp_warden_crds::mcpgateway::{GatewayConflictStatus, GatewayResolve};
-use mcp_warden_policy::gateway_names::{Catalog, Names};
+use mcp_warden_policy::gateway_names::{Catalog, ConflictKind, Names};
 
 use super::resolve::Backend;
 
@@ -53,37 +55,119 @@ pub fn tool_conflicts(
         .into_iter()
         .map(|c| GatewayConflictStatus {
             kind: c.kind.as_str().into(),
+            catalog: c.catalog.as_str().into(),
             names: c.names,
             backends: c.backends,
+            detail: None,
             resolved_by: c.resolved.map(|(_, backend)| backend),
+            reported_by_gateway: false,
+        })
+        .collect()
+}
+
+/// Where a word of the facade's sorts: its rules' order (collision,
+/// confusable, shadowing; tool, prompt, resource template), a word this
+/// operator does not know (a newer gateway's) after them.
+fn rank(word: &str) -> usize {
+    ConflictKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .chain(Catalog::ALL.iter().map(|c| c.as_str()))
+        .position(|w| w == word)
+        .map_or(usize::MAX, |p| p % 3)
+}
+
+/// Several lists of conflicts (the inventories', each gateway pod's) as
+/// one, without duplicates, sorted by kind, catalog and names. One entry
+/// per (kind, catalog, names): its backends and details are the union, it
+/// is withheld (no `resolvedBy`) if any list has it withheld, and
+/// `reportedByGateway` if any gateway pod reported it.
+pub fn union(lists: Vec<Vec<GatewayConflictStatus>>) -> Vec<GatewayConflictStatus> {
+    type Key = (usize, String, usize, String, Vec<String>);
+    let mut merged: BTreeMap<Key, (GatewayConflictStatus, BTreeSet<String>)> = BTreeMap::new();
+    for c in lists.into_iter().flatten() {
+        let key = (
+            rank(&c.kind),
+            c.kind.clone(),
+            rank(&c.catalog),
+            c.catalog.clone(),
+            c.names.clone(),
+        );
+        let details: BTreeSet<String> = c
+            .detail
+            .iter()
+            .flat_map(|d| d.split(','))
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+            .collect();
+        match merged.get_mut(&key) {
+            None => {
+                merged.insert(key, (c, details));
+            }
+            Some((have, seen)) => {
+                let backends: BTreeSet<String> =
+                    have.backends.drain(..).chain(c.backends).collect();
+                // Each list is within the CRD's bound; their union may not be.
+                have.backends = backends.into_iter().take(32).collect();
+                if c.resolved_by.is_none() {
+                    have.resolved_by = None;
+                }
+                have.reported_by_gateway |= c.reported_by_gateway;
+                seen.extend(details);
+            }
+        }
+    }
+    merged
+        .into_values()
+        .map(|(mut c, details)| {
+            c.detail = (!details.is_empty())
+                .then(|| details.into_iter().collect::<Vec<_>>().join(","))
+                .map(|d| d.chars().take(512).collect());
+            c
         })
         .collect()
 }
 
 /// The `Conflicts` condition: `True` (`NamesWithheld`) while a name is
-/// withheld; else `False`, `Resolved` where every conflict is mapped, or
-/// `NoConflicts`.
+/// withheld, with how many and of which kinds; else `False`, `Resolved`
+/// where every conflict is mapped, or `NoConflicts`.
 pub fn condition(conflicts: &[GatewayConflictStatus]) -> (&'static str, &'static str, String) {
-    let withheld: Vec<String> = conflicts
+    let withheld: Vec<&GatewayConflictStatus> = conflicts
         .iter()
         .filter(|c| c.resolved_by.is_none())
-        .map(|c| {
-            format!(
-                "{} {} ({})",
-                c.kind,
-                c.names.join("/"),
-                c.backends.join(", ")
-            )
-        })
         .collect();
     if !withheld.is_empty() {
+        let count = |word: fn(&GatewayConflictStatus) -> &str| {
+            let mut n: BTreeMap<(usize, &str), usize> = BTreeMap::new();
+            for c in &withheld {
+                *n.entry((rank(word(c)), word(c))).or_default() += 1;
+            }
+            n.into_iter()
+                .map(|((_, w), n)| format!("{w} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let listed: Vec<String> = withheld
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} {} ({})",
+                    c.kind,
+                    c.catalog,
+                    c.names.join("/"),
+                    c.backends.join(", ")
+                )
+            })
+            .collect();
         return (
             "True",
             "NamesWithheld",
             format!(
-                "the gateway withholds {} name(s) until spec.resolve maps them or a backend stops serving them: {}",
+                "the gateway withholds {} name(s) ({}; {}) until a backend stops serving them, a prefix changes, or spec.resolve maps them (never a shadowing one): {}",
                 withheld.len(),
-                withheld.join("; ")
+                count(|c| c.catalog.as_str()),
+                count(|c| c.kind.as_str()),
+                listed.join("; ")
             ),
         );
     }
@@ -91,7 +175,7 @@ pub fn condition(conflicts: &[GatewayConflictStatus]) -> (&'static str, &'static
         (
             "False",
             "NoConflicts",
-            "no tool name of one backend meets another's".into(),
+            "no name of one backend meets another's, and no gateway pod withholds one".into(),
         )
     } else {
         (
@@ -163,7 +247,7 @@ mod tests {
         );
         assert_eq!(condition(&found).1, "NamesWithheld");
         assert!(
-            condition(&found).2.contains("collision echo (a, b)"),
+            condition(&found).2.contains("collision tool echo (a, b)"),
             "{}",
             condition(&found).2
         );
@@ -187,5 +271,27 @@ mod tests {
             condition(&tool_conflicts(&backends[..1], &[])).1,
             "NoConflicts"
         );
+    }
+
+    #[test]
+    fn a_union_stays_within_the_crds_bounds() {
+        let entry = |from: usize| GatewayConflictStatus {
+            kind: "collision".into(),
+            catalog: "tool".into(),
+            names: vec!["echo".into()],
+            backends: (from..from + 32).map(|i| format!("b{i:03}")).collect(),
+            detail: Some("x".repeat(400)),
+            ..GatewayConflictStatus::default()
+        };
+        let one = union(vec![
+            vec![entry(0)],
+            vec![GatewayConflictStatus {
+                detail: Some("y".repeat(400)),
+                ..entry(32)
+            }],
+        ]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].backends.len(), 32);
+        assert_eq!(one[0].detail.as_ref().unwrap().chars().count(), 512);
     }
 }

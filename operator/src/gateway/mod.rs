@@ -5,9 +5,11 @@
 //!   issuer JWKS, and the profile's JWT issuers' keys read as an MCPServer's are, reconcile::oidc)
 //!   → select backends (resolve::select, pure) → the TLS backends' CAs (backend_ca.rs, reads) → validate (validate.rs, pure)
 //!   ├─ invalid → status Ready=False <reason> + Event → wait for a change
-//!   └─ ok → keys (apply::ensure_keys: the signing key and peer key, made once)
+//!   └─ ok → keys (apply::ensure_keys: the signing key, peer key and admin token, made once)
 //!        → build (build.rs + pod.rs, pure) → apply (apply.rs, SSA, skips matching objects)
-//!        → status (status.rs: each backend's Ready and tool count; Ready/Degraded + Events)
+//!        → observe (observe.rs: each Ready pod's `GET /gateway`, with the admin token)
+//!        → status (status.rs: each backend's Ready and tool count; the withheld names, from the
+//!          backends' inventories and the pods' views; Ready/Degraded/Conflicts + Events)
 //! ```
 //! The other half lives in the MCPServer reconcile: [`trust::for_server`]
 //! reads the gateways that select a server and puts their public keys into
@@ -22,6 +24,7 @@ pub mod conflicts;
 pub mod controller;
 pub mod issuers;
 pub mod names;
+pub mod observe;
 pub mod pod;
 pub mod resolve;
 pub mod status;
@@ -144,6 +147,7 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
             missing,
             at,
             status::Outcome::Invalid(&invalid),
+            None,
             now_ref,
         );
         status::publish(&ctx.client, &ctx.recorder, gw, desired, &[]).await?;
@@ -173,7 +177,19 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
     applied.not_owned.extend(keys.not_owned.iter().cloned());
     let mut written = keys.written.clone();
     written.extend(applied.written.iter().cloned());
-    // 5. status
+    // 5. observe: what the running pods withhold. A paused gateway has no
+    // pod and withholds nothing; otherwise no answer keeps what status had.
+    let live = if gw.spec.replicas == 0 {
+        Some(Vec::new())
+    } else {
+        observe::observe_view(
+            ctx.admin.as_ref(),
+            &resolved.pods,
+            keys.admin_token.as_deref(),
+        )
+        .await
+    };
+    // 6. status
     let outcome = if applied.not_owned.is_empty() {
         status::Outcome::Applied {
             deployment: applied.deployment.as_ref(),
@@ -190,6 +206,7 @@ async fn pipeline(gw: &MCPGateway, ctx: &Context) -> Result<Outcome, Error> {
         &selection.missing,
         &endpoint,
         outcome,
+        live.as_deref(),
         &now,
     );
     // Look again soon while the pods come up, or while objects in the way

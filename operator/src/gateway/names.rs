@@ -9,6 +9,7 @@
 //!                  ├─ ConfigMap <gw>-backend-ca  the CAs of the backends served with TLS
 //!                  ├─ Secret    <gw>-gateway-key the signing key (made once, mounted by the gateway only)
 //!                  ├─ Secret    <gw>-peer-key    replicas sign session ids with it
+//!                  ├─ Secret    <gw>-admin-token the operator reads the pods' `/gateway` with it
 //!                  └─ ConfigMap <gw>-gateway-pub the public half and the callers' issuers, read by the
 //!                                                MCPServer reconcile of each selected backend only
 //! ```
@@ -65,6 +66,12 @@ pub fn key_secret(gw: &MCPGateway) -> String {
 
 pub fn peer_key_secret(gw: &MCPGateway) -> String {
     format!("{}-peer-key", gw.name_any())
+}
+
+/// The Secret holding the token the operator reads the gateway pods'
+/// `/gateway` with (made once, mounted by the gateway's pod only).
+pub fn admin_token_secret(gw: &MCPGateway) -> String {
+    format!("{}-admin-token", gw.name_any())
 }
 
 /// The ConfigMap of the public key, by the gateway's name (the backends'

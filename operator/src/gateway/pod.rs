@@ -6,8 +6,10 @@
 //!      read-only root, no service-account token)
 //! └─ gateway   mcp-warden-sidecar run --backend <server>=<its Service URL> … --backend-prefix …
 //!              --gateway-key-file /etc/mcp-warden/gateway/key.pem --gateway-issuer <issuer>
-//!              :8080 /mcp, :9090 /metrics /healthz /readyz /gateway
-//! volumes: policy + jwks (ConfigMaps), gateway-key + peer-key (Secrets, made once by the operator),
+//!              --admin-token-file /etc/mcp-warden/admin/token
+//!              :8080 /mcp, :9090 /metrics /healthz /readyz /gateway (the operator reads it with the token)
+//! volumes: policy + jwks (ConfigMaps), gateway-key + peer-key + admin-token (Secrets, made once by
+//!          the operator),
 //!          tokens-<n> + issuer-<i> (the profile's auth), tls (expose.tls), tmp (size-limited),
 //!          backend-ca (the TLS backends' CAs, `--backend-ca <server>=<file>`, backend_ca.rs)
 //! ```
@@ -42,8 +44,9 @@ use crate::{
         facade_auth::{auth_mounts, auth_volumes},
     },
     names::{
-        ADMIN_PORT, DRAIN_SECONDS, FACADE_PORT, JWKS_DIR, PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR,
-        POLICY_KEY, PRESTOP_SECONDS, TERMINATION_GRACE_SECONDS, TLS_DIR,
+        ADMIN_PORT, ADMIN_TOKEN_DIR, ADMIN_TOKEN_KEY, DRAIN_SECONDS, FACADE_PORT, JWKS_DIR,
+        PEER_KEY_DIR, PEER_KEY_KEY, POLICY_DIR, POLICY_KEY, PRESTOP_SECONDS,
+        TERMINATION_GRACE_SECONDS, TLS_DIR,
     },
 };
 
@@ -66,6 +69,10 @@ fn args(input: GatewayInput<'_>) -> Vec<String> {
         names::allowed_hosts(gw, cfg).join(","),
         "--drain-timeout-secs".into(),
         DRAIN_SECONDS.to_string(),
+        // `/gateway` shows every withheld name: only the operator, with
+        // this token, reads it for the status.
+        "--admin-token-file".into(),
+        format!("{ADMIN_TOKEN_DIR}/{ADMIN_TOKEN_KEY}"),
     ];
     for b in input.backends {
         args.extend([
@@ -163,6 +170,8 @@ fn volumes(input: GatewayInput<'_>) -> Vec<Volume> {
         // No key, no start: a gateway that cannot sign must not run unsigned.
         secret("gateway-key", names::key_secret(gw), false),
         secret("peer-key", names::peer_key_secret(gw), false),
+        // Made with the keys, before the Deployment.
+        secret("admin-token", names::admin_token_secret(gw), false),
     ];
     volumes.extend(auth_volumes(
         &profile_auth(input),
@@ -195,6 +204,7 @@ fn container(input: GatewayInput<'_>) -> Container {
         mount("jwks", JWKS_DIR, true),
         mount("gateway-key", names::KEY_DIR, true),
         mount("peer-key", PEER_KEY_DIR, true),
+        mount("admin-token", ADMIN_TOKEN_DIR, true),
     ];
     mounts.extend(auth_mounts(&profile_auth(input)));
     if names::tls_secret(gw).is_some() {
@@ -397,6 +407,33 @@ mod tests {
         assert!(
             args.contains("--gateway-issuer mcpwarden.dev/a/mcpgateway/front"),
             "{args}"
+        );
+        // The admin token the operator reads `/gateway` with: its own
+        // Secret, mounted read-only where `--admin-token-file` points.
+        assert!(
+            args.contains("--admin-token-file /etc/mcp-warden/admin/token"),
+            "{args}"
+        );
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "admin-token")
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(volume).unwrap(),
+            serde_json::json!({"name": "admin-token", "secret": {
+                "secretName": "front-admin-token", "defaultMode": 0o440, "optional": false}})
+        );
+        let mount = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "admin-token")
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(mount).unwrap(),
+            serde_json::json!({"name": "admin-token", "mountPath": "/etc/mcp-warden/admin", "readOnly": true})
         );
     }
 

@@ -9,7 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
+    api::ListParams,
     core::{Selector, SelectorExt},
     Api, Client, ResourceExt,
 };
@@ -139,6 +141,9 @@ pub struct Resolved {
     pub servers: Vec<MCPServer>,
     /// The gateway's ToolProfile, if it names one and it exists.
     pub tool_profile: Option<ToolProfile>,
+    /// The gateway's pods (its selector's label), whose `/gateway` the
+    /// observe step reads.
+    pub pods: Vec<Pod>,
 }
 
 /// A read failed (transient).
@@ -152,7 +157,7 @@ pub struct ResolveError {
     pub source: kube::Error,
 }
 
-/// Read the namespace's MCPServers and the gateway's ToolProfile.
+/// Read the namespace's MCPServers, the gateway's ToolProfile and pods.
 pub async fn resolve(client: &Client, gw: &MCPGateway) -> Result<Resolved, ResolveError> {
     let ns = names::namespace(gw);
     let servers = Api::<MCPServer>::namespaced(client.clone(), &ns)
@@ -173,9 +178,19 @@ pub async fn resolve(client: &Client, gw: &MCPGateway) -> Result<Resolved, Resol
             })?,
         None => None,
     };
+    let selector = format!("{}={}", names::GATEWAY_LABEL, gw.name_any());
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| ResolveError {
+            what: format!("the pods of MCPGateway {ns}/{}", gw.name_any()),
+            source,
+        })?
+        .items;
     Ok(Resolved {
         servers,
         tool_profile,
+        pods,
     })
 }
 

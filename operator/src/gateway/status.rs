@@ -2,8 +2,10 @@
 //! written only when they changed, with an Event for each condition that
 //! changed (a Warning when the gateway is not Ready or is Degraded).
 //!
-//! `Conflicts`: whether the gateway withholds tool names, computed from
-//! the backends' inventories by the facade's rules ([`super::conflicts`]).
+//! `Conflicts`: whether the gateway withholds names, how many and of which
+//! kinds: computed from the backends' inventories by the facade's rules,
+//! merged with what the gateway's pods report ([`super::conflicts`],
+//! [`super::observe`]); an Event each time the withheld set changes.
 //! `Ready`: the gateway's pods serve (`Available`), or why not
 //! (`Progressing`, `Paused`, an invalid spec's reason, `NotOwned`,
 //! `KeyUnavailable`). `Degraded`: it serves, but a backend is missing or not
@@ -24,7 +26,7 @@ use kube::{
     Api, Resource, ResourceExt,
 };
 use mcp_warden_crds::{
-    mcpgateway::{GatewayBackendStatus, MCPGatewayStatus},
+    mcpgateway::{GatewayBackendStatus, GatewayConflictStatus, MCPGatewayStatus},
     MCPGateway,
 };
 
@@ -97,13 +99,16 @@ fn available(d: Option<&Deployment>, replicas: i32) -> (&'static str, &'static s
     }
 }
 
-/// The status the gateway should have.
+/// The status the gateway should have. `live`: what the gateway's pods
+/// withhold (`None`: no pod answered, so the entries status has from them
+/// are kept).
 pub fn desired_status(
     gw: &MCPGateway,
     backends: &[Backend],
     missing: &[String],
     endpoint: &str,
     outcome: Outcome<'_>,
+    live: Option<&[GatewayConflictStatus]>,
     now: &Time,
 ) -> MCPGatewayStatus {
     let old = gw.status.clone().unwrap_or_default();
@@ -192,7 +197,17 @@ pub fn desired_status(
             },
         }
     };
-    let mut conflicts = super::conflicts::tool_conflicts(backends, &gw.spec.resolve);
+    let live = match live {
+        Some(live) => live.to_vec(),
+        None => old
+            .conflicts
+            .iter()
+            .filter(|c| c.reported_by_gateway)
+            .cloned()
+            .collect(),
+    };
+    let inventory = super::conflicts::tool_conflicts(backends, &gw.spec.resolve);
+    let mut conflicts = super::conflicts::union(vec![inventory, live]);
     let conflicted = super::conflicts::condition(&conflicts);
     conflicts.truncate(super::conflicts::MAX_LISTED);
     MCPGatewayStatus {
@@ -220,14 +235,36 @@ pub struct StatusError {
     pub source: kube::Error,
 }
 
-/// The Events for the conditions that changed (status or reason). Pure.
+/// The Events for the conditions that changed (status or reason), and for
+/// `Conflicts` also when the withheld set changed under the same reason
+/// (a new shadowing definition while another name is withheld). Pure.
 pub fn condition_events(old: &MCPGatewayStatus, new: &MCPGatewayStatus) -> Vec<Event> {
+    // What is withheld, not where it was seen: a pod confirming what the
+    // inventories showed is no news.
+    let withheld = |s: &MCPGatewayStatus| {
+        s.conflicts
+            .iter()
+            .filter(|c| c.resolved_by.is_none())
+            .map(|c| {
+                (
+                    c.kind.clone(),
+                    c.catalog.clone(),
+                    c.names.clone(),
+                    c.backends.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let conflicts_changed = withheld(old) != withheld(new);
     new.conditions
         .iter()
         .filter(|c| {
-            !old.conditions
-                .iter()
-                .any(|o| o.type_ == c.type_ && o.status == c.status && o.reason == c.reason)
+            !old.conditions.iter().any(|o| {
+                o.type_ == c.type_
+                    && o.status == c.status
+                    && o.reason == c.reason
+                    && !(c.type_ == "Conflicts" && (conflicts_changed || o.message != c.message))
+            })
         })
         .map(|c| {
             let bad = match c.type_.as_str() {
@@ -345,7 +382,7 @@ mod tests {
             cas_not_found: &[],
         };
         let now = Time(Timestamp::UNIX_EPOCH);
-        desired_status(&gw, &[backend(ready)], &[], "e", outcome, &now)
+        desired_status(&gw, &[backend(ready)], &[], "e", outcome, None, &now)
             .conditions
             .into_iter()
             .find(|c| c.type_ == "Degraded")
@@ -397,6 +434,157 @@ mod tests {
         assert_eq!(
             degraded_with(false, false, &unread).reason,
             "BackendsNotReady"
+        );
+    }
+
+    /// Two backends without prefixes, both Ready, with their inventories.
+    fn unprefixed(name: &str, tools: &[&str]) -> Backend {
+        let server: MCPServer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "mcpwarden.dev/v1alpha1", "kind": "MCPServer",
+            "metadata": {"name": name, "namespace": "a"},
+            "spec": {"image": "i", "command": ["x"], "toolProfileRef": {"name": "p"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Available",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "tools": tools.iter().map(|t| serde_json::json!({"name": t, "state": "exposed"}))
+                    .collect::<Vec<_>>()}}))
+        .unwrap();
+        Backend {
+            server,
+            prefix: String::new(),
+        }
+    }
+
+    fn live(kind: &str, catalog: &str, name: &str, backends: &[&str]) -> GatewayConflictStatus {
+        GatewayConflictStatus {
+            kind: kind.into(),
+            catalog: catalog.into(),
+            names: vec![name.into()],
+            backends: backends.iter().map(|b| b.to_string()).collect(),
+            reported_by_gateway: true,
+            ..GatewayConflictStatus::default()
+        }
+    }
+
+    /// The inventories' collision, and what two replicas withhold: the
+    /// same collision (one entry, not two), a shadowing tool (details of
+    /// both replicas), a prompt collision one replica still serves from a
+    /// mapping (withheld on the other: listed withheld).
+    #[test]
+    fn the_live_views_and_the_inventories_make_one_status() {
+        let gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a}\n\
+             spec: {backends: [{name: git, prefix: none}, {name: fs, prefix: none}]}\n",
+        )
+        .unwrap();
+        let backends = [
+            unprefixed("fs", &["status", "read"]),
+            unprefixed("git", &["status"]),
+        ];
+        let shadowing = |detail: &str| GatewayConflictStatus {
+            detail: Some(detail.into()),
+            ..live("shadowing", "tool", "read", &["fs"])
+        };
+        let replica_one = vec![
+            live("collision", "tool", "status", &["fs", "git"]),
+            shadowing("shadowing/names-other-tool"),
+            live("collision", "prompt", "summarize", &["fs", "git"]),
+        ];
+        let replica_two = vec![
+            shadowing("shadowing/imperative,shadowing/names-other-tool"),
+            GatewayConflictStatus {
+                resolved_by: Some("git".into()),
+                ..live("collision", "prompt", "summarize", &["fs", "git"])
+            },
+        ];
+        let views = super::super::conflicts::union(vec![replica_one, replica_two]);
+        let outcome = Outcome::Applied {
+            deployment: None,
+            route_unavailable: false,
+            unread_issuers: &[],
+            cas_not_found: &[],
+        };
+        let now = Time(Timestamp::UNIX_EPOCH);
+        let status = desired_status(&gw, &backends, &[], "e", outcome, Some(&views), &now);
+        let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+            serde_json::json!({"type": type_, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": "1970-01-01T00:00:00Z"})
+        };
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            serde_json::json!({
+                "conditions": [
+                    condition("Ready", "False", "Progressing", "waiting for the gateway's pods to become available"),
+                    condition("Degraded", "False", "AsExpected", "every backend is Ready"),
+                    condition("Conflicts", "True", "NamesWithheld",
+                        "the gateway withholds 3 name(s) (tool 2, prompt 1; collision 2, shadowing 1) until a \
+                         backend stops serving them, a prefix changes, or spec.resolve maps them (never a \
+                         shadowing one): collision tool status (fs, git); collision prompt summarize (fs, git); \
+                         shadowing tool read (fs)"),
+                ],
+                "endpoint": "e",
+                "backendsReady": "2/2",
+                "backends": [
+                    {"name": "fs", "prefix": "none", "ready": true, "tools": 2},
+                    {"name": "git", "prefix": "none", "ready": true, "tools": 1},
+                ],
+                "conflicts": [
+                    {"kind": "collision", "catalog": "tool", "names": ["status"], "backends": ["fs", "git"],
+                     "reportedByGateway": true},
+                    {"kind": "collision", "catalog": "prompt", "names": ["summarize"], "backends": ["fs", "git"],
+                     "reportedByGateway": true},
+                    {"kind": "shadowing", "catalog": "tool", "names": ["read"], "backends": ["fs"],
+                     "detail": "shadowing/imperative,shadowing/names-other-tool", "reportedByGateway": true},
+                ],
+            })
+        );
+
+        // A pod confirming the inventories' collision is no news.
+        let inventory_only = desired_status(&gw, &backends, &[], "e", outcome, Some(&[]), &now);
+        let mut confirmed = gw.clone();
+        confirmed.status = Some(inventory_only.clone());
+        let confirming = [live("collision", "tool", "status", &["fs", "git"])];
+        let next = desired_status(
+            &confirmed,
+            &backends,
+            &[],
+            "e",
+            outcome,
+            Some(&confirming),
+            &now,
+        );
+        assert!(next.conflicts[0].reported_by_gateway);
+        assert!(condition_events(&inventory_only, &next).is_empty());
+        // No pod answered: the live entries stay as they were.
+        let mut seen = gw.clone();
+        seen.status = Some(status.clone());
+        let kept = desired_status(&seen, &backends, &[], "e", outcome, None, &now);
+        assert_eq!(kept.conflicts, status.conflicts);
+        assert!(condition_events(&status, &kept).is_empty());
+        // The pods answer without the shadowing tool: one Event, though the
+        // condition's reason stays.
+        let fewer = vec![
+            live("collision", "tool", "status", &["fs", "git"]),
+            live("collision", "prompt", "summarize", &["fs", "git"]),
+        ];
+        let next = desired_status(&seen, &backends, &[], "e", outcome, Some(&fewer), &now);
+        assert_eq!(next.conflicts.len(), 2);
+        let events = condition_events(&status, &next);
+        assert_eq!(events.len(), 1);
+        assert!(matches!(events[0].type_, EventType::Warning));
+        assert_eq!(events[0].reason, "NamesWithheld");
+        assert!(events[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("the gateway withholds 2 name(s) (tool 1, prompt 1; collision 2)"));
+        // Paused (an empty view): the inventories' collision alone.
+        let paused = desired_status(&seen, &backends, &[], "e", outcome, Some(&[]), &now);
+        assert_eq!(
+            paused.conflicts,
+            [GatewayConflictStatus {
+                reported_by_gateway: false,
+                ..live("collision", "tool", "status", &["fs", "git"])
+            }]
         );
     }
 }

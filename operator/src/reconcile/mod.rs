@@ -57,8 +57,8 @@ pub struct Context {
     pub config: BuildConfig,
     /// Consecutive failures per `namespace/name`, for the backoff.
     pub failures: Mutex<BTreeMap<String, u32>>,
-    /// Reads the facades' `/tools` (mocked in tests).
-    pub tools: Arc<dyn observe::ToolsSource>,
+    /// Reads the facades' `/tools` and the gateways' `/gateway` (mocked in tests).
+    pub admin: Arc<dyn observe::AdminSource>,
     /// The cluster's service-account issuer keys.
     pub jwks: observe::JwksCache,
     /// The cluster's policy engine for egress by host name.
@@ -86,7 +86,7 @@ impl Context {
             metrics,
             config,
             failures: Default::default(),
-            tools: Arc::new(observe::HttpTools),
+            admin: Arc::new(observe::HttpAdmin),
             jwks: Default::default(),
             engine: observe::EngineCache::new(true),
             issuer_keys: Default::default(),
@@ -337,7 +337,7 @@ async fn pipeline(server: &MCPServer, ctx: &Context) -> Result<Outcome, Error> {
         .then(|| policy_digest(&plan.objects.config_map))
         .flatten();
     let observed = observe::observe_tools(
-        ctx.tools.as_ref(),
+        ctx.admin.as_ref(),
         &resolved.pods,
         token,
         in_force.as_deref(),

@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! pods (label mcpwarden.dev/server=<name>, as resolve listed them; Running and Ready, with an IP)
-//!   └─ ToolsSource::fetch("<podIP>:9090", token)  GET /tools ─▶ merge (worst state wins) ─▶ status.tools
-//!                                                   (and the upstream's identity ─▶ status.server)
+//!   └─ AdminSource::get("<podIP>:9090", "/tools", token) ─▶ merge (worst state wins) ─▶ status.tools
+//!                                                         (and the upstream's identity ─▶ status.server)
 //!      (`/tools` shows hidden tools: the facade wants the server's admin token)
 //! API server GET /.well-known/openid-configuration (issuer) + /openid/v1/jwks
 //!   └─ JwksCache (5 min; a failure keeps the last good copy) ─▶ ConfigMap <name>-jwks + policy issuer
@@ -12,7 +12,9 @@
 //!   └─ EngineCache (10 s; a failure keeps the last answer) ─▶ which policy allows egress by host name
 //!                                                              (Cilium, Calico, else the egress proxy)
 //! ```
-//! The HTTP fetch sits behind [`ToolsSource`] so reconcile tests can mock it.
+//! The HTTP fetch sits behind [`AdminSource`] so reconcile tests can mock
+//! it; the gateway reconcile reads its pods' `GET /gateway` with it too
+//! (`crate::gateway::observe`).
 
 use std::{
     collections::BTreeMap,
@@ -27,13 +29,13 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use mcp_warden_crds::mcpserver::{ObservedServer, ObservedTool};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use crate::{config::NamedEgress, names::ADMIN_PORT};
 
 /// What one facade's `/tools` reports.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FacadeReport {
     /// Every upstream tool.
     pub tools: Vec<ObservedTool>,
@@ -51,25 +53,29 @@ pub struct FacadeReport {
     pub listed: Option<bool>,
 }
 
-/// Reads one facade's `/tools`.
-pub trait ToolsSource: Send + Sync {
-    /// `GET http://{addr}/tools` with `Authorization: Bearer {token}`, decoded.
-    fn fetch<'a>(
+/// Reads one admin-port document of a pod (a facade's `/tools`, a
+/// gateway's `/gateway`): one HTTP client for both, mocked in reconcile tests.
+pub trait AdminSource: Send + Sync {
+    /// `GET http://{addr}{path}` with `Authorization: Bearer {token}`: the
+    /// body of a 2xx answer (at most 4 MiB).
+    fn get<'a>(
         &'a self,
         addr: &'a str,
+        path: &'static str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<FacadeReport, String>>;
+    ) -> BoxFuture<'a, Result<Bytes, String>>;
 }
 
 /// The real source: HTTP/1.1 to the pod's admin port, 3 s timeout.
-pub struct HttpTools;
+pub struct HttpAdmin;
 
-impl ToolsSource for HttpTools {
-    fn fetch<'a>(
+impl AdminSource for HttpAdmin {
+    fn get<'a>(
         &'a self,
         addr: &'a str,
+        path: &'static str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<FacadeReport, String>> {
+    ) -> BoxFuture<'a, Result<Bytes, String>> {
         Box::pin(async move {
             let work = async {
                 let tcp = tokio::net::TcpStream::connect(addr)
@@ -79,7 +85,7 @@ impl ToolsSource for HttpTools {
                     .await
                     .map_err(|e| e.to_string())?;
                 tokio::spawn(conn);
-                let request = hyper::Request::get("/tools")
+                let request = hyper::Request::get(path)
                     .header("host", addr)
                     .header("authorization", format!("Bearer {token}"))
                     .body(Empty::<Bytes>::new())
@@ -91,18 +97,40 @@ impl ToolsSource for HttpTools {
                 if !response.status().is_success() {
                     return Err(format!("HTTP {}", response.status()));
                 }
-                let body = http_body_util::Limited::new(response.into_body(), 4 << 20)
+                Ok(http_body_util::Limited::new(response.into_body(), 4 << 20)
                     .collect()
                     .await
                     .map_err(|e| e.to_string())?
-                    .to_bytes();
-                parse_tools(&body)
+                    .to_bytes())
             };
             tokio::time::timeout(Duration::from_secs(3), work)
                 .await
                 .map_err(|_| "timed out".to_string())?
         })
     }
+}
+
+/// The admin addresses (`<podIP>:9090`, sorted) of the pods that are
+/// Running and Ready: a facade still probing its server may report the
+/// server's identity before its tool list is read, and a gateway that is
+/// not Ready has not listed its backends yet.
+pub fn admin_addrs(pods: &[Pod]) -> Vec<String> {
+    let ready = |s: &&k8s_openapi::api::core::v1::PodStatus| {
+        s.conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    };
+    let mut addrs: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Running"))
+        .filter(ready)
+        .filter_map(|s| s.pod_ip.clone())
+        .map(|ip| format!("{ip}:{ADMIN_PORT}"))
+        .collect();
+    addrs.sort();
+    addrs
 }
 
 /// Decode a facade's `/tools` document.
@@ -142,7 +170,7 @@ pub fn merge(per_pod: Vec<Vec<ObservedTool>>) -> Vec<ObservedTool> {
 /// pod within the kubelet's sync period. Status then keeps what it had, and
 /// [`Observed::settling`] asks for another look soon.
 pub async fn observe_tools(
-    source: &dyn ToolsSource,
+    source: &dyn AdminSource,
     pods: &[Pod],
     token: Option<&str>,
     policy: Option<&str>,
@@ -150,27 +178,13 @@ pub async fn observe_tools(
     let Some(token) = token else {
         return Observed::default();
     };
-    // Ready pods only: a facade still probing its server may report the
-    // server's identity before its tool list is read.
-    let ready = |s: &&k8s_openapi::api::core::v1::PodStatus| {
-        s.conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    };
-    let mut addrs: Vec<String> = pods
-        .iter()
-        .filter_map(|p| p.status.as_ref())
-        .filter(|s| s.phase.as_deref() == Some("Running"))
-        .filter(ready)
-        .filter_map(|s| s.pod_ip.clone())
-        .map(|ip| format!("{ip}:{ADMIN_PORT}"))
-        .collect();
-    addrs.sort();
     let mut reports = Vec::new();
-    for addr in &addrs {
-        match source.fetch(addr, token).await {
-            Ok(report) => reports.push(report),
+    for addr in &admin_addrs(pods) {
+        match source.get(addr, "/tools", token).await {
+            Ok(body) => match parse_tools(&body) {
+                Ok(report) => reports.push(report),
+                Err(e) => debug!(%addr, error = %e, "no /tools from this facade"),
+            },
             Err(e) => debug!(%addr, error = %e, "no /tools from this facade"),
         }
     }

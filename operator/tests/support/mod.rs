@@ -21,7 +21,7 @@ use mcp_warden_operator::{
     config::BuildConfig,
     reconcile::{
         self,
-        observe::{FacadeReport, ToolsSource},
+        observe::{AdminSource, FacadeReport},
         Context,
     },
     runtime::metrics::Metrics,
@@ -71,26 +71,31 @@ pub struct Fixture {
     pub facades: FakeFacades,
 }
 
-/// The facades' `/tools` answers by `ip:9090`, and the admin tokens the
-/// operator presented.
+/// The facades' `/tools` answers by `ip:9090`, the admin tokens the
+/// operator presented, and the gateways' `/gateway` answers by `ip:9090`.
 #[derive(Clone, Default)]
 pub struct FakeFacades(
     pub BTreeMap<String, FacadeReport>,
     pub Arc<Mutex<Vec<String>>>,
+    pub BTreeMap<String, Value>,
 );
 
-impl ToolsSource for FakeFacades {
-    fn fetch<'a>(
+impl AdminSource for FakeFacades {
+    fn get<'a>(
         &'a self,
         addr: &'a str,
+        path: &'static str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<FacadeReport, String>> {
+    ) -> BoxFuture<'a, Result<bytes::Bytes, String>> {
         self.1.lock().unwrap().push(token.to_string());
-        let answer = self
-            .0
-            .get(addr)
-            .cloned()
-            .ok_or_else(|| format!("connection refused: {addr}"));
+        let body = match path {
+            "/tools" => self.0.get(addr).map(|r| serde_json::to_vec(r).unwrap()),
+            "/gateway" => self.2.get(addr).map(|v| serde_json::to_vec(v).unwrap()),
+            _ => None,
+        };
+        let answer = body
+            .map(bytes::Bytes::from)
+            .ok_or_else(|| format!("connection refused: {addr}{path}"));
         Box::pin(async move { answer })
     }
 }
@@ -219,7 +224,7 @@ impl Fixture {
             metrics: Metrics::default(),
             config: BuildConfig::default(),
             failures: Default::default(),
-            tools: Arc::new(self.facades.clone()),
+            admin: Arc::new(self.facades.clone()),
             jwks: Default::default(),
             engine: mcp_warden_operator::reconcile::observe::EngineCache::new(true),
             issuer_keys: Default::default(),
@@ -430,6 +435,7 @@ pub fn yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
 /// Run one MCPGateway reconcile against the fake API; returns the action,
 /// the calls in order (each one the chart's RBAC allows), and the state after.
 pub async fn reconcile_gateway(state: Fixture, gw: &MCPGateway) -> (Action, Vec<Call>, Fixture) {
+    let facades = state.facades.clone();
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, NS);
     let shared = Arc::new(Mutex::new(state));
@@ -448,12 +454,14 @@ pub async fn reconcile_gateway(state: Fixture, gw: &MCPGateway) -> (Action, Vec<
             }
         }
     });
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         Recorder::new(client, "mcp-warden-operator".into()),
         Metrics::default(),
         BuildConfig::default(),
-    ));
+    );
+    ctx.admin = Arc::new(facades);
+    let ctx = Arc::new(ctx);
     let action = Box::pin(mcp_warden_operator::gateway::reconcile(
         Arc::new(gw.clone()),
         ctx,
