@@ -340,7 +340,7 @@ async fn what_the_gateway_pods_withhold_is_in_its_status() {
     gw.spec.resolve =
         serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
     let (_, calls, after) = reconcile(fixture, &gw).await;
-    let status = &after.objects[GW_STATUS]["status"];
+    let status = front_status(&after);
     assert_eq!(
         status["conflicts"],
         json!([

@@ -497,9 +497,7 @@ mod tests {
         )
         .unwrap();
         let secret = desired_admin_token_secret(&gw, "ab".repeat(32));
-        let mut want_meta = metadata();
-        want_meta["name"] = json!("front-admin-token");
-        want_meta["labels"]["app.kubernetes.io/component"] = json!("admin-token");
+        let want_meta = names::front_metadata("front-admin-token", "admin-token");
         assert_eq!(
             crate::build::typed_value(&secret),
             json!({
