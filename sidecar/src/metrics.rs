@@ -376,7 +376,7 @@ impl Metrics {
         .expect("valid metric");
         let upstream_recycled = IntCounter::new(
             "mcpwarden_upstream_recycled_total",
-            "Server processes replaced because they kept working on a cancelled or timed-out call",
+            "Server processes replaced because they kept working on a call past its time limit",
         )
         .expect("valid metric");
         let notifications_dropped = IntCounter::new(

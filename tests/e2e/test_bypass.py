@@ -511,15 +511,17 @@ def start_fixture_http(start_process) -> str:
 # 7. A cancelled call keeps its concurrency slot
 # ---------------------------------------------------------------------------
 def test_a_cancelled_call_keeps_its_slot_until_the_server_lets_go(facade):
+    # A cancelled call holds its slot as long as it could have run: its
+    # limit, short here so the test can wait it out.
     policy = policy_doc(auth={"anonymous": {"role": "user"}}, limits={"maxConcurrentCalls": 1},
-                        tools=[{"name": "sleep"}, {"name": "echo"}, {"name": "cancelled"}])
-    # The default grace (10 s) is what a deployment gets; the test waits it out.
+                        tools=[{"name": "sleep", "limits": {"callTimeoutSeconds": 4}}, {"name": "echo"},
+                               {"name": "cancelled"}])
     fa = facade(upstream=policy_fixture_stdio(), policy=policy)
     s = RawMcp(fa.url, timeout=20)
     s.initialize()
     with ThreadPoolExecutor(1) as pool:
         # The fixture never answers a call it was told to cancel: only the
-        # grace period can give the slot back.
+        # call's limit can give the slot back.
         pool.submit(s.post, {"jsonrpc": "2.0", "id": 40, "method": "tools/call",
                              "params": {"name": "sleep", "arguments": {"seconds": 30}}})
         time.sleep(0.5)

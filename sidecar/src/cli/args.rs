@@ -150,9 +150,11 @@ pub(super) struct RunArgs {
     /// for anonymous callers, one source address.
     #[arg(long, default_value_t = Limits::default().max_sessions_per_identity)]
     pub(super) max_sessions_per_identity: usize,
-    /// Seconds a call the client cancelled (or that timed out) may stay on
-    /// the server, holding its concurrency slot, before the server process
-    /// is replaced.
+    /// Seconds a request past its time limit may stay on the server, holding
+    /// its concurrency slot, before the server process is replaced. A request
+    /// the client cancelled is owed no answer: it holds its slot until the
+    /// server answers it or its own time limit runs out, then is let go
+    /// without replacing the server.
     #[arg(long, default_value_t = Limits::default().cancel_grace.as_secs())]
     pub(super) cancel_grace_secs: u64,
     /// File holding the admin token (the operator's): it reads `/tools` and

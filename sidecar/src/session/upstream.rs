@@ -10,10 +10,27 @@
 //!
 //! The answer always comes back to the pipeline step that forwarded the
 //! request, which filters it and answers the client. A request the client
-//! cancels, or that runs past its limit, keeps the step waiting (and its
-//! concurrency slot taken) until the server answers it or a grace period
-//! ends, and then the server process is recycled: a server that ignores
-//! cancellation cannot pile up work behind the budget's back.
+//! no longer waits for stays registered (a late answer is dropped, never
+//! routed to anyone) and keeps the step waiting, with its concurrency slot
+//! taken, until the server answers it or a bound runs out ([`Lingering`]):
+//!
+//! - **Cancelled by its client**: the server owes no answer (a receiver of
+//!   `notifications/cancelled` should not send one, and the official
+//!   TypeScript SDK never does), so silence is no fault. The request is let go, without
+//!   touching the server, when the time limit it was sent with runs out
+//!   (the tool's call timeout, the request timeout): as long as it could
+//!   have run had nobody cancelled it. So a caller cannot start more work
+//!   by cancelling than by waiting (the slot counts the cancelled call as
+//!   long as an uncancelled one could hold it), and one caller's
+//!   cancellation never restarts a process its other calls depend on (nor,
+//!   on a modern server, the one every caller shares). What a server does with a request
+//!   after it was told to cancel is its own; the facade bounds what a
+//!   caller can start, not how a server keeps its word.
+//! - **Past its limit**: the limit is the policy's promise that the work
+//!   stops, not the caller's choice. The server was told to cancel; if it
+//!   has not answered within the cancel grace, its process is replaced, so
+//!   a server that ignores cancellation cannot pile up work behind the
+//!   budget's back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,25 +67,74 @@ pub(crate) struct Lingering {
     channel: Arc<Channel>,
     upstream: u64,
     answer: oneshot::Receiver<Result<Message, String>>,
+    bound: Bound,
+}
+
+/// How long a [`Lingering`] request is waited for, and what follows.
+#[derive(Clone, Copy, Debug)]
+enum Bound {
+    /// Past its limit: the cancel grace, then the server is replaced.
+    Grace,
+    /// Cancelled by its client: until the limit it was sent with, then it
+    /// is let go (the server owes no answer).
+    Limit(tokio::time::Instant),
+}
+
+/// How a [`Lingering`] request ended.
+#[derive(Debug, PartialEq)]
+enum Settled {
+    /// The server answered (or went away): nothing left on it.
+    Answered,
+    /// A cancelled request's limit ran out unanswered: let go.
+    LetGo,
+    /// A timed-out request's grace ran out unanswered: replace the server.
+    Recycle,
+}
+
+/// Wait for `answer` within `bound` (`grace` for [`Bound::Grace`]).
+async fn outwait(
+    answer: oneshot::Receiver<Result<Message, String>>,
+    bound: Bound,
+    grace: Duration,
+) -> Settled {
+    let (until, past) = match bound {
+        Bound::Grace => (tokio::time::Instant::now() + grace, Settled::Recycle),
+        Bound::Limit(deadline) => (deadline, Settled::LetGo),
+    };
+    match tokio::time::timeout_at(until, answer).await {
+        Ok(_) => Settled::Answered,
+        Err(_) => past,
+    }
 }
 
 impl Lingering {
-    /// Wait (bounded by the cancel grace) until the server lets go of the
-    /// request; past the grace, replace the server process.
+    /// Wait until the server lets go of the request, within its bound: a
+    /// cancelled request is let go at its limit; a timed-out one past the
+    /// cancel grace gets the server process replaced.
     pub(crate) async fn settle(self) {
         let grace = self.channel.app.limits.cancel_grace;
-        if tokio::time::timeout(grace, self.answer).await.is_err() {
-            self.channel.unregister(self.upstream);
-            self.channel.app.metrics.upstream_recycled.inc();
-            tracing::warn!(
-                grace_secs = grace.as_secs(),
-                "the MCP server did not stop a cancelled request; recycling it"
-            );
-            self.channel.recycle();
+        match outwait(self.answer, self.bound, grace).await {
+            Settled::Answered => {}
+            Settled::LetGo => {
+                self.channel.unregister(self.upstream);
+                tracing::debug!(
+                    upstream_id = self.upstream,
+                    "a cancelled request reached its time limit unanswered; letting it go"
+                );
+            }
+            Settled::Recycle => {
+                self.channel.unregister(self.upstream);
+                self.channel.app.metrics.upstream_recycled.inc();
+                tracing::warn!(
+                    grace_secs = grace.as_secs(),
+                    "the MCP server did not stop a request past its time limit; recycling it"
+                );
+                self.channel.recycle();
+            }
         }
     }
 
-    /// Stop waiting without a grace: the server owes no answer. A
+    /// Stop waiting without a bound: the server owes no answer. A
     /// subscription it was told to end is over with that (a cancelled
     /// request gets no response), and holds no work a recycle would stop.
     pub(crate) fn release(self) {
@@ -243,7 +309,7 @@ impl Session {
                 channel
                     .cancel(n, "mcp-warden: the request exceeded its time limit")
                     .await;
-                return Forwarded::TimedOut(self.lingering(n, rx));
+                return Forwarded::TimedOut(self.lingering(n, rx, Bound::Grace));
             }
         }
         tokio::select! {
@@ -254,11 +320,12 @@ impl Session {
             },
             () = tokio::time::sleep_until(deadline) => {
                 channel.cancel(n, "mcp-warden: the request exceeded its time limit").await;
-                Forwarded::TimedOut(self.lingering(n, rx))
+                Forwarded::TimedOut(self.lingering(n, rx, Bound::Grace))
             }
             Ok(()) = &mut cancel_rx => {
-                // The client's cancellation was passed on when it came in.
-                Forwarded::Cancelled(self.lingering(n, rx))
+                // The client's cancellation was passed on when it came in;
+                // the request may hold on as long as its limit allowed.
+                Forwarded::Cancelled(self.lingering(n, rx, Bound::Limit(deadline)))
             }
         }
     }
@@ -267,11 +334,13 @@ impl Session {
         self: &Arc<Self>,
         upstream: u64,
         answer: oneshot::Receiver<Result<Message, String>>,
+        bound: Bound,
     ) -> Lingering {
         Lingering {
             channel: self.channel.clone(),
             upstream,
             answer,
+            bound,
         }
     }
 

@@ -185,3 +185,47 @@ fn edits_apply_and_a_request_without_progress_keeps_its_meta() {
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"upstream","_meta":{"k":1}}}"#
     );
 }
+
+type Answer = Result<Message, String>;
+
+/// A request nobody answers: the sender stays alive, so only the bound ends the wait.
+fn unanswered() -> (oneshot::Sender<Answer>, oneshot::Receiver<Answer>) {
+    oneshot::channel()
+}
+
+const GRACE: Duration = Duration::from_millis(50);
+
+#[tokio::test]
+async fn a_cancelled_request_is_let_go_at_its_own_limit_never_recycled_at_the_grace() {
+    let (_tx, rx) = unanswered();
+    let start = tokio::time::Instant::now();
+    let limit = start + Duration::from_millis(300);
+    assert_eq!(
+        outwait(rx, Bound::Limit(limit), GRACE).await,
+        Settled::LetGo
+    );
+    // It held on as long as it could have run: the slot is not freed early.
+    assert!(tokio::time::Instant::now() >= limit);
+}
+
+#[tokio::test]
+async fn a_cancelled_request_answered_after_the_grace_but_within_its_limit_is_answered() {
+    let (tx, rx) = unanswered();
+    let limit = tokio::time::Instant::now() + Duration::from_secs(5);
+    tokio::spawn(async move {
+        tokio::time::sleep(GRACE * 3).await;
+        let _ = tx.send(Err("late".into()));
+    });
+    assert_eq!(
+        outwait(rx, Bound::Limit(limit), GRACE).await,
+        Settled::Answered
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_request_unanswered_past_the_grace_gets_the_server_recycled() {
+    let (_tx, rx) = unanswered();
+    let start = tokio::time::Instant::now();
+    assert_eq!(outwait(rx, Bound::Grace, GRACE).await, Settled::Recycle);
+    assert!(start.elapsed() >= GRACE);
+}

@@ -415,7 +415,8 @@ impl Session {
         }
         req.span.end();
         // A call the client no longer waits for keeps its slot until the
-        // server lets go of it (or the server is recycled).
+        // server lets go of it: cancelled, until its time limit; timed out,
+        // until the grace ends and the server is recycled.
         if let Some((lingering, permit)) = lingering {
             lingering.settle().await;
             drop(permit);
