@@ -13,7 +13,7 @@ Fixtures:
         captured to a temp file, the group killed on teardown; the logs of
         every process a failing test started are attached to its report.
     facade(upstream=None, upstream_url=None, upstream_socket=None, policy=None,
-           extra_args=(), port=None) -> Facade with .url, .admin_url, .proc, .stderr_text()
+           extra_args=(), port=None, admin_listen=None) -> Facade with .url, .admin_url, .proc, .stderr_text()
         runs `$MCP_WARDEN_SIDECAR run ...` (skips the test when the binary does
         not exist) and waits for the admin /readyz to answer 200.
     start_module_process, module_facade   the same with module lifetime, for
@@ -288,7 +288,7 @@ def _facade_factory(start_process, tmp_path: Path):
               upstream_socket: str | None = None, policy: str | dict | None = None,
               extra_args: Sequence[str] = (), env: dict | None = None,
               ready_timeout: float = READY_TIMEOUT, forward_env: bool = True,
-              port: int | None = None) -> Facade:
+              port: int | None = None, admin_listen: str | None = None) -> Facade:
         # The facade passes a server it starts only the variables it is told to
         # (`--server-env`); a test's `env` is mostly for that server (its log file,
         # its state), so each name is named for it unless `forward_env=False` —
@@ -298,8 +298,12 @@ def _facade_factory(start_process, tmp_path: Path):
                         "mcp-warden-sidecar` or set MCP_WARDEN_SIDECAR)")
         # `port`: a test that must name the facade's URL before it starts
         # (in its policy or flags) picks the port itself.
-        port, admin_port = port or free_port(), free_port()
-        cmd = [str(binary), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin_port}"]
+        # `admin_listen` (HOST:PORT): an admin port where something else
+        # expects it (the operator reads a gateway pod's at `<podIP>:9090`).
+        port = port or free_port()
+        admin_listen = admin_listen or f"127.0.0.1:{free_port()}"
+        admin_port = int(admin_listen.rsplit(":", 1)[1])
+        cmd = [str(binary), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", admin_listen]
         if upstream_url:
             cmd += ["--upstream-url", upstream_url]
         if upstream_socket:
@@ -330,7 +334,7 @@ def _facade_factory(start_process, tmp_path: Path):
         if upstream:
             cmd += ["--", *map(str, upstream)]
         mp = start_process(cmd, env=env)
-        admin_url = f"http://127.0.0.1:{admin_port}"
+        admin_url = f"http://{admin_listen}"
         wait_http_ok(f"{admin_url}/readyz", ready_timeout, proc=mp)
         return Facade(f"http://127.0.0.1:{port}/mcp", admin_url, port, admin_port, mp, policy_path,
                       token_path)

@@ -3,25 +3,33 @@ chart's RBAC and the webhook in the path: the gateway example in front of
 three of the examples' servers gets its objects and its signing key, its
 public key reaches exactly the servers it selects (and follows a label that
 comes and goes), status lists each backend, what a Ready gateway pod's own `/gateway`
-view withholds reaches the status (read with the gateway's admin token,
-through the real API server's pods and schema), and the webhook refuses a
+view withholds reaches the status (a real gateway in front of colliding
+backends, answering at the pod's address, read with the gateway's admin
+token, through the real API server's pods and schema), and the webhook refuses a
 gateway whose names would collide. A gateway waiting for the Gateway API
 gets its HTTPRoute soon after the kind is installed.
 """
 from __future__ import annotations
 
 import base64
-import http.server
 import json
-import threading
+import sys
 import time
+from collections import Counter
 
+import httpx
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
-from k8s_cluster import wait_for
-from k8s_fixtures import EXAMPLE_NAMESPACE
+from conftest import REPO_ROOT, TESTS_DIR
+
+# The gateway end-to-end tests' helpers (tests/e2e): the same colliding
+# backends and gateway.
+sys.path.insert(0, str(TESTS_DIR / "e2e"))
+from era_helpers import ModernMcp  # noqa: E402
+from gateway_helpers import colliding_backends, colliding_gateway, gateway_view  # noqa: E402
+from k8s_cluster import wait_for  # noqa: E402
+from k8s_fixtures import EXAMPLE_NAMESPACE  # noqa: E402
 
 NS = EXAMPLE_NAMESPACE
 GATEWAY = REPO_ROOT / "examples" / "gateway" / "gateway.yaml"
@@ -118,48 +126,60 @@ def test_the_gateway_is_built_and_only_its_backends_trust_its_key(cluster, gatew
 
 
 # A loopback address of its own: the operator reads `<podIP>:9090`, and
-# the pod below is given this address (no kubelet runs here).
+# the pod below is given this address (no kubelet runs here); the real
+# gateway standing in for the pod's container listens there.
 LIVE_IP = "127.0.0.93"
-VIEW = {"backends": [{"name": "everything", "tools": 3, "answering": True}],
-        "conflicts": [
-            {"kind": "collision", "catalog": "prompt", "names": ["simple_prompt"], "backends": ["everything", "files"],
-             "detail": "", "resolved": None},
-            {"kind": "shadowing", "catalog": "tool", "names": ["files__read_text"], "backends": ["files"],
-             "detail": "shadowing/names-other-tool", "resolved": None}]}
 
 
-def serve_view(token: str, asked: list):
-    """A stand-in for the gateway pod's admin port: `/gateway` for its token only."""
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            asked.append((self.path, self.headers.get("Authorization")))
-            ok = self.path == "/gateway" and self.headers.get("Authorization") == f"Bearer {token}"
-            body = json.dumps(VIEW).encode() if ok else b"no\n"
-            self.send_response(200 if ok else 401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-    server = http.server.ThreadingHTTPServer((LIVE_IP, 9090), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def in_order(entries) -> list[dict]:
+    return sorted(entries, key=lambda c: json.dumps(c, sort_keys=True))
 
 
-def test_what_a_ready_gateway_pod_withholds_reaches_the_status(cluster, gateway):
-    """A shadowing quarantine and a prompt collision only the gateway's facade
-    can know: read from its Ready pod with the gateway's own admin token, kept
-    by the CRD's schema, counted by the condition; the token is in no status
-    or Event."""
+def as_status(view: dict) -> list[dict]:
+    """A gateway's `/gateway` conflicts as the operator puts them in status:
+    cut to the CRD's bounds, an empty detail dropped, a detail's parts
+    sorted and without repeats, a mapping as the backend it names."""
+    entries = []
+    for c in view["conflicts"]:
+        entry = {"kind": c["kind"], "catalog": c["catalog"], "names": c["names"][:16],
+                 "backends": c["backends"][:32], "reportedByGateway": True}
+        detail = ",".join(sorted({d for d in c.get("detail", "").split(",") if d}))
+        if detail:
+            entry["detail"] = detail[:512]
+        if c.get("resolved"):
+            entry["resolvedBy"] = c["resolved"]["backend"]
+        entries.append(entry)
+    return in_order(entries)
+
+
+def test_what_a_ready_gateway_pod_withholds_reaches_the_status(cluster, gateway, facade, tmp_path):
+    """What a real gateway in front of colliding backends withholds — tool
+    and prompt collisions, a shadowing quarantine, which only its facade can
+    know — read from its Ready pod with the gateway's own admin token, kept
+    by the CRD's schema, counted by the condition; the token is in no
+    status or Event."""
     secret = wait_for("the gateway's admin token",
                       lambda: cluster.get("secret", f"{NAME}-admin-token", NS), timeout=60)
     gw = cluster.get("mcpgateway", NAME, NS)
     assert secret["metadata"]["ownerReferences"][0]["uid"] == gw["metadata"]["uid"]
     token = base64.b64decode(secret["data"]["token"]).decode()
-    asked: list = []
-    server = serve_view(token, asked)
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    live = colliding_gateway(facade, tmp_path, colliding_backends(facade, tmp_path), "gateway-audit.jsonl",
+                             # The pod's address as its Host (in a pod, on 0.0.0.0, any is).
+                             extra_args=["--admin-token-file", str(token_file), "--admin-allowed-host", LIVE_IP],
+                             admin_listen=f"{LIVE_IP}:9090")
+    # A gateway reads its backends' prompts when a caller lists them: one
+    # does, so the view holds the prompt collisions too.
+    mcp = ModernMcp(live.url)
+    try:
+        mcp.request("prompts/list")
+    finally:
+        mcp.close()
+    # Its view is for the token's holder only.
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+        assert httpx.get(f"{live.admin_url}/gateway", headers=headers, timeout=10).status_code in (401, 403)
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": f"{NAME}-live", "namespace": NS, "labels": {"mcpwarden.dev/gateway": NAME}},
            "spec": {"automountServiceAccountToken": False,
@@ -168,30 +188,46 @@ def test_what_a_ready_gateway_pod_withholds_reaches_the_status(cluster, gateway)
                     "containers": [{"name": "gateway", "image": "stand-in",
                                     "securityContext": {"allowPrivilegeEscalation": False,
                                                         "capabilities": {"drop": ["ALL"]}}}]}}
+    seen: list = []
+
+    def the_view_in_status():
+        # The gateway's own view, read anew each time (its backends' lists
+        # arrive on their own schedule): the status must say just that.
+        status = (cluster.get("mcpgateway", NAME, NS) or {}).get("status", {})
+        reported = in_order(c for c in status.get("conflicts", []) if c.get("reportedByGateway"))
+        expected = as_status(gateway_view(live))
+        seen[:] = [reported, expected]
+        return reported and reported == expected and (status, expected)
+
     try:
         assert cluster.apply(pod).code == 0
         cluster.kubectl("patch", "pod", f"{NAME}-live", "-n", NS, "--subresource=status", "--type=merge", "-p",
                         json.dumps({"status": {"phase": "Running", "podIP": LIVE_IP, "podIPs": [{"ip": LIVE_IP}],
                                                "conditions": [{"type": "Ready", "status": "True"}]}}))
-
-        def live_conflicts():
-            status = (cluster.get("mcpgateway", NAME, NS) or {}).get("status", {})
-            return len(status.get("conflicts", [])) == 2 and status
-        status = wait_for("the pod's view in the gateway's status", live_conflicts, timeout=60)
+        try:
+            status, expected = wait_for("the pod's view in the gateway's status", the_view_in_status, timeout=60)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nreported by the status, then the gateway's view: {seen}") from None
     finally:
-        server.shutdown()
         cluster.kubectl("delete", "pod", f"{NAME}-live", "-n", NS, "--wait=false", check=False)
-    assert status["conflicts"] == [
-        {"kind": "collision", "catalog": "prompt", "names": ["simple_prompt"], "backends": ["everything", "files"],
-         "reportedByGateway": True},
-        {"kind": "shadowing", "catalog": "tool", "names": ["files__read_text"], "backends": ["files"],
-         "detail": "shadowing/names-other-tool", "reportedByGateway": True},
-    ], status
+    kinds = {(c["kind"], c["catalog"]) for c in expected}
+    assert {("collision", "tool"), ("collision", "prompt"), ("shadowing", "tool")} <= kinds, expected
+    # The examples' prefixes keep their own names apart: all that is
+    # withheld is what the gateway reported, each counted once.
+    assert len(status["conflicts"]) == len(expected), status
     conflicts = next(c for c in status["conditions"] if c["type"] == "Conflicts")
     assert conflicts["reason"] == "NamesWithheld", conflicts
+
+    withheld = [c for c in expected if "resolvedBy" not in c]
+
+    def tally(word: str, order: tuple) -> str:
+        counts = Counter(c[word] for c in withheld)
+        return ", ".join(f"{w} {counts[w]}" for w in order if counts[w])
+
     assert conflicts["message"].startswith(
-        "the gateway withholds 2 name(s) (tool 1, prompt 1; collision 1, shadowing 1)"), conflicts
-    assert ("/gateway", f"Bearer {token}") in asked, asked
+        f"the gateway withholds {len(withheld)} name(s) "
+        f"({tally('catalog', ('tool', 'prompt', 'resource_template'))}; "
+        f"{tally('kind', ('collision', 'confusable', 'shadowing'))})"), (conflicts, expected)
     events = [e for e in cluster.list("events", NS)
               if e.get("regarding", e.get("involvedObject", {})).get("name") == NAME]
     assert any(e["reason"] == "NamesWithheld" for e in events), events
