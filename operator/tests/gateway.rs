@@ -32,6 +32,17 @@ fn gateway_object(backends: Value) -> MCPGateway {
     front(json!({ "backends": backends }))
 }
 
+/// `git` and `fs` as backends without prefixes, their shared `status`
+/// mapped to `git`: names meet, one collision is resolved.
+fn git_and_fs_unprefixed() -> MCPGateway {
+    let mut gw = gateway_object(
+        json!([{"name": "git", "prefix": "none"}, {"name": "fs", "prefix": "none"}]),
+    );
+    gw.spec.resolve =
+        serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
+    gw
+}
+
 fn with_servers(mut fixture: Fixture, servers: Vec<Value>) -> Fixture {
     fixture.objects.insert(
         FRONT_STATUS.trim_end_matches("/status").into(),
@@ -245,11 +256,7 @@ async fn the_names_the_gateway_withholds_are_in_its_status() {
             server("fs", json!({}), true, &["status", "log", "read"]),
         ],
     );
-    let mut gw = gateway_object(
-        json!([{"name": "git", "prefix": "none"}, {"name": "fs", "prefix": "none"}]),
-    );
-    gw.spec.resolve =
-        serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
+    let gw = git_and_fs_unprefixed();
     let (_, calls, after) = reconcile(fixture, &gw).await;
     let status = front_status(&after);
     assert_eq!(
@@ -334,11 +341,7 @@ async fn what_the_gateway_pods_withhold_is_in_its_status() {
             conflict("collision", "resource_template", "file", json!(["fs", "git"]), "", Value::Null)]}),
     );
     let presented = fixture.facades.1.clone();
-    let mut gw = gateway_object(
-        json!([{"name": "git", "prefix": "none"}, {"name": "fs", "prefix": "none"}]),
-    );
-    gw.spec.resolve =
-        serde_json::from_value(json!([{"name": "status", "backend": "git"}])).unwrap();
+    let gw = git_and_fs_unprefixed();
     let (_, calls, after) = reconcile(fixture, &gw).await;
     let status = front_status(&after);
     assert_eq!(

@@ -21,7 +21,6 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
 };
 use kube::{
-    api::{Patch, PatchParams},
     runtime::events::{Event, EventType, Recorder},
     Api, Resource, ResourceExt,
 };
@@ -31,7 +30,7 @@ use mcp_warden_crds::{
 };
 
 use super::{resolve::Backend, validate::GatewayInvalid};
-use crate::config::FIELD_MANAGER;
+use crate::reconcile::status_write::apply_status;
 
 /// What the pipeline reached.
 #[derive(Clone, Copy, Debug)]
@@ -323,19 +322,7 @@ pub async fn publish(
         recorder.publish(&event, &reference).await.map_err(err)?;
     }
     let api: Api<MCPGateway> = Api::namespaced(client.clone(), &super::names::namespace(gw));
-    let patch = serde_json::json!({
-        "apiVersion": MCPGateway::api_version(&()),
-        "kind": MCPGateway::kind(&()),
-        "status": desired,
-    });
-    match api
-        .patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-    {
+    match apply_status(&api, &name, &desired).await {
         // Deleted since this reconcile read it: there is no status to keep,
         // and retrying would only log the same miss again.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),

@@ -28,6 +28,7 @@ pub mod profiles;
 pub mod references;
 pub mod resolve;
 pub mod status;
+pub mod status_write;
 
 use std::{
     collections::BTreeMap,

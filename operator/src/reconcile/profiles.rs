@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{
-    api::{ListParams, Patch, PatchParams},
+    api::ListParams,
     runtime::{
         controller::Action,
         events::{Event, EventType, Recorder},
@@ -26,7 +26,6 @@ use kube::{
 use mcp_warden_crds::{profile_status::ProfileStatus, MCPServer, SandboxProfile, ToolProfile};
 
 use crate::{
-    config::FIELD_MANAGER,
     reconcile::controller::{servers_referencing, ProfileKind},
     validate::{validate_sandbox_profile, validate_tools, ValidateError},
 };
@@ -182,19 +181,7 @@ pub async fn reconcile_profile<K: Profile>(
         }
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": desired,
-    });
-    match api
-        .patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-    {
+    match super::status_write::apply_status(&api, &name, &desired).await {
         Ok(_) => Ok(again),
         // Deleted since the reconcile read it: no status to write, nothing
         // to retry (its deletion is an event of its own).

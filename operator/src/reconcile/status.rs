@@ -22,7 +22,6 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
 };
 use kube::{
-    api::{Patch, PatchParams},
     runtime::events::{Event, EventType, Recorder},
     Api, Resource, ResourceExt,
 };
@@ -34,7 +33,6 @@ use tracing::info;
 
 use crate::{
     capabilities::{ApprovalState, Decision, APPROVED_BY_ANNOTATION, HOLD_REASON, PENDING_REASON},
-    config::FIELD_MANAGER,
     names,
     plan::PlanError,
 };
@@ -519,13 +517,7 @@ pub async fn publish(
         };
         recorder.publish(&event, &reference).await.map_err(err)?;
     }
-    let patch = serde_json::json!({
-        "apiVersion": MCPServer::api_version(&()),
-        "kind": MCPServer::kind(&()),
-        "status": desired,
-    });
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch_status(&name, &params, &Patch::Apply(&patch))
+    super::status_write::apply_status(api, &name, &desired)
         .await
         .map_err(err)?;
     Ok(())
