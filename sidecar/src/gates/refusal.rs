@@ -57,7 +57,7 @@ impl Budget {
             Budget::OutputBytes => "Ask for less output (a narrower query, a page, a range).",
             Budget::CallsPerSession => "This session has used all its calls; finish with what you have or start a new session.",
             Budget::CallsPerMinute => "Wait a few seconds before calling again.",
-            Budget::ConcurrentCalls | Budget::ConcurrentCallsTotal => "Wait for a running call to finish, then retry.",
+            Budget::ConcurrentCalls | Budget::ConcurrentCallsTotal => "Wait for a running call to finish, then retry (a call you cancelled counts until its time limit: the server may still be running it).",
             Budget::SessionWallTime => "This session has reached its time limit; start a new session.",
             Budget::CallsPerIdentity => "You have used your calls for this window across all your sessions (a new session does not reset it); wait for the next window.",
             Budget::IdentityBudgetUnavailable => "Your calls per window could not be counted just now (the replica that counts them did not answer); retry in a few seconds.",
