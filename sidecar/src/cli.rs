@@ -12,7 +12,6 @@ use std::time::Duration;
 use clap::Parser;
 use mcp_warden_crds::FacadePolicy;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 use crate::app::{AdminAccess, App, HostPolicy};
 use crate::downstream::forward::PeerSource;
@@ -345,7 +344,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let stop = CancellationToken::new();
+    let stop = app.stopping.clone();
     let mcp = TcpListener::bind(args.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
@@ -370,9 +369,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     ));
 
     shutdown_signal().await;
-    drain(&app, Duration::from_secs(args.drain_timeout_secs)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.drain_timeout_secs);
+    drain(&app, deadline).await;
     stop.cancel();
-    let _ = serving.await;
+    // The answers just drained, and the requests this replica relays for
+    // another's sessions, finish on their connections inside the same bound.
+    let _ = tokio::time::timeout_at(deadline, serving).await;
     app.audit.flush(Duration::from_secs(2));
     app.audit.flush_http(Duration::from_secs(5)).await;
     mcp_warden_telemetry::shutdown(tracer_provider).await;
@@ -477,10 +479,9 @@ async fn shutdown_signal() {
 
 /// Stop taking new sessions, let live ones finish their calls (bounded),
 /// then end them.
-async fn drain(app: &Arc<App>, timeout: Duration) {
+async fn drain(app: &Arc<App>, deadline: tokio::time::Instant) {
     app.draining.store(true, Ordering::Relaxed);
     tracing::info!(sessions = app.router.sessions.len(), "draining");
-    let deadline = tokio::time::Instant::now() + timeout;
     while app.router.sessions.in_flight() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -2,6 +2,11 @@
 //! bounded headers and a header read timeout (slow clients cannot hold
 //! connections open for free), over TLS when the listener has a certificate
 //! (`crate::tls`; the handshake shares the header timeout).
+//!
+//! Stopping is graceful: the listener closes at once (a balancer or Service
+//! moves on), and every open connection finishes the request it is serving,
+//! streamed answer and relayed answer included, before `serve` returns. The
+//! caller bounds how long that may take.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +16,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite};
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +43,7 @@ pub async fn serve<F, Fut>(
         .header_read_timeout(app.limits.header_read_timeout)
         .max_buf_size(app.limits.max_header_bytes.max(8192));
     let builder = Arc::new(builder);
+    let connections = GracefulShutdown::new();
     loop {
         let (tcp, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -48,7 +54,7 @@ pub async fn serve<F, Fut>(
                     continue;
                 }
             },
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
         let peer = tcp.peer_addr().ok();
@@ -56,6 +62,7 @@ pub async fn serve<F, Fut>(
         let builder = builder.clone();
         let tls = tls.clone();
         let handshake_timeout = app.limits.header_read_timeout;
+        let watcher = connections.watcher();
         tokio::spawn(async move {
             // The protocol sniffing before hyper's own header timeout has no
             // timeout of its own: a connection that sends nothing is dropped here.
@@ -72,11 +79,19 @@ pub async fn serve<F, Fut>(
                 async move { Ok::<_, std::convert::Infallible>(handler(app, req).await) }
             });
             let served = match tls {
-                None => builder.serve_connection(TokioIo::new(tcp), service).await,
+                None => {
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(tcp), service))
+                        .await
+                }
                 Some(acceptor) => {
                     let handshake = acceptor.accept(tcp);
                     match tokio::time::timeout(handshake_timeout, handshake).await {
-                        Ok(Ok(stream)) => serve_io(&builder, stream, service).await,
+                        Ok(Ok(stream)) => {
+                            watcher
+                                .watch(builder.serve_connection(TokioIo::new(stream), service))
+                                .await
+                        }
                         Ok(Err(e)) => {
                             tracing::debug!(error = %e, "TLS handshake failed");
                             return;
@@ -90,21 +105,6 @@ pub async fn serve<F, Fut>(
             }
         });
     }
-}
-
-/// Serve one connection of any stream type (TLS or not).
-async fn serve_io<I, S>(
-    builder: &auto::Builder<TokioExecutor>,
-    io: I,
-    service: S,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::Service<Request<Incoming>, Response = Response<ResponseBody>>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    builder.serve_connection(TokioIo::new(io), service).await
+    drop(listener);
+    connections.shutdown().await;
 }

@@ -16,6 +16,7 @@
 //! (`gates::shared_budget`).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -27,6 +28,7 @@ use hyper::body::{Body, Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::http::{json_error, ResponseBody};
 use crate::app::App;
@@ -108,6 +110,7 @@ pub async fn relay(
         return gone(app);
     };
     parts.uri = uri;
+    let open_ended = parts.method == hyper::Method::GET;
     parts.headers.insert(
         FORWARDED_HEADER,
         hyper::header::HeaderValue::from_static("1"),
@@ -122,7 +125,11 @@ pub async fn relay(
         Ok(resp) => {
             app.metrics.forwarded.inc();
             let (parts, body) = resp.into_parts();
-            Response::from_parts(parts, EndOnError(body).boxed_unsync())
+            // A GET stream owes no answer: it ends when this replica stops,
+            // and the client resumes it through another replica. A relayed
+            // call's stream runs to its answer (the stop waits for it).
+            let stop = open_ended.then(|| Box::pin(app.stopping.clone().cancelled_owned()));
+            Response::from_parts(parts, Relayed { body, stop }.boxed_unsync())
         }
         Err(e) => {
             tracing::info!(%peer, error = %e, "session owner unreachable");
@@ -304,9 +311,14 @@ pub async fn answer_ask(app: &App, req: Request<Incoming>) -> Response<ResponseB
 
 /// A peer's body, ended cleanly if the peer connection breaks (the client
 /// sees the stream end and can resume or re-initialize).
-struct EndOnError(Incoming);
+/// A relayed answer's body: ends (cleanly, at a frame's edge) when the
+/// owner's connection fails, or, for a GET stream, when this replica stops.
+struct Relayed {
+    body: Incoming,
+    stop: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+}
 
-impl Body for EndOnError {
+impl Body for Relayed {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -314,7 +326,12 @@ impl Body for EndOnError {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match Pin::new(&mut self.0).poll_frame(cx) {
+        if let Some(stop) = self.stop.as_mut() {
+            if stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+        }
+        match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
             Poll::Ready(Some(Err(_))) | Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,

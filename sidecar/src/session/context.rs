@@ -187,6 +187,9 @@ pub struct Context {
     pub budgets: Mutex<HashMap<String, Arc<SessionBudget>>>,
     /// Set on SIGTERM: no new sessions, live ones drain.
     pub draining: AtomicBool,
+    /// Fires when the drain is over and the listeners stop taking
+    /// connections; a stream that would outlive it (a relayed GET) ends then.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 pub use crate::era::TASKS_EXTENSION;
@@ -430,6 +433,7 @@ impl Context {
             session_ids,
             parked: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
+            stopping: Default::default(),
         })
     }
 }
