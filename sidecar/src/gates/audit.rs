@@ -332,7 +332,12 @@ pub fn stream_ended(
         issuer: caller.issuer.as_deref(),
         subject: caller.subject.as_deref(),
         auth: caller.method.as_str(),
-        decision: "deny",
+        // An expired credential is refused from then on; a stop refuses
+        // nothing (the caller listens again elsewhere).
+        decision: match reason {
+            StreamEnd::CredentialExpired => "deny",
+            StreamEnd::Shutdown => "allow",
+        },
         reason: Some(reason.as_str()),
         duration_ms: opened.elapsed().as_secs_f64() * 1000.0,
         ..Default::default()

@@ -14,15 +14,16 @@
 //!
 //! The stream ends when the client goes (the server's subscription is
 //! cancelled with it), the server ends the subscription (its final result
-//! is the client's), or the credential the caller opened it with expires: a
-//! caller whose token is no longer good must hear nothing more. Then the
-//! facade ends it as a server does (the spec's graceful closure: a
-//! `complete` result under the subscription's id), cancels the server's
-//! side, and counts and audits the end; the client listens again with a
-//! fresh token. A credential without an expiry (a static token) holds it
-//! as long as the rest allows. A cancelled listen waits for no answer from
-//! the server (a cancelled request gets none), so the server is never
-//! recycled for it.
+//! is the client's), the credential the caller opened it with expires (a
+//! caller whose token is no longer good must hear nothing more), or the
+//! facade stops after its drain. In the last two the facade ends it as a
+//! server does (the spec's graceful closure: a `complete` result under the
+//! subscription's id) and counts and audits the end; on expiry it cancels
+//! the server's side, and the client listens again with a fresh token; on
+//! a stop the client listens again through another replica. A credential
+//! without an expiry (a static token) holds it as long as the rest allows.
+//! A cancelled listen waits for no answer from the server (a cancelled
+//! request gets none), so the server is never recycled for it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,9 +55,16 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
         Era::Modern => {
             let raw = serde_json::value::to_raw_value(&filter).expect("values serialize");
             let mut edit = |p: &mut Members<'_>| p.set("notifications", raw.clone());
-            let ended = session
-                .forward(&req.id, &req.msg, Some(&mut edit), limit)
-                .await;
+            let forward = session.forward(&req.id, &req.msg, Some(&mut edit), limit);
+            let ended = tokio::select! {
+                ended = forward => ended,
+                // The facade stops: the client hears a graceful end and
+                // listens again elsewhere; the server's side goes with the
+                // facade's link to it.
+                () = session.app.stopping.cancelled() => {
+                    return end_gracefully(session, &req, StreamEnd::Shutdown);
+                }
+            };
             match ended {
                 // Past the caller's credential: the server was told to
                 // cancel its side; the client hears the subscription end.
@@ -65,7 +73,7 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
                 // sends none), and one shared by every caller must not be
                 // recycled for keeping quiet.
                 Forwarded::TimedOut(lingering) if expires => {
-                    credential_expired(session, &req);
+                    end_gracefully(session, &req, StreamEnd::CredentialExpired);
                     lingering.release()
                 }
                 Forwarded::Answer(answer) => {
@@ -110,12 +118,19 @@ pub async fn listen(session: &Arc<Session>, req: Request) {
             }
             session.acknowledge_subscription(&req.id, served);
             let until = session.wait_until_answered(&req.id);
-            if expires {
-                if tokio::time::timeout(limit, until).await.is_err() {
-                    credential_expired(session, &req);
+            let expiry = async {
+                if expires {
+                    tokio::time::sleep(limit).await
+                } else {
+                    std::future::pending().await
                 }
-            } else {
-                until.await;
+            };
+            tokio::select! {
+                () = until => {}
+                () = expiry => end_gracefully(session, &req, StreamEnd::CredentialExpired),
+                () = session.app.stopping.cancelled() => {
+                    end_gracefully(session, &req, StreamEnd::Shutdown)
+                }
             }
         }
     }
@@ -131,10 +146,11 @@ fn held_for(credential_left: Option<Duration>) -> (Duration, bool) {
     }
 }
 
-/// End subscription `req` because its caller's credential expired: the
-/// spec's graceful closure (a `complete` result carrying the subscription's
-/// id), counted and audited without content.
-fn credential_expired(session: &Session, req: &Request) {
+/// End subscription `req` on the facade's initiative (its caller's
+/// credential expired, or the facade stops): the spec's graceful closure (a
+/// `complete` result carrying the subscription's id), counted and audited
+/// without content.
+fn end_gracefully(session: &Session, req: &Request, why: StreamEnd) {
     let subscription: Value = serde_json::from_str(req.id.as_json()).unwrap_or_default();
     let result = json!({
         "resultType": "complete",
@@ -149,7 +165,7 @@ fn credential_expired(session: &Session, req: &Request) {
         HeldStream::Listen,
         Some(&req.id),
         &req.caller,
-        StreamEnd::CredentialExpired,
+        why,
         req.started,
     );
 }
