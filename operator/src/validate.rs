@@ -264,7 +264,15 @@ pub fn validate_policy(policy: &FacadePolicy) -> Result<(), ValidateError> {
         .map(ToString::to_string)
         .partition(|e| e.starts_with("roles") || e.starts_with("auth"));
     if !who.is_empty() {
-        return Err(ValidateError::Policy(who.join("; ")));
+        let mut message = who.join("; ");
+        // A gateway's own issuer is accepted only where that gateway is
+        // trusted: say how to get there rather than only that it is not.
+        if message.contains("/mcpgateway/") && message.contains("is not an issuer") {
+            message.push_str(
+                " (an MCPGateway's issuer is accepted once that gateway selects this server)",
+            );
+        }
+        return Err(ValidateError::Policy(message));
     }
     Err(ValidateError::InvalidPolicy(rest.join("; ")))
 }

@@ -119,3 +119,59 @@ fn an_ingress_of_its_own_is_refused() {
         "{err}"
     );
 }
+
+/// A backend's profile may give the gateway itself a role (its own issuer,
+/// its one subject): planned with that gateway trusted, the binding reaches
+/// the facade's policy as written; before the gateway selects the server,
+/// the binding names an issuer nothing accepts and the plan is refused with
+/// the reason the profile's condition shows. The profile alone is valid
+/// either way (who gets in depends on the server it is used by).
+#[test]
+fn a_binding_may_give_the_gateway_itself_a_role() {
+    let issuer = "mcpwarden.dev/team-a/mcpgateway/front";
+    let tools: ToolProfileSpec = serde_yaml_ng::from_str(&format!(
+        "tools: [{{name: git_log}}]\n\
+         auth: {{staticTokens: [{{secretName: t, key: k, subject: alice}}]}}\n\
+         roles: [{{role: viewer, issuer: '{issuer}', subjects: ['mcpwarden.dev/gateway:{issuer}']}},\n\
+         \x20       {{role: user, issuer: static, subjects: [alice]}}]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        mcp_warden_operator::validate::facade_accepts(&tools),
+        Ok(())
+    );
+    let s = server("");
+    let sandbox = SandboxProfileSpec::default();
+    let inputs = common::inputs(&s, Some(&tools), Some(&sandbox));
+    let with = |trusted: &[&str]| {
+        plan::plan(
+            &inputs,
+            &BuildConfig {
+                trusted_gateways: trusted.iter().map(|n| key(n)).collect(),
+                ..BuildConfig::default()
+            },
+        )
+    };
+    let planned =
+        with(&["front"]).expect("the gateway's own issuer is accepted once it is trusted");
+    let roles = serde_json::to_value(&planned.policy.roles).unwrap();
+    assert!(
+        roles
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["issuer"] == issuer
+                && b["subjects"] == json!([format!("mcpwarden.dev/gateway:{issuer}")])),
+        "{roles}"
+    );
+    let Err(refused) = with(&[]) else {
+        panic!("an issuer nothing accepts was planned")
+    };
+    assert_eq!(refused.reason(), "InvalidToolProfile", "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("accepted once that gateway selects this server"),
+        "{refused}"
+    );
+}
