@@ -67,10 +67,20 @@ def system_node() -> str:
     return shutil.which("node") or str(NODE22)
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, never one handed out before in
+    this run: the kernel may pick a just-closed port again, and a facade's
+    two listeners asked for in a row must not get the same one."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 # ---------------------------------------------------------------------------

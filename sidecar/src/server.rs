@@ -63,11 +63,18 @@ pub async fn serve<F, Fut>(
         let tls = tls.clone();
         let handshake_timeout = app.limits.header_read_timeout;
         let watcher = connections.watcher();
+        let stop = stop.clone();
         tokio::spawn(async move {
             // The protocol sniffing before hyper's own header timeout has no
-            // timeout of its own: a connection that sends nothing is dropped here.
+            // timeout of its own: a connection that sends nothing is dropped
+            // here, and at once when the facade stops (it owes such a
+            // connection nothing, and the stop waits for every watched one).
             let mut first = [0u8; 1];
-            match tokio::time::timeout(app.limits.header_read_timeout, tcp.peek(&mut first)).await {
+            let sniffed = tokio::select! {
+                sniffed = tokio::time::timeout(app.limits.header_read_timeout, tcp.peek(&mut first)) => sniffed,
+                () = stop.cancelled() => return,
+            };
+            match sniffed {
                 Ok(Ok(n)) if n > 0 => {}
                 _ => return,
             }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 
 import httpx
@@ -25,12 +26,12 @@ from warden_helpers import Audit
 DRAIN = 30
 
 
-def start_facade(start_process, tmp_path, upstream: list[str]):
+def start_facade(start_process, tmp_path, upstream: list[str], extra: tuple[str, ...] = ()):
     port, admin = free_port(), free_port()
     audit = Audit(tmp_path / "audit.jsonl")
     proc = start_process([
         str(sidecar_path()), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-        "--drain-timeout-secs", str(DRAIN), "--audit", audit.arg, "--", *upstream,
+        "--drain-timeout-secs", str(DRAIN), "--audit", audit.arg, *extra, "--", *upstream,
     ])
     wait_http_ok(f"http://127.0.0.1:{admin}/readyz", proc=proc)
     return f"http://127.0.0.1:{port}/mcp", proc, audit
@@ -89,3 +90,22 @@ def test_a_modern_call_in_flight_when_stopped_is_answered(start_process, tmp_pat
     assert exit_took < DRAIN / 2, exit_took
     calls = [r for r in audit.lines() if r["event"] == "tool_call"]
     assert [r["decision"] for r in calls] == ["allow"], calls
+
+
+def test_a_connection_that_sent_nothing_does_not_hold_the_stop(start_process, tmp_path):
+    """A connection that has not sent its first byte owes nothing and is
+    owed nothing: the stop drops it instead of waiting out its header
+    timeout (set to the drain deadline here, so waiting would show)."""
+    url, proc, _ = start_facade(start_process, tmp_path, everything_stdio(),
+                                extra=("--header-timeout-secs", str(DRAIN)))
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port)) as idle:
+        time.sleep(0.3)  # accepted, waiting for its first byte
+        proc.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        while proc.alive() and time.monotonic() - started < DRAIN + 10:
+            time.sleep(0.05)
+        took = time.monotonic() - started
+        idle.settimeout(5)
+        assert idle.recv(1) == b""  # closed by the facade, nothing sent
+    assert took < DRAIN / 2, took
