@@ -309,10 +309,9 @@ pub async fn answer_ask(app: &App, req: Request<Incoming>) -> Response<ResponseB
     }
 }
 
-/// A peer's body, ended cleanly if the peer connection breaks (the client
-/// sees the stream end and can resume or re-initialize).
-/// A relayed answer's body: ends (cleanly, at a frame's edge) when the
-/// owner's connection fails, or, for a GET stream, when this replica stops.
+/// A relayed answer's body, ended cleanly at a frame's edge when the
+/// owner's connection breaks (the client sees the stream end and can resume
+/// or re-initialize) or, for a GET stream, when this replica stops.
 struct Relayed {
     body: Incoming,
     stop: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
