@@ -88,6 +88,16 @@ pub struct Claims {
     pub tool: Option<String>,
 }
 
+impl Claims {
+    /// Whether the state carries a person's approval, which runs its call
+    /// once ([`Spent`]): the facade's own question, or a modern server's
+    /// after an approval. (A parked call is continued once by being taken
+    /// from its replica's table.)
+    pub fn carries_approval(&self) -> bool {
+        self.kind == StateKind::Approval || (self.kind == StateKind::Upstream && self.approved)
+    }
+}
+
 /// Why a retry's state is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
@@ -107,6 +117,8 @@ pub enum StateError {
     Consumed,
     #[error("the approval this requestState carries was used already; send the request again without requestState to be asked again")]
     Used,
+    #[error("the replica that issued this requestState has restarted since and cannot tell whether its approval was used; send the request again without requestState to be asked again")]
+    IssuerRestarted,
 }
 
 impl StateError {
@@ -119,6 +131,7 @@ impl StateError {
             StateError::OtherReplica => "request_state_other_replica",
             StateError::Consumed => "request_state_consumed",
             StateError::Used => "request_state_used",
+            StateError::IssuerRestarted => "request_state_issuer_restarted",
         }
     }
 }
@@ -221,20 +234,45 @@ impl StateSeal {
 }
 
 /// The approvals' states already used, until they expire: a retry that
-/// carries an approval spends its state, and a replay of it is refused. On
-/// one replica: a state used here is refused here (each replica keeps its
-/// own record).
-#[derive(Default)]
+/// carries an approval spends its state, and a replay of it is refused.
+///
+/// The record lives in one process, so an approval's state names the
+/// replica that issued it (`owner`; a retry that lands elsewhere is relayed
+/// there) and its nonce names the process ([`Spent::nonce`]): a replica
+/// restarted at the same address has forgotten what was spent, and refuses
+/// what its earlier run issued instead of running it again.
 pub struct Spent {
+    /// This process's run: random, never repeated.
+    incarnation: String,
     used: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 
+impl Default for Spent {
+    fn default() -> Spent {
+        Spent {
+            incarnation: nonce(),
+            used: Default::default(),
+        }
+    }
+}
+
 impl Spent {
+    /// A fresh nonce for an approval's state, spendable only here.
+    pub fn nonce(&self) -> String {
+        format!("{}.{}", self.incarnation, nonce())
+    }
+
     /// Spend the state whose claims are `claims`; [`StateError::Used`] if it
-    /// was spent before. A state without a nonce cannot be told apart from
-    /// another, so it cannot be spent: refused as altered.
+    /// was spent before, [`StateError::IssuerRestarted`] if an earlier run
+    /// of this replica issued it. A state without a nonce cannot be told
+    /// apart from another, so it cannot be spent: refused as altered.
     pub fn spend(&self, claims: &Claims) -> Result<(), StateError> {
         let nonce = claims.nonce.as_ref().ok_or(StateError::Tampered)?;
+        // A nonce without a run was issued by a build before runs were named.
+        let run = nonce.split_once('.').map(|(run, _)| run);
+        if run != Some(self.incarnation.as_str()) {
+            return Err(StateError::IssuerRestarted);
+        }
         let mut used = self.used.lock().unwrap();
         let now = now();
         // Expired states are refused by their expiry: no need to remember them.
@@ -318,6 +356,10 @@ mod tests {
     #[test]
     fn an_approvals_state_is_spent_once_and_only_its_own() {
         let spent = Spent::default();
+        let claims = |request: &str| Claims {
+            nonce: Some(spent.nonce()),
+            ..claims(request)
+        };
         let (a, b) = (claims("r"), claims("r"));
         assert_ne!(a.nonce, b.nonce, "two approvals of one request differ");
         assert_eq!(spent.spend(&a), Ok(()));
@@ -340,6 +382,49 @@ mod tests {
             .lock()
             .unwrap()
             .contains_key(old.nonce.as_ref().unwrap()));
+    }
+
+    #[test]
+    fn only_an_approval_or_an_approved_servers_state_is_spent() {
+        assert!(claims("r").carries_approval());
+        let upstream = |approved| Claims {
+            kind: StateKind::Upstream,
+            approved,
+            ..claims("r")
+        };
+        assert!(upstream(true).carries_approval());
+        assert!(!upstream(false).carries_approval());
+        // An approved call that a legacy server paused with a question is
+        // continued once by taking it from its table; its state has no
+        // nonce to spend, and spending it would refuse the retry.
+        let parked = Claims {
+            kind: StateKind::Parked,
+            approved: true,
+            nonce: None,
+            ..claims("r")
+        };
+        assert!(!parked.carries_approval());
+    }
+
+    #[test]
+    fn a_state_issued_by_an_earlier_run_is_refused_not_spent() {
+        let (earlier, now_running) = (Spent::default(), Spent::default());
+        let issued = Claims {
+            nonce: Some(earlier.nonce()),
+            ..claims("r")
+        };
+        assert_eq!(
+            now_running.spend(&issued),
+            Err(StateError::IssuerRestarted)
+        );
+        assert_eq!(now_running.spend(&issued), Err(StateError::IssuerRestarted));
+        // A nonce without a run (sealed by a build before runs were named).
+        let bare = Claims {
+            nonce: Some(nonce()),
+            ..claims("r")
+        };
+        assert_eq!(now_running.spend(&bare), Err(StateError::IssuerRestarted));
+        assert_eq!(earlier.spend(&issued), Ok(()));
     }
 
     #[test]

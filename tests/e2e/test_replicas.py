@@ -484,3 +484,73 @@ def test_a_task_request_landing_on_another_replica_reaches_the_task(start_proces
     # The other replica's own server never heard of it.
     _, stats = other.request("tools/call", {"name": "tasks_fixture_stats", "arguments": {}})
     assert json.loads(stats["result"]["content"][0]["text"])["created"] == 0, stats
+
+
+# ---------------------------------------------------------------------------
+# An approval runs its call once across the replicas
+# ---------------------------------------------------------------------------
+APPROVER = secrets.token_hex(8)
+APPROVAL_POLICY = policy_doc(
+    auth={"staticTokens": {"tokens": [token_entry(APPROVER, "alice")]}},
+    roles=[{"role": "user", "subjects": ["alice"]}], defaultAction="deny", sandbox={"writeAllowed": True},
+    tools=[{"name": "echo", "arguments": [{"name": "message", "kind": "string", "allow": [".*"],
+                                           "check": ["deploy .*"]}]}])
+APPROVED = {"mcp-warden/approval": {"action": "accept", "content": {"approve": True}}}
+
+
+def test_an_approval_runs_its_call_once_whatever_replica_a_replay_lands_on(start_process, tmp_path):
+    """Every replica opens a state any replica sealed, but each remembers
+    only the approvals it saw spent: an approval's state names the replica
+    that issued it, so its retry and every replay are relayed there and
+    refused after the first. A replica restarted at the same address has
+    forgotten what was spent: it refuses its earlier run's states."""
+    from era_helpers import ModernMcp
+
+    key = tmp_path / "peer.key"
+    key.write_bytes(os.urandom(32))
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(APPROVAL_POLICY))
+    ports = [free_port(), free_port()]
+
+    def start(i: int) -> dict:
+        admin = free_port()
+        proc = start_process([
+            str(sidecar_path()), "run", "--listen", f"127.0.0.1:{ports[i]}", "--admin-listen", f"127.0.0.1:{admin}",
+            "--peer-key-file", str(key), "--advertise-addr", f"127.0.0.1:{ports[i]}",
+            "--policy", str(policy), "--", *everything_stdio(),
+        ])
+        wait_http_ok(f"http://127.0.0.1:{admin}/readyz", proc=proc)
+        return {"mcp": ModernMcp(f"http://127.0.0.1:{ports[i]}/mcp", APPROVER),
+                "admin": f"http://127.0.0.1:{admin}", "proc": proc}
+
+    issuer, other = start(0), start(1)
+    caps = {"elicitation": {}}
+    params = {"name": "echo", "arguments": {"message": "deploy prod"}}
+
+    def ask() -> str:
+        _, asked = issuer["mcp"].request("tools/call", params, capabilities=caps)
+        assert asked["result"]["resultType"] == "input_required", asked
+        return asked["result"]["requestState"]
+
+    def retry(replica: dict, state: str) -> dict:
+        _, answer = replica["mcp"].request(
+            "tools/call", {**params, "inputResponses": APPROVED, "requestState": state}, capabilities=caps)
+        return answer
+
+    state = ask()
+    relayed = metric(other["admin"], "mcpwarden_forwarded_requests_total")
+    first = retry(other, state)
+    assert first["result"]["content"][0]["text"] == "Echo: deploy prod", first
+    assert metric(other["admin"], "mcpwarden_forwarded_requests_total") == relayed + 1
+    for replica in (other, issuer, other):
+        again = retry(replica, state)
+        assert again.get("error", {}).get("code") == -32602, again
+        assert again["error"]["data"]["reason"] == "request_state_used", again
+
+    unused = ask()
+    issuer["proc"].stop(grace=30)
+    issuer = start(0)
+    for replica in (other, issuer):
+        refused = retry(replica, unused)
+        assert refused.get("error", {}).get("code") == -32602, refused
+        assert refused["error"]["data"]["reason"] == "request_state_issuer_restarted", refused

@@ -364,11 +364,13 @@ impl Session {
         };
         // A state that carries an approval (the facade's own question, or a
         // modern server's after an approval) runs its call once: the retry
-        // spends it, and a replay is refused.
-        if let Some(c) = claims
-            .as_ref()
-            .filter(|c| c.kind == StateKind::Approval || c.approved)
-        {
+        // spends it on the replica that issued it (the modern POST relays it
+        // there), and a replay is refused. A parked call is continued once
+        // by taking it from the table instead.
+        if let Some(c) = claims.as_ref().filter(|c| c.carries_approval()) {
+            if c.owner.as_deref().is_some_and(|o| Some(o) != self.app.session_ids.me()) {
+                return Err(Refusal::RequestState(StateError::OtherReplica));
+            }
             self.app
                 .spent_states
                 .spend(c)

@@ -162,25 +162,28 @@ pub(super) async fn serve(
     respond(rx, stream, work, guard).await
 }
 
-/// The replica holding the call a retry continues, or the task a task
-/// request names, if not this one.
+/// The replica holding the call a retry continues, or the approval it
+/// spends, or the task a task request names, if not this one.
 fn parked_elsewhere(app: &App, msg: &Message) -> Option<String> {
+    use crate::request_state::StateKind;
     let task = crate::session::steps::task::TASK_METHODS[1..].contains(&msg.method());
-    let (pointer, kind) = if task {
-        ("/params/taskId", crate::request_state::StateKind::Task)
+    let pointer = if task {
+        "/params/taskId"
     } else if era::INPUT_REQUIRED_METHODS.contains(&msg.method()) && msg.mentions(b"requestState") {
-        (
-            "/params/requestState",
-            crate::request_state::StateKind::Parked,
-        )
+        "/params/requestState"
     } else {
         return None;
     };
     let value = msg.to_value();
     let sealed = value.pointer(pointer)?.as_str()?;
     let claims = app.state_seal.peek(sealed)?;
+    let relayed = if task {
+        claims.kind == StateKind::Task
+    } else {
+        claims.kind == StateKind::Parked || claims.carries_approval()
+    };
     let owner = claims.owner?;
-    (claims.kind == kind && Some(owner.as_str()) != app.session_ids.me()).then_some(owner)
+    (relayed && Some(owner.as_str()) != app.session_ids.me()).then_some(owner)
 }
 
 /// Cancels the request if the client goes before its answer (the

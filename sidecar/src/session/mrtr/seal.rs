@@ -81,8 +81,9 @@ pub(crate) fn seal_answer(app: &Context, round: &Round, bytes: Bytes) -> Bytes {
             .and_then(Value::as_str)
             .map(str::to_string),
         park: None,
-        owner: None,
-        nonce: Some(crate::request_state::nonce()),
+        // An approved state is spent where it was issued (see `Spent`).
+        owner: app.session_ids.me().map(str::to_string),
+        nonce: Some(app.spent_states.nonce()),
         roots_keys,
         task: None,
         tool: None,
@@ -121,8 +122,10 @@ pub(crate) fn approval_request(
         approved: false,
         upstream: None,
         park: None,
-        owner: None,
-        nonce: Some(crate::request_state::nonce()),
+        // Spent where it was issued (see `Spent`): a retry landing on
+        // another replica is relayed here.
+        owner: app.session_ids.me().map(str::to_string),
+        nonce: Some(app.spent_states.nonce()),
         roots_keys: Vec::new(),
         task: None,
         tool: None,
