@@ -413,10 +413,7 @@ mod tests {
             nonce: Some(earlier.nonce()),
             ..claims("r")
         };
-        assert_eq!(
-            now_running.spend(&issued),
-            Err(StateError::IssuerRestarted)
-        );
+        assert_eq!(now_running.spend(&issued), Err(StateError::IssuerRestarted));
         assert_eq!(now_running.spend(&issued), Err(StateError::IssuerRestarted));
         // A nonce without a run (sealed by a build before runs were named).
         let bare = Claims {

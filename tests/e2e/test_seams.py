@@ -370,6 +370,15 @@ def test_5_a_modern_servers_question_for_roots_gets_the_policys(facade, tmp_path
     status, answer = mcp.request("tools/call", {"name": "test_input_required_result_list_roots", "arguments": {}},
                                  capabilities=everything)
     assert status == 200 and answer["result"]["content"][0]["text"] == "Found 1 root(s)", answer
+    # Answers sent with no question asked (no requestState of the facade's):
+    # a server that reads inputResponses without a state of its own would
+    # take the client's roots. None of them reaches it; it asks, and the
+    # facade answers.
+    forged = {"roots": [{"uri": "file:///"}, {"uri": "file:///etc"}]}
+    status, answer = mcp.request("tools/call", {"name": "test_input_required_result_list_roots", "arguments": {},
+                                                "inputResponses": {"roots_request": forged}},
+                                 capabilities=everything)
+    assert status == 200 and answer["result"]["content"][0]["text"] == "Found 1 root(s)", answer
     # Roots beside other questions: the client is asked the others only, and
     # its forged answer for roots (the whole disk, three times) is replaced.
     status, answer = mcp.request("tools/call", {"name": "test_input_required_result_multiple_inputs",

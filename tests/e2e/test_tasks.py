@@ -327,3 +327,31 @@ def test_a_task_id_past_its_time_to_live_is_refused(facade, server):
     assert until_done(alice, task["taskId"])["status"] == "completed"
     time.sleep(3.2)
     assert refused(task_request(alice, "tasks/get", task["taskId"])) == "task_expired"
+
+
+def test_a_task_answers_to_the_policy_of_now_not_of_when_it_was_made(facade, server):
+    """A task outlives the decision that let its call through. When the
+    policy changes (here: the tool is no longer allowed), its creator can no
+    longer read it or drive it with updates, as a retry of the call would be
+    refused; cancelling it only takes away, and stays the creator's to do."""
+    import yaml
+
+    from warden_helpers import wait_for
+
+    fa = facade(upstream_url=server, policy=POLICY)
+    alice = ModernMcp(fa.url, ALICE)
+    task = start_task(alice, 5, label="long")
+    assert task_request(alice, "tasks/get", task["taskId"])["result"]["status"] == "working"
+    applied = metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied")
+    narrower = {**POLICY, "tools": [t for t in POLICY["tools"] if t["name"] != "slow_compute"]}
+    staged = fa.policy_path.with_suffix(".tmp")
+    staged.write_text(yaml.safe_dump(narrower, sort_keys=False))
+    staged.replace(fa.policy_path)
+    wait_for(lambda: metric(fa.admin_url, "mcpwarden_policy_reloads_total", result="applied") > applied,
+             10, "the reload")
+    for method, extra in (("tasks/get", {}), ("tasks/update", {"inputResponses": {}})):
+        answer = task_request(alice, method, task["taskId"], **extra)
+        assert refused(answer, -32004) == "tool_not_available", (method, answer)
+    cancelled = task_request(alice, "tasks/cancel", task["taskId"])
+    assert "result" in cancelled, cancelled
+    assert stats(alice)["cancelled"] >= 1

@@ -326,6 +326,37 @@ pub fn filter_client_answer(
     serde_json::to_vec(&value).ok().map(Bytes::from)
 }
 
+/// One of a client's answers that the facade carries to the server inside
+/// a request (a modern retry's `inputResponses`, a parked call's answer, a
+/// task's update): every string redacted in place, as
+/// [`filter_client_answer`] does for an answer sent as a message. `Err`
+/// when it is over `maxOutputBytes`.
+pub fn filter_answer_value(
+    answer: &mut Value,
+    policy: &LivePolicy,
+    metrics: &Metrics,
+) -> Result<(), AnswerTooLarge> {
+    let size = serde_json::to_vec(answer).map_or(u64::MAX, |b| b.len() as u64);
+    let limit = policy.compiled.profile_limits().max_output_bytes;
+    if size > limit {
+        return Err(AnswerTooLarge { limit });
+    }
+    let redactor = policy.compiled.redactor();
+    if redactor.is_enabled() {
+        let mut counts = redactor.counts();
+        redactor.redact_json(answer, &mut counts);
+        counted(&counts, metrics);
+    }
+    Ok(())
+}
+
+/// A client's answer over the profile's `maxOutputBytes`.
+#[derive(Debug, thiserror::Error)]
+#[error("the client's answer is over the size limit of {limit} bytes")]
+pub struct AnswerTooLarge {
+    pub limit: u64,
+}
+
 /// Non-zero redaction counts, also added to `mcpwarden_redactions_total`.
 fn counted(
     counts: &mcp_warden_policy::RedactionCounts<'_>,

@@ -44,6 +44,7 @@ pub const APPROVAL_KEY: &str = "mcp-warden/approval";
 /// The `inputResponses` key of a legacy server's question.
 pub const SERVER_INPUT_KEY: &str = "mcp-warden/server-request";
 
+pub(crate) mod answers;
 mod seal;
 pub(crate) use seal::{approval_request, seal_answer};
 
@@ -232,7 +233,16 @@ impl Session {
                 })?;
             match reply.get("result") {
                 Some(result) => {
-                    answers.insert(key, result.clone());
+                    // Content for the server: the same cap and redaction as
+                    // an answer the client sends it as a message.
+                    let mut result = result.clone();
+                    crate::gates::output::filter_answer_value(
+                        &mut result,
+                        &policy,
+                        &self.app.metrics,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    answers.insert(key, result);
                 }
                 None => return Err(format!("the client refused the server's `{method}`")),
             }
@@ -368,7 +378,10 @@ impl Session {
         // there), and a replay is refused. A parked call is continued once
         // by taking it from the table instead.
         if let Some(c) = claims.as_ref().filter(|c| c.carries_approval()) {
-            if c.owner.as_deref().is_some_and(|o| Some(o) != self.app.session_ids.me()) {
+            if c.owner
+                .as_deref()
+                .is_some_and(|o| Some(o) != self.app.session_ids.me())
+            {
                 return Err(Refusal::RequestState(StateError::OtherReplica));
             }
             self.app
@@ -508,7 +521,7 @@ impl Session {
             return Err(Refusal::RequestState(StateError::OtherReplica));
         }
         let key = claims.park.as_deref().unwrap_or("");
-        let answer = responses
+        let mut answer = responses
             .and_then(|r| r.get(SERVER_INPUT_KEY))
             .cloned()
             .ok_or(Refusal::MissingInput {
@@ -533,12 +546,31 @@ impl Session {
         if !Arc::ptr_eq(&channel, &self.channel) || channel.epoch() != epoch {
             return Err(Refusal::RequestState(StateError::Consumed));
         }
+        // Content for the server: the same cap and redaction as an answer
+        // a legacy client sends it as a message. Over the cap, the server
+        // is told the client's answer did not pass.
+        let policy = self.app.policy.load();
+        let reply = match crate::gates::output::filter_answer_value(
+            &mut answer,
+            &policy,
+            &self.app.metrics,
+        ) {
+            Ok(()) => jsonrpc::result_response(&server_id, &answer.to_string()),
+            Err(e) => {
+                self.app.metrics.dropped("client_response");
+                jsonrpc::error_response(
+                    Some(&server_id),
+                    jsonrpc::codes::INTERNAL_ERROR,
+                    &e.to_string(),
+                    None,
+                )
+            }
+        };
         handover.set(self, id);
         channel.repoint(upstream, self, id);
         if let Some(p) = self.state.lock().unwrap().pending.get_mut(id) {
             p.upstream = Some(upstream);
         }
-        let reply = jsonrpc::result_response(&server_id, &answer.to_string());
         let msg = Message::written(reply, Kind::Response, Some(server_id), None);
         if let Err(reason) = channel.send(msg).await {
             tracing::warn!(%reason, "could not pass a client's answer to the MCP server");

@@ -46,6 +46,9 @@ pub struct TaskEntry {
     /// A task of the facade's own, made for a call awaiting a person's
     /// approval; `None` once the approved call follows a server task.
     pub held: Option<Held>,
+    /// The keys of the server's latest `roots/list` questions (its
+    /// `inputRequests`), which the facade answers on the client's update.
+    pub roots_asked: Vec<String>,
 }
 
 /// A call the facade holds as a task of its own while a person is asked to
@@ -119,6 +122,13 @@ impl Tasks {
             e.status = status.to_string();
         }
         before
+    }
+
+    /// The server's latest `roots/list` questions for the task under `key`.
+    pub fn ask_roots(&self, key: &str, roots_asked: Vec<String>) {
+        if let Some(e) = self.live.lock().unwrap().get_mut(key) {
+            e.roots_asked = roots_asked;
+        }
     }
 
     /// How many tasks the caller `caller` has that have not ended, and
@@ -250,6 +260,7 @@ mod tests {
             expires: Instant::now() + Duration::from_millis(for_ms),
             status: status.into(),
             held: None,
+            roots_asked: Vec::new(),
         }
     }
 

@@ -362,11 +362,9 @@ pub(super) struct Adjust {
     /// The retry's `requestState`: the server's own back in its place
     /// (`Some(None)`: none to send).
     request_state: Option<Option<String>>,
-    /// Drop the answer to the facade's own question from `inputResponses`.
-    drop_approval: bool,
-    /// The answer to each of the server's `roots/list` questions (by key):
-    /// the policy's roots, in place of whatever the client sent.
-    answer_roots: Vec<(String, serde_json::Value)>,
+    /// A modern retry's `inputResponses` as the server gets them
+    /// ([`super::mrtr::answers`]): `Ok(None)` none, `Err` over the cap.
+    input_responses: Option<Result<Option<Box<RawValue>>, String>>,
     /// Fit the client's capabilities in `_meta` for the server (`Some`:
     /// whether to offer `roots`): `roots` only as the policy has them,
     /// whatever the client declared; the tasks extension only if
@@ -387,8 +385,7 @@ impl Adjust {
         self.add_meta.is_none()
             && !self.to_legacy
             && self.request_state.is_none()
-            && !self.drop_approval
-            && self.answer_roots.is_empty()
+            && self.input_responses.is_none()
             && self.fit_caps.is_none()
             && self.trace.is_empty()
     }
@@ -429,23 +426,37 @@ impl Session {
                     };
                 }
                 let round = self.round(client_id);
-                let roots = serde_json::json!({ "roots": self.app.roots() });
+                // The answers as the server may read them (a task's update is
+                // rebuilt by its own step).
+                let input_responses = crate::era::INPUT_REQUIRED_METHODS
+                    .contains(&msg.method())
+                    .then(|| {
+                        let value = msg.to_value();
+                        let given = value.pointer("/params/inputResponses");
+                        let roots = serde_json::json!({ "roots": self.app.roots() });
+                        let roots_keys = round.as_ref().map_or(&[][..], |r| r.roots_keys());
+                        let policy = self.app.policy.load();
+                        super::mrtr::answers::forwarded(
+                            given,
+                            roots_keys,
+                            &roots,
+                            &policy,
+                            &self.app.metrics,
+                        )
+                        .map(|answers| {
+                            answers.map(|a| {
+                                serde_json::value::to_raw_value(&a).expect("values serialize")
+                            })
+                        })
+                        .map_err(|e| e.to_string())
+                    });
                 Adjust {
                     request_state: Some(
                         round
                             .as_ref()
                             .and_then(|r| r.upstream_state().map(str::to_string)),
                     ),
-                    drop_approval: true,
-                    answer_roots: round
-                        .as_ref()
-                        .map(|r| {
-                            r.roots_keys()
-                                .iter()
-                                .map(|k| (k.clone(), roots.clone()))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    input_responses,
                     fit_caps,
                     keep_tasks,
                     ..Adjust::default()
@@ -485,24 +496,13 @@ fn outgoing(
             params.remove("requestState");
             params.remove("inputResponses");
         }
-        if adjust.drop_approval || !adjust.answer_roots.is_empty() {
-            let raw = params.get("inputResponses").map(|r| r.get().to_string());
-            let raw = raw.as_deref().unwrap_or("{}");
-            if let Ok(mut responses) = Members::parse(raw.as_bytes()) {
-                let mut changed = responses.remove(super::mrtr::APPROVAL_KEY).is_some();
-                for (key, answer) in &adjust.answer_roots {
-                    let answer = serde_json::value::to_raw_value(answer).expect("values serialize");
-                    responses.set(key, answer);
-                    changed = true;
-                }
-                if changed {
-                    if responses.is_empty() {
-                        params.remove("inputResponses");
-                    } else {
-                        params.set("inputResponses", responses.to_raw());
-                    }
-                }
+        match &adjust.input_responses {
+            Some(Ok(Some(answers))) => params.set("inputResponses", answers.clone()),
+            Some(Ok(None)) => {
+                params.remove("inputResponses");
             }
+            Some(Err(why)) => failed = Some(why.clone()),
+            None => {}
         }
         if let Some(offer_roots) = adjust.fit_caps {
             fit_meta_capabilities(params, offer_roots, adjust.keep_tasks);

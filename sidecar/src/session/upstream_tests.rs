@@ -119,25 +119,49 @@ fn the_tasks_extension_reaches_the_server_only_when_kept() {
 }
 
 #[test]
-fn the_servers_roots_questions_get_the_policys_roots_never_the_clients() {
-    let policy = serde_json::json!({"roots": [{"uri": "file:///workspace"}]});
-    let adjust = Adjust {
-        answer_roots: vec![("roots_request".into(), policy.clone())],
+fn a_retrys_answers_are_replaced_by_the_ones_the_facade_rebuilt() {
+    // What the answers are is `mrtr::answers`'s to say (its tests); here:
+    // the server gets them in place of the client's, or none, or nothing.
+    let rebuilt = r#"{"roots_request":{"roots":[{"uri":"file:///workspace"}]}}"#;
+    let msg = parse(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","inputResponses":{"roots_request":{"roots":[{"uri":"file:///"}]},"unasked":{}}}}"#,
+    );
+    let with = |answers| Adjust {
+        input_responses: Some(answers),
         ..Adjust::default()
     };
-    for responses in [
-        r#"{"roots_request":{"roots":[{"uri":"file:///"}]},"name":{"action":"accept"}}"#,
-        r#"{"name":{"action":"accept"}}"#,
-    ] {
-        let msg = parse(&format!(
-            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"t","inputResponses":{responses}}}}}"#
-        ));
-        let out = outgoing(&msg, &RequestId::number(3), false, &mut None, &adjust).unwrap();
-        let sent: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        let answers = &sent["params"]["inputResponses"];
-        assert_eq!(answers["roots_request"], policy, "{responses}");
-        assert_eq!(answers["name"]["action"], "accept", "{responses}");
-    }
+    let raw = serde_json::value::RawValue::from_string(rebuilt.to_string()).unwrap();
+    let out = outgoing(
+        &msg,
+        &RequestId::number(3),
+        false,
+        &mut None,
+        &with(Ok(Some(raw))),
+    )
+    .unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        sent["params"]["inputResponses"],
+        serde_json::from_str::<serde_json::Value>(rebuilt).unwrap()
+    );
+    let out = outgoing(
+        &msg,
+        &RequestId::number(3),
+        false,
+        &mut None,
+        &with(Ok(None)),
+    )
+    .unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(sent["params"].get("inputResponses").is_none(), "{sent}");
+    let refused = outgoing(
+        &msg,
+        &RequestId::number(3),
+        false,
+        &mut None,
+        &with(Err("too large".into())),
+    );
+    assert_eq!(refused.unwrap_err(), "too large");
 }
 
 #[test]

@@ -92,6 +92,7 @@ pub(crate) fn hold(
             created_at: created_at.clone(),
             ttl_ms,
         }),
+        roots_asked: Vec::new(),
     };
     task_watch::task_record(app, &entry, "task_created", None, None);
     app.tasks.insert(nonce, entry);

@@ -36,6 +36,7 @@ use crate::session::channel::Era;
 use crate::session::task_watch;
 use crate::session::tasks::{self, Creator, TaskEntry};
 use crate::session::Session;
+use mcp_warden_policy::{Decision, Denial};
 
 /// The methods whose requests carry the client's tasks extension to the
 /// server: the call that may make a task, and the task's own requests.
@@ -177,6 +178,7 @@ pub(crate) fn adopt(
         expires: Instant::now() + keep + Duration::from_secs(2),
         status,
         held: None,
+        roots_asked: Vec::new(),
     };
     task_watch::task_record(app, &entry, "task_created", None, None);
     app.tasks.insert(nonce.clone(), entry);
@@ -234,6 +236,25 @@ fn admit(session: &Session, req: &Request) -> Result<(String, Claims, TaskEntry)
     if entry.caller != caller {
         return Err(Refusal::TaskId(TaskIdError::OtherCaller));
     }
+    // The policy now, not the policy when the task was made: a task of a
+    // tool this caller may no longer use (a role taken away, the tool
+    // quarantined, planning mode) is neither driven nor read. Cancelling
+    // only takes away, so it is always the creator's to do.
+    if req.msg.method() != "tasks/cancel" {
+        let observed = session.app.registry.get(&entry.upstream_tool);
+        let decision = match observed.as_deref() {
+            Some(tool) => req
+                .policy
+                .compiled
+                .decide_list(tool, req.role, req.planning),
+            None => Decision::Deny(Denial::NotAvailable {
+                tool: entry.tool.clone(),
+            }),
+        };
+        if let Decision::Deny(denial) = decision {
+            return Err(Refusal::Policy(denial));
+        }
+    }
     Ok((key, claims, entry))
 }
 
@@ -268,7 +289,36 @@ pub async fn run(session: &Arc<Session>, req: Request) {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let mut rename = move |p: &mut Members<'_>| p.set("taskId", jsonrpc::raw_string(&upstream_id));
+    // An update carries the client's answers to the server's questions:
+    // only to those it was asked, filtered, with the policy's roots.
+    let answers = match update_answers(session, &req, &entry) {
+        Ok(answers) => answers,
+        Err(refusal) => {
+            session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
+            session.refused(
+                &req.id,
+                method,
+                &req.caller,
+                &refusal,
+                req.started,
+                &req.span,
+            );
+            return;
+        }
+    };
+    let mut rename = move |p: &mut Members<'_>| {
+        p.set("taskId", jsonrpc::raw_string(&upstream_id));
+        // `inputResponses` is a required member of an update: none to pass
+        // on is an empty one.
+        match &answers {
+            Some(Some(answers)) => p.set("inputResponses", answers.clone()),
+            Some(None) => p.set(
+                "inputResponses",
+                serde_json::value::RawValue::from_string("{}".into()).expect("valid JSON"),
+            ),
+            None => {}
+        }
+    };
     let mut seen = None;
     let mut output = None;
     let ended = forward::exchange(session, &req, Some(&mut rename), |result| {
@@ -278,7 +328,11 @@ pub async fn run(session: &Arc<Session>, req: Request) {
         if obj.contains_key("taskId") {
             obj.insert("taskId".into(), Value::String(client_id));
         }
-        output = police(session, &req, &entry, obj);
+        let roots_asked;
+        (output, roots_asked) = police(session, &req, &entry, obj);
+        if let Some(roots) = roots_asked {
+            session.app.tasks.ask_roots(&key, roots);
+        }
         seen = obj
             .get("status")
             .and_then(Value::as_str)
@@ -294,24 +348,62 @@ pub async fn run(session: &Arc<Session>, req: Request) {
     session.observe(method, ended.outcome(), req.started);
 }
 
+/// `tasks/update`'s `inputResponses` as the server gets them
+/// ([`crate::session::mrtr::answers`]): `None` for any other method.
+#[allow(clippy::type_complexity)]
+fn update_answers(
+    session: &Session,
+    req: &Request,
+    entry: &TaskEntry,
+) -> Result<Option<Option<Box<serde_json::value::RawValue>>>, Refusal> {
+    if req.msg.method() != "tasks/update" {
+        return Ok(None);
+    }
+    let roots = serde_json::json!({ "roots": session.app.roots() });
+    let answers = crate::session::mrtr::answers::forwarded(
+        req.params().get("inputResponses"),
+        &entry.roots_asked,
+        &roots,
+        &req.policy,
+        &session.app.metrics,
+    )
+    .map_err(|e| Refusal::Unreadable {
+        duplicate: false,
+        detail: e.to_string(),
+    })?;
+    Ok(Some(answers.map(|a| {
+        serde_json::value::to_raw_value(&a).expect("values serialize")
+    })))
+}
+
 /// What a task returns passes the policy as the call's own answer would:
 /// its `result` the tool's output filter (cap, redaction, outputSchema; a
 /// result the filter refuses becomes the task's error), its `inputRequests`
-/// only the server requests the facade passes to clients. The size of the
-/// result, when there is one.
+/// only the server requests the facade passes to clients (a `roots/list`
+/// one is the facade's to answer, on the client's update). The size of the
+/// result, when there is one, and the keys of the `roots/list` questions,
+/// when it asks.
 fn police(
     session: &Session,
     req: &Request,
     entry: &TaskEntry,
     task: &mut serde_json::Map<String, Value>,
-) -> Option<u64> {
+) -> (Option<u64>, Option<Vec<String>>) {
+    let mut asked = None;
     if let Some(requests) = task.get_mut("inputRequests").and_then(Value::as_object_mut) {
-        requests.retain(|_, q| {
+        let mut roots = Vec::new();
+        requests.retain(|key, q| {
             let asks = q.get("method").and_then(Value::as_str).unwrap_or("");
+            if asks == "roots/list" {
+                roots.push(key.clone());
+            }
             crate::gates::methods::server_request(asks) == Some(true)
         });
+        asked = Some(roots);
     }
-    let result = task.remove("result")?;
+    let Some(result) = task.remove("result") else {
+        return (None, asked);
+    };
     let app = &session.app;
     let policy = &req.policy;
     let limits = policy
@@ -343,7 +435,7 @@ fn police(
                 "result".into(),
                 value.get("result").cloned().unwrap_or(Value::Null),
             );
-            Some(filtered.output_bytes)
+            (Some(filtered.output_bytes), asked)
         }
         Err(refusal) => {
             let error: Value =
@@ -353,7 +445,7 @@ fn police(
                 "error".into(),
                 error.get("error").cloned().unwrap_or(Value::Null),
             );
-            None
+            (None, asked)
         }
     }
 }
