@@ -242,6 +242,33 @@ def test_each_caller_sees_exactly_what_each_backend_allows_them(gateway):
         mcp.close()
 
 
+def test_search_finds_only_what_each_backend_shows_the_caller(module_facade, backends, tree):
+    """The gateway ranks every tool anyone was shown, but a backend shows
+    each caller its own: bob, nobody at git, must not find git's tools (nor
+    their descriptions and schemas) after alice, who may use them, listed
+    them."""
+    urls = {name: fa.url for name, fa in backends.items()}
+    searching = module_facade(policy={**GATEWAY_POLICY, "toolSearch": "alongside"},
+                              extra_args=gateway_args(urls) + gateway_flags(tree))
+    mcp = ModernMcp(searching.url, BOB)
+    query = {"name": "search_tools", "arguments": {"query": "git status log of the repository", "limit": 50}}
+    try:
+        _, listed = mcp.request("tools/list", token=ALICE)
+        assert "git__git_status" in {t["name"] for t in listed["result"]["tools"]}, listed
+        _, found = mcp.request("tools/call", query, token=ALICE)
+        assert "git__git_status" in {t["name"] for t in found["result"]["structuredContent"]["tools"]}, found
+        _, found = mcp.request("tools/call", query)
+        names = {t["name"] for t in found["result"]["structuredContent"]["tools"]}
+        assert not {n for n in names if n.startswith("git__")}, names
+        # What a backend does show him, he finds.
+        echo = {"name": "search_tools", "arguments": {"query": "echo back the message", "limit": 50}}
+        _, found = mcp.request("tools/call", echo)
+        names = {t["name"] for t in found["result"]["structuredContent"]["tools"]}
+        assert "everything__echo" in names and "everything__get-sum" not in names, names
+    finally:
+        mcp.close()
+
+
 def test_the_backend_hears_the_caller_never_the_token(gateway, backends, tree):
     audit = Audit(tree / "everything-audit.jsonl")
     mcp = ModernMcp(gateway.url, ALICE)

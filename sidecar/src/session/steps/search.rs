@@ -7,8 +7,10 @@
 //!
 //! - `search_tools(query, limit)`: ranks every tool the facade has seen
 //!   ([`crate::gates::registry::Registry::search_set`], BM25 in
-//!   [`mcp_warden_policy::search`]) and keeps, best first, those the same
-//!   decision that filters `tools/list` lets this caller call (role,
+//!   [`mcp_warden_policy::search`]) and keeps, best first, those the server
+//!   lists to this caller now (asked as the caller: a gateway's backends
+//!   show each caller its own) and the same decision that filters
+//!   `tools/list` lets this caller call (role,
 //!   planning mode, effect tags, quarantine, risk, sandbox): a result is
 //!   never a tool the caller could not call. Each comes as the caller's
 //!   `tools/list` would show it, with its canonical id `mcp:{server}:{tool}`
@@ -130,13 +132,32 @@ async fn search(session: &Arc<Session>, req: Request) {
         .unwrap_or(DEFAULT_LIMIT)
         .min(MAX_LIMIT) as usize;
     let app = &session.app;
-    if app.registry.is_empty() {
-        session.refresh_tools().await;
-    }
+    let listed = match listed_for_caller(session, &req).await {
+        Ok(listed) => listed,
+        Err(text) => {
+            req.span.ended("failed");
+            app.metrics
+                .observe_request("tools/call", "failed", req.started.elapsed());
+            let text = format!("search_tools could not list your tools: {text}");
+            let data = json!({ "reason": "upstream_failed" });
+            return session.answer_call(
+                &req.id,
+                crate::jsonrpc::error_response(
+                    Some(&req.id),
+                    crate::jsonrpc::codes::INTERNAL_ERROR,
+                    &text,
+                    Some(data),
+                ),
+            );
+        }
+    };
     let policy = &req.policy;
     let set = app.registry.search_set();
     let mut found = Vec::with_capacity(limit);
     for (i, score) in set.index.search(query, set.names.len()) {
+        if !listed.contains(&set.names[i]) {
+            continue;
+        }
         let Some(tool) = app.registry.get(&set.names[i]) else {
             continue;
         };
@@ -174,6 +195,41 @@ async fn search(session: &Arc<Session>, req: Request) {
         &req.id,
         Bytes::from(serde_json::to_vec(&answer).expect("values serialize")),
     );
+}
+
+/// The tools the server lists to this caller, as their names upstream:
+/// the search ranks what anyone was shown (the registry), but a gateway's
+/// backends, or a server given each caller's own credential, show each
+/// caller its own tools, and a server may have dropped one since. So the
+/// search asks as the caller, exactly as the caller's own `tools/list`
+/// does, and keeps only what that shows.
+async fn listed_for_caller(
+    session: &Arc<Session>,
+    req: &Request,
+) -> Result<std::collections::HashSet<String>, String> {
+    let mut params = json!({});
+    if let Some(meta) = req.params().get("_meta") {
+        params["_meta"] = meta.clone();
+    }
+    let rid: Value = serde_json::from_str(req.id.as_json()).expect("ids are JSON");
+    let list = json!({"jsonrpc": "2.0", "id": rid, "method": "tools/list", "params": params});
+    let msg = Message::parse(Bytes::from(list.to_string())).map_err(|(e, _)| e.to_string())?;
+    let limit = session.app.limits.upstream_wait;
+    let answer = match session.forward(&req.id, &msg, None, limit).await {
+        crate::session::Forwarded::Answer(answer) if !answer.is_error => answer,
+        crate::session::Forwarded::Answer(_) => {
+            return Err("the MCP server refused tools/list".into())
+        }
+        crate::session::Forwarded::Failed(reason) => return Err(reason),
+        _ => return Err("the MCP server did not answer tools/list in time".into()),
+    };
+    let mut value = answer.to_value();
+    let definitions = session.channel.collect_pages(&mut value).await?;
+    let observed = session
+        .app
+        .registry
+        .observe(definitions, &req.policy, &session.app.metrics);
+    Ok(observed.iter().map(|t| t.name.clone()).collect())
 }
 
 /// `mcp:{server}:{tool}`: in gateway mode the backend and its own name for
