@@ -20,6 +20,15 @@
 //! URIs are matched by their normalized path against path patterns
 //! (`file:///srv/**`, or patterns without a scheme such as `**/.env`); any
 //! other URI by its whole text against patterns with that scheme.
+//!
+//! A file URI wrapped in another scheme (`files+file:///srv/a`: how a
+//! gateway names backend `files`'s `file:///srv/a`, or `git+file://…`) is a
+//! file URI too to whoever unwraps it: its text is judged as any URI's
+//! (with the `file` part normalized, so `files+file://localhost/srv/a` and
+//! `files+file:////srv/a` are `files+file:///srv/a`), and its path is
+//! judged by the path patterns as well, where a deny hides it and an allow
+//! rule's `requiredRole` is needed, but no allow is required of the path (a
+//! gateway's rules written with the prefix still admit it).
 
 use std::collections::HashMap;
 
@@ -126,7 +135,25 @@ impl ResourceRules {
     /// The role a caller needs to read `uri`, or why nobody may.
     pub fn required_role(&self, uri: &str) -> Result<Role, Hidden> {
         let readings = readings(uri).map_err(Hidden::Refused)?;
-        self.judge(&readings)
+        let unwrapped = wrapped_file_paths(uri).map_err(Hidden::Refused)?;
+        let needed = self.judge(&readings)?;
+        Ok(needed.max(self.judge_unwrapped(&unwrapped)?))
+    }
+
+    /// The paths of a wrapped file URI: hidden by a matching deny, and
+    /// needing the role of every matching allow, but needing no allow.
+    fn judge_unwrapped(&self, paths: &[Reading]) -> Result<Role, Hidden> {
+        let mut needed = Role::Viewer;
+        for rule in &self.rules {
+            if !paths.iter().any(|p| rule.pattern.matches(p)) {
+                continue;
+            }
+            match rule.action {
+                RuleAction::Deny => return Err(Hidden::NotAllowed),
+                RuleAction::Allow => needed = needed.max(rule.role),
+            }
+        }
+        Ok(needed)
     }
 
     /// The role a caller needs to see a resource template, matched by its
@@ -138,7 +165,12 @@ impl ResourceRules {
             }
             _ => Reading::Uri(uri_template.to_string()),
         };
-        self.judge(&[reading])
+        let unwrapped: Vec<Reading> = wrapped_file(uri_template)
+            .map(|(_, path)| Reading::File(path))
+            .into_iter()
+            .collect();
+        let needed = self.judge(&[reading])?;
+        Ok(needed.max(self.judge_unwrapped(&unwrapped)?))
     }
 
     /// Deny wins over every reading; otherwise each reading needs an allow
@@ -230,11 +262,44 @@ fn file_path(rest: &str) -> Option<String> {
         .then(|| format!("/{path}"))
 }
 
+/// The scheme of a file URI wrapped in another (`files+file`), and the
+/// path the file URI names on this host.
+fn wrapped_file(uri: &str) -> Option<(&str, String)> {
+    let (scheme, rest) = uri.split_once("://")?;
+    let (_, inner) = scheme.rsplit_once('+')?;
+    if !inner.eq_ignore_ascii_case("file") {
+        return None;
+    }
+    Some((scheme, file_path(rest)?))
+}
+
+/// Every reading of a wrapped file URI's path (none for any other URI).
+fn wrapped_file_paths(uri: &str) -> Result<Vec<Reading>, &'static str> {
+    let Some((_, path)) = wrapped_file(uri) else {
+        return Ok(Vec::new());
+    };
+    Ok(path::interpretations(&path, None)?
+        .into_iter()
+        .map(Reading::File)
+        .collect())
+}
+
 /// Every reading of `uri` a server might take.
 fn readings(uri: &str) -> Result<Vec<Reading>, &'static str> {
     let Some((scheme, rest)) = uri.split_once("://") else {
         return Err("not_a_uri");
     };
+    if let Some((wrapper, path)) = wrapped_file(uri) {
+        // The text with its file part read as the file URI it is.
+        let mut out = Vec::new();
+        for p in path::interpretations(&path, None)? {
+            let r = Reading::Uri(format!("{wrapper}://{p}"));
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        return Ok(out);
+    }
     if scheme.eq_ignore_ascii_case("file") {
         // A file on another host is matched like any other URI.
         if let Some(p) = file_path(rest) {
@@ -342,6 +407,74 @@ mod tests {
             r.required_role("file:///srv/docs/a%00b"),
             Err(Hidden::Refused("nul_byte"))
         );
+    }
+
+    #[test]
+    fn a_wrapped_file_uri_is_judged_as_the_file_uri_it_wraps_too() {
+        // A gateway's rules: its backends' paths denied, one path for admins.
+        let paths = rules(
+            DefaultAction::Allow,
+            &[
+                ("file:///srv/secrets/**", Deny, Role::Viewer),
+                ("**/.env", Deny, Role::Viewer),
+                ("/srv/ops/**", Allow, Role::Admin),
+            ],
+        );
+        for bad in [
+            "files+file:///srv/secrets/db.key",
+            "files+file://localhost/srv/secrets/db.key",
+            "files+file:////srv/secrets/db.key",
+            "files+file:///srv/public/../secrets/db.key",
+            "files+file:///ws/.ENV",
+            "files+FILE:///srv/secrets/x",
+        ] {
+            assert_eq!(paths.required_role(bad), Err(Hidden::NotAllowed), "{bad}");
+        }
+        assert_eq!(
+            paths.required_role("files+file:///srv/ops/run"),
+            Ok(Role::Admin)
+        );
+        assert_eq!(
+            paths.required_role("files+file:///ws/readme"),
+            Ok(Role::Viewer)
+        );
+        assert_eq!(
+            paths.template_role("files+file:///srv/secrets/{name}"),
+            Err(Hidden::NotAllowed)
+        );
+        assert_eq!(
+            paths.template_role("files+file:///srv/ops/{name}"),
+            Ok(Role::Admin)
+        );
+        // Rules written with the prefix: normalized like a file URI, and
+        // no path rule is needed to admit it.
+        let prefixed = rules(
+            DefaultAction::Deny,
+            &[
+                ("files+file:///ws/**", Allow, Role::Viewer),
+                ("files+file:///ws/private/**", Deny, Role::Viewer),
+            ],
+        );
+        assert_eq!(
+            prefixed.required_role("files+file:///ws/a"),
+            Ok(Role::Viewer)
+        );
+        assert_eq!(
+            prefixed.required_role("files+file://localhost/ws/a"),
+            Ok(Role::Viewer)
+        );
+        for bad in [
+            "files+file:////ws/private/k",
+            "files+file://localhost/ws/private/k",
+            "files+file:///ws/../etc/passwd",
+            "files+file:///etc/passwd",
+        ] {
+            assert_eq!(
+                prefixed.required_role(bad),
+                Err(Hidden::NotAllowed),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
