@@ -204,3 +204,30 @@ def test_a_plain_facade_enforces_its_profiles_mode_and_denied_tags(facade, tree)
         assert names(answer) == {"read_text_file"}, answer
     finally:
         mcp.close()
+
+
+def test_planning_mode_reaches_the_backend_which_knows_its_own_effect_tags(module_facade, tree):
+    """The gateway judges a tool by what its listing shows; a backend's
+    profile may know more (here: `list_directory` tagged `delete`, which
+    nothing in its definition says). A gateway's planning mode travels with
+    the call, so the backend refuses by its own tags; alice, who is not in
+    planning mode, calls it."""
+    fs = module_facade(upstream=filesystem_stdio(tree / "ws"), policy=backend_policy(
+        tree, "filesystem", [{"name": "list_directory", "sideEffects": ["delete"]}]))
+    policy = policy_doc(
+        auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice"), token_entry(PLANNER, "planner")]}},
+        roles=[{"role": "admin", "subjects": ["alice"]}, {"role": "user", "subjects": ["planner"]}],
+        roleRestrictions=[{"role": "user", "mode": "planning"}],
+        defaultAction="allow", sandbox={"writeAllowed": True},
+    )
+    gw = module_facade(policy=policy, extra_args=gateway_args({"filesystem": fs.url})
+                       + ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", GW_ISSUER])
+    mcp = ModernMcp(gw.url, PLANNER)
+    call = {"name": "filesystem__list_directory", "arguments": {"path": str(tree / "ws")}}
+    try:
+        _, answer = mcp.request("tools/call", call)
+        assert_planning_refusal(answer, "list_directory", "delete")
+        _, answer = mcp.request("tools/call", call, token=ALICE)
+        assert "notes.txt" in str(answer["result"]), answer
+    finally:
+        mcp.close()

@@ -307,6 +307,11 @@ impl Session {
             // revision (the server decides): it never reaches the server,
             // which could read it as the old task augmentation.
             let drop_hint = params.get("task").is_some();
+            // A gateway's planning mode reaches the backend, which judges
+            // the tool by its own profile's effect tags (which the gateway
+            // cannot see): asking for planning mode only ever takes away.
+            let planning = matches!(app.target, crate::upstream::UpstreamTarget::Gateway(_))
+                && (req.planning || role.is_some_and(|r| policy.compiled.restriction(r).planning));
             let mut rename = |p: &mut Members| {
                 if let Some(upstream) = &upstream {
                     p.set("name", upstream.clone());
@@ -314,8 +319,11 @@ impl Session {
                 if drop_hint {
                     p.remove("task");
                 }
+                if planning {
+                    ask_planning(p);
+                }
             };
-            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() || drop_hint {
+            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() || drop_hint || planning {
                 Some(&mut rename)
             } else {
                 None
@@ -542,4 +550,18 @@ fn metric_label<'a>(
         Some(t) if upstream_tools <= MAX_IMPLICIT_TOOL_LABELS => t,
         Some(_) => "other",
     }
+}
+
+/// `_meta` asking the server (a gateway's backend facade) for planning mode.
+fn ask_planning(params: &mut Members<'_>) {
+    let mut meta = params
+        .get("_meta")
+        .and_then(|m| serde_json::from_str::<serde_json::Map<String, Value>>(m.get()).ok())
+        .unwrap_or_default();
+    meta.insert(
+        crate::gates::planning::META_KEY.into(),
+        Value::String("planning".into()),
+    );
+    let raw = serde_json::value::to_raw_value(&meta).expect("values serialize");
+    params.set("_meta", raw);
 }
