@@ -78,6 +78,10 @@ pub struct Held {
 /// a result past it ends its task `failed` instead of being kept.
 pub const HELD_BYTES: usize = 32 * 1024 * 1024;
 
+/// The most of [`HELD_BYTES`] one caller's results may take (a quarter, as
+/// for the approval queue): a few callers cannot fill it for the rest.
+pub const HELD_BYTES_PER_CALLER: usize = HELD_BYTES / 4;
+
 impl TaskEntry {
     pub fn is_terminal(&self) -> bool {
         is_terminal(&self.status)
@@ -168,7 +172,8 @@ impl Tasks {
 
     /// End a held task with `outcome` (`{"result": …}` or `{"error": …}`),
     /// `status` its final status. A result that would take the replica's
-    /// kept results past [`HELD_BYTES`] is dropped and the task fails.
+    /// kept results past [`HELD_BYTES`], or its caller's past
+    /// [`HELD_BYTES_PER_CALLER`], is dropped and the task fails.
     /// `Some` when this ended it, as [`Tasks::update`]: the task as it was,
     /// and the status it ended with.
     pub fn settle(
@@ -179,11 +184,16 @@ impl Tasks {
     ) -> Option<(TaskEntry, String)> {
         let mut live = self.live.lock().unwrap();
         sweep(&mut live);
-        let kept: usize = live
+        let caller = live.get(key)?.caller.clone();
+        let (kept, kept_by_caller) = live
             .values()
-            .filter_map(|e| e.held.as_ref())
-            .map(|h| h.bytes)
-            .sum();
+            .filter_map(|e| e.held.as_ref().map(|h| (e, h.bytes)))
+            .fold((0, 0), |(all, own), (e, bytes)| {
+                (
+                    all + bytes,
+                    own + if e.caller == caller { bytes } else { 0 },
+                )
+            });
         let e = live.get_mut(key)?;
         if e.is_terminal() {
             return None;
@@ -195,15 +205,16 @@ impl Tasks {
         } else {
             0
         };
-        let (status, outcome, bytes) = if kept + bytes > HELD_BYTES {
-            let error = serde_json::json!({"error": {
-                "code": -32603,
-                "message": "the task's result is too large for the facade to keep",
-            }});
-            ("failed", error, 0)
-        } else {
-            (status, outcome, bytes)
-        };
+        let (status, outcome, bytes) =
+            if kept + bytes > HELD_BYTES || kept_by_caller + bytes > HELD_BYTES_PER_CALLER {
+                let error = serde_json::json!({"error": {
+                    "code": -32603,
+                    "message": "the task's result is too large for the facade to keep",
+                }});
+                ("failed", error, 0)
+            } else {
+                (status, outcome, bytes)
+            };
         held.outcome = Some(outcome);
         held.bytes = bytes;
         e.status = status.to_string();
@@ -336,6 +347,25 @@ mod tests {
         let kept = tasks.get("big").unwrap().held.unwrap();
         assert_eq!(kept.bytes, 0);
         assert!(kept.outcome.unwrap().get("error").is_some());
+    }
+
+    #[test]
+    fn one_caller_keeps_at_most_its_share_and_others_still_get_theirs() {
+        let tasks = Tasks::default();
+        let result = |n: usize| serde_json::json!({"result": "x".repeat(n)});
+        let settle = |key: &str, caller: &str, n: usize| {
+            tasks.insert(key.into(), held(caller));
+            tasks.answer(key);
+            tasks.settle(key, "completed", result(n)).unwrap().1
+        };
+        let third = HELD_BYTES_PER_CALLER / 3;
+        assert_eq!(settle("m1", "mallory", third), "completed");
+        assert_eq!(settle("m2", "mallory", third), "completed");
+        assert_eq!(settle("m3", "mallory", third), "failed");
+        assert_eq!(settle("a1", "alice", third), "completed");
+        // Delivered, a result no longer counts against the share.
+        tasks.release("m1");
+        assert_eq!(settle("m4", "mallory", third), "completed");
     }
 
     #[test]
