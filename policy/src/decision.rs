@@ -89,6 +89,28 @@ pub struct Query<'a> {
     /// The caller asked for planning mode (for its session or this
     /// request); `false` never lifts the planning mode the policy imposes.
     pub planning: bool,
+    /// Effect tags the caller asked to have refused (a gateway passing its
+    /// own `denySideEffects` on); added to the policy's, never lifting one.
+    pub denied: Effects,
+}
+
+/// What a caller may ask of the decision: only ever more restriction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// Planning mode.
+    pub planning: bool,
+    /// Effect tags to refuse.
+    pub denied: Effects,
+}
+
+impl From<bool> for Asks {
+    /// Planning mode asked for, or not; no tags.
+    fn from(planning: bool) -> Asks {
+        Asks {
+            planning,
+            denied: Effects::NONE,
+        }
+    }
 }
 
 /// Arguments that need a person's approval: every rule that asked.
@@ -222,6 +244,10 @@ pub fn decide<'a>(policy: &'a CompiledPolicy, q: Query<'a>) -> Decision<'a> {
         });
     }
     let restriction = policy.restriction(role);
+    let restriction = crate::compile::Restriction {
+        denied: restriction.denied.union(q.denied),
+        ..restriction
+    };
     let effects = effect_tags(
         rule.and_then(|t| t.side_effects.as_deref()),
         rule.and_then(|t| t.writes),
@@ -354,14 +380,15 @@ impl CompiledPolicy {
         decide_item("prompt", name, role, self.prompts.required_role(name))
     }
 
-    /// [`decide`] for one upstream tool in a tools/list answer;
-    /// `planning`: the caller asked for planning mode.
+    /// [`decide`] for one upstream tool in a tools/list answer; `asks`:
+    /// what the caller asked for (planning mode: `true`).
     pub fn decide_list<'a>(
         &'a self,
         tool: &'a ObservedTool,
         role: Option<Role>,
-        planning: bool,
+        asks: impl Into<Asks>,
     ) -> Decision<'a> {
+        let asks = asks.into();
         decide(
             self,
             Query {
@@ -369,7 +396,8 @@ impl CompiledPolicy {
                 role,
                 upstream: Some(tool),
                 arguments: None,
-                planning,
+                planning: asks.planning,
+                denied: asks.denied,
             },
         )
     }
@@ -380,10 +408,11 @@ impl CompiledPolicy {
         &'a self,
         name: &'a str,
         role: Option<Role>,
-        planning: bool,
+        asks: impl Into<Asks>,
         arguments: &'a Value,
         upstream: impl FnOnce(&str) -> Option<&'a ObservedTool>,
     ) -> Decision<'a> {
+        let asks = asks.into();
         let target = self.by_exposed(name);
         let up = target.upstream_name().and_then(upstream);
         decide(
@@ -393,7 +422,8 @@ impl CompiledPolicy {
                 role,
                 upstream: up,
                 arguments: Some(arguments),
-                planning,
+                planning: asks.planning,
+                denied: asks.denied,
             },
         )
     }

@@ -55,8 +55,8 @@ mod tools;
 pub use args::{channel_strength, ArgRules, ArgVerdict, RuleHit};
 pub use compile::{CompiledPolicy, Restriction, ToolPolicy};
 pub use decision::{
-    decide, describe, risk_name, role_name, Approval, Decision, Denial, ErrorCode, Grant, Query,
-    RuleReason,
+    decide, describe, risk_name, role_name, Approval, Asks, Decision, Denial, ErrorCode, Grant,
+    Query, RuleReason,
 };
 pub use error::ConfigError;
 pub use limits::ResolvedLimits;

@@ -231,3 +231,30 @@ def test_planning_mode_reaches_the_backend_which_knows_its_own_effect_tags(modul
         assert "notes.txt" in str(answer["result"]), answer
     finally:
         mcp.close()
+
+
+def test_the_gateways_refused_effect_tags_reach_the_backend_too(module_facade, tree):
+    """The same for `denySideEffects`: the gateway refuses `delete` tools,
+    and the backend, told so with the call, refuses `list_directory` by its
+    own `delete` tag, which the gateway cannot see; `read_text_file` runs."""
+    fs = module_facade(upstream=filesystem_stdio(tree / "ws"), policy=backend_policy(
+        tree, "filesystem", [{"name": "list_directory", "sideEffects": ["delete"]}, {"name": "read_text_file"}]))
+    policy = policy_doc(
+        auth={"staticTokens": {"tokens": [token_entry(ALICE, "alice")]}},
+        roles=[{"role": "admin", "subjects": ["alice"]}],
+        denySideEffects=["delete"], defaultAction="allow", sandbox={"writeAllowed": True},
+    )
+    gw = module_facade(policy=policy, extra_args=gateway_args({"filesystem": fs.url})
+                       + ["--gateway-key-file", str(tree / "gateway.key.pem"), "--gateway-issuer", GW_ISSUER])
+    mcp = ModernMcp(gw.url, ALICE)
+    try:
+        _, answer = mcp.request("tools/call", {"name": "filesystem__list_directory",
+                                               "arguments": {"path": str(tree / "ws")}})
+        error = rpc_error(answer)
+        assert error["code"] == -32004 and error["data"]["reason"] == "side_effect_denied", error
+        assert error["data"]["observed"] == "delete", error
+        _, answer = mcp.request("tools/call", {"name": "filesystem__read_text_file",
+                                               "arguments": {"path": str(tree / "ws" / "notes.txt")}})
+        assert "a plan needs facts" in str(answer["result"]), answer
+    finally:
+        mcp.close()

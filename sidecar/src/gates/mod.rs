@@ -57,6 +57,8 @@ pub struct Request {
     pub role: Option<mcp_warden_crds::Role>,
     /// The caller asked for planning mode (its session or this request).
     pub planning: bool,
+    /// Effect tags the request asked to have refused ([`planning::asks_denied`]).
+    pub denied: mcp_warden_policy::risk::Effects,
     /// The policy this request is judged by, start to end.
     pub policy: Arc<LivePolicy>,
     pub started: Instant,
@@ -66,6 +68,14 @@ pub struct Request {
 }
 
 impl Request {
+    /// What the caller asked of the decision (only ever more restriction).
+    pub fn asks(&self) -> mcp_warden_policy::Asks {
+        mcp_warden_policy::Asks {
+            planning: self.planning,
+            denied: self.denied,
+        }
+    }
+
     /// `params`, or an empty object.
     pub fn params(&self) -> &Value {
         static EMPTY: Value = Value::Null;

@@ -9,6 +9,8 @@
 //! caller can only turn planning mode on: any other value, or none, leaves
 //! the policy's mode as it is.
 
+use mcp_warden_crds::policy::SideEffect;
+use mcp_warden_policy::risk::Effects;
 use serde_json::Value;
 
 /// The `_meta` key of a request (or of `initialize`, for the session):
@@ -21,6 +23,28 @@ pub const HEADER: &str = "mcp-warden-mode";
 tokio::task_local! {
     /// The HTTP request that brought a message asked for planning mode.
     pub static HEADER_ASKS: bool;
+}
+
+/// The `_meta` key of a request naming effect tags to refuse
+/// (`"mcpwarden.dev/denySideEffects": ["network", "delete"]`): what a
+/// gateway's `denySideEffects` asks of its backends. Like planning mode,
+/// it only ever takes away; a tag the facade does not know is ignored.
+pub const DENY_META_KEY: &str = "mcpwarden.dev/denySideEffects";
+
+/// The effect tags a request asks to have refused ([`DENY_META_KEY`]).
+pub fn asks_denied(request: &Value) -> Effects {
+    let tags: Vec<SideEffect> = request
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(DENY_META_KEY))
+        .and_then(Value::as_array)
+        .map(|tags| {
+            tags.iter()
+                .filter_map(|t| serde_json::from_value(t.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    Effects::from_tags(&tags)
 }
 
 /// Whether `value` names planning mode (case-insensitive).
@@ -70,5 +94,14 @@ mod tests {
         assert!(!header_asks(&h));
         h.insert(HEADER, "planning".parse().unwrap());
         assert!(header_asks(&h));
+    }
+
+    #[test]
+    fn denied_tags_are_read_from_meta_and_unknown_ones_ignored() {
+        let with = |v: Value| json!({"params": {"_meta": {DENY_META_KEY: v}}});
+        let asked = asks_denied(&with(json!(["network", "delete", "teleport", 7])));
+        assert!(asked.network && asked.delete && !asked.write && !asked.exec);
+        assert_eq!(asks_denied(&with(json!("network"))), Effects::NONE);
+        assert_eq!(asks_denied(&json!({"params": {}})), Effects::NONE);
     }
 }

@@ -160,6 +160,7 @@ impl Session {
             st.planning |= asks && msg.method() == "initialize";
             st.planning || asks
         };
+        let denied = crate::gates::planning::asks_denied(&request);
         let ctx = crate::gates::Request {
             id,
             msg,
@@ -168,6 +169,7 @@ impl Session {
             caller: caller.clone(),
             role,
             planning,
+            denied,
             policy,
             started,
             span,

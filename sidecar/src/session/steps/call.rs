@@ -130,12 +130,9 @@ impl Session {
                 .by_exposed(&name)
                 .upstream_name()
                 .and_then(|n| app.registry.get(n));
-            let decision =
-                policy
-                    .compiled
-                    .decide_call(&name, role, req.planning, arguments, |_| {
-                        observed.as_deref()
-                    });
+            let decision = policy
+                .compiled
+                .decide_call(&name, role, req.asks(), arguments, |_| observed.as_deref());
             let grant = match decision {
                 Decision::Allow(grant) => grant,
                 Decision::Deny(denial) => return Err(Refusal::Policy(denial)),
@@ -307,11 +304,21 @@ impl Session {
             // revision (the server decides): it never reaches the server,
             // which could read it as the old task augmentation.
             let drop_hint = params.get("task").is_some();
-            // A gateway's planning mode reaches the backend, which judges
-            // the tool by its own profile's effect tags (which the gateway
-            // cannot see): asking for planning mode only ever takes away.
-            let planning = matches!(app.target, crate::upstream::UpstreamTarget::Gateway(_))
-                && (req.planning || role.is_some_and(|r| policy.compiled.restriction(r).planning));
+            // A gateway's planning mode and refused effect tags reach the
+            // backend, which judges the tool by its own profile's effect
+            // tags (which the gateway cannot see): asking for either only
+            // ever takes away.
+            let restricts = match (&app.target, role) {
+                (crate::upstream::UpstreamTarget::Gateway(_), Some(r)) => {
+                    let own = policy.compiled.restriction(r);
+                    let asks = mcp_warden_policy::Asks {
+                        planning: req.planning || own.planning,
+                        denied: req.denied.union(own.denied),
+                    };
+                    (asks != mcp_warden_policy::Asks::default()).then_some(asks)
+                }
+                _ => None,
+            };
             let mut rename = |p: &mut Members| {
                 if let Some(upstream) = &upstream {
                     p.set("name", upstream.clone());
@@ -319,15 +326,16 @@ impl Session {
                 if drop_hint {
                     p.remove("task");
                 }
-                if planning {
-                    ask_planning(p);
+                if let Some(asks) = restricts {
+                    ask_restrictions(p, asks);
                 }
             };
-            let edit: Option<ParamsEdit<'_>> = if upstream.is_some() || drop_hint || planning {
-                Some(&mut rename)
-            } else {
-                None
-            };
+            let edit: Option<ParamsEdit<'_>> =
+                if upstream.is_some() || drop_hint || restricts.is_some() {
+                    Some(&mut rename)
+                } else {
+                    None
+                };
             let timeout = grant.limits.call_timeout;
             let answer = match self.forward(&id, &req.msg, edit, timeout).await {
                 Forwarded::Answer(answer) => answer,
@@ -552,16 +560,26 @@ fn metric_label<'a>(
     }
 }
 
-/// `_meta` asking the server (a gateway's backend facade) for planning mode.
-fn ask_planning(params: &mut Members<'_>) {
+/// `_meta` asking the server (a gateway's backend facade) for planning mode
+/// and to refuse effect tags.
+fn ask_restrictions(params: &mut Members<'_>, asks: mcp_warden_policy::Asks) {
     let mut meta = params
         .get("_meta")
         .and_then(|m| serde_json::from_str::<serde_json::Map<String, Value>>(m.get()).ok())
         .unwrap_or_default();
-    meta.insert(
-        crate::gates::planning::META_KEY.into(),
-        Value::String("planning".into()),
-    );
+    if asks.planning {
+        meta.insert(
+            crate::gates::planning::META_KEY.into(),
+            Value::String("planning".into()),
+        );
+    }
+    let denied = asks.denied.tags();
+    if !denied.is_empty() {
+        meta.insert(
+            crate::gates::planning::DENY_META_KEY.into(),
+            serde_json::to_value(denied).expect("tags serialize"),
+        );
+    }
     let raw = serde_json::value::to_raw_value(&meta).expect("values serialize");
     params.set("_meta", raw);
 }

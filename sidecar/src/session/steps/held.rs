@@ -253,6 +253,7 @@ async fn update(
         caller: req.caller.clone(),
         role: req.role,
         planning: req.planning,
+        denied: req.denied,
         policy: req.policy.clone(),
         started: Instant::now(),
         span: crate::spans::RequestSpan::NONE,

@@ -85,18 +85,16 @@ impl Session {
             .app
             .registry
             .observe(definitions, &policy, &self.app.metrics);
-        let (role, planning) = (req.role, req.planning);
+        let (role, asks) = (req.role, req.asks());
         let search = policy.doc.tool_search;
         let mut visible: Vec<Value> = observed
             .iter()
-            .filter_map(
-                |tool| match policy.compiled.decide_list(tool, role, planning) {
-                    Decision::Allow(grant) if !search::is_meta(search, grant.exposed_name) => {
-                        Some(expose(tool, &grant, policy.doc.clean_schemas))
-                    }
-                    _ => None,
-                },
-            )
+            .filter_map(|tool| match policy.compiled.decide_list(tool, role, asks) {
+                Decision::Allow(grant) if !search::is_meta(search, grant.exposed_name) => {
+                    Some(expose(tool, &grant, policy.doc.clean_schemas))
+                }
+                _ => None,
+            })
             .collect();
         // Tool search: the meta-tools beside the tools, or instead of them.
         match search {

@@ -161,7 +161,7 @@ async fn search(session: &Arc<Session>, req: Request) {
         let Some(tool) = app.registry.get(&set.names[i]) else {
             continue;
         };
-        let Decision::Allow(grant) = policy.compiled.decide_list(&tool, req.role, req.planning)
+        let Decision::Allow(grant) = policy.compiled.decide_list(&tool, req.role, req.asks())
         else {
             continue;
         };

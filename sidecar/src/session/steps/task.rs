@@ -243,10 +243,7 @@ fn admit(session: &Session, req: &Request) -> Result<(String, Claims, TaskEntry)
     if req.msg.method() != "tasks/cancel" {
         let observed = session.app.registry.get(&entry.upstream_tool);
         let decision = match observed.as_deref() {
-            Some(tool) => req
-                .policy
-                .compiled
-                .decide_list(tool, req.role, req.planning),
+            Some(tool) => req.policy.compiled.decide_list(tool, req.role, req.asks()),
             None => Decision::Deny(Denial::NotAvailable {
                 tool: entry.tool.clone(),
             }),
