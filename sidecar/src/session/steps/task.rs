@@ -260,19 +260,7 @@ pub async fn run(session: &Arc<Session>, req: Request) {
     let method = req.msg.method();
     let (key, _claims, entry) = match admit(session, &req) {
         Ok(admitted) => admitted,
-        Err(refusal) => {
-            session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
-            session.refused(
-                &req.id,
-                method,
-                &req.caller,
-                &refusal,
-                req.started,
-                &req.span,
-            );
-            req.span.refused(&refusal);
-            return;
-        }
+        Err(refusal) => return refuse(session, &req, &refusal),
     };
     if entry.held.is_some() {
         return super::held::run(session, req, key, entry).await;
@@ -287,21 +275,10 @@ pub async fn run(session: &Arc<Session>, req: Request) {
         .unwrap_or("")
         .to_string();
     // An update carries the client's answers to the server's questions:
-    // only to those it was asked, filtered, with the policy's roots.
+    // capped and redacted, with the policy's roots.
     let answers = match update_answers(session, &req, &entry) {
         Ok(answers) => answers,
-        Err(refusal) => {
-            session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
-            session.refused(
-                &req.id,
-                method,
-                &req.caller,
-                &refusal,
-                req.started,
-                &req.span,
-            );
-            return;
-        }
+        Err(refusal) => return refuse(session, &req, &refusal),
     };
     let mut rename = move |p: &mut Members<'_>| {
         p.set("taskId", jsonrpc::raw_string(&upstream_id));
@@ -343,6 +320,21 @@ pub async fn run(session: &Arc<Session>, req: Request) {
         }
     }
     session.observe(method, ended.outcome(), req.started);
+}
+
+/// A task request refused before the server hears of it: answered once,
+/// audited and counted.
+fn refuse(session: &Session, req: &Request, refusal: &Refusal) {
+    session.answer_call(&req.id, refusal.to_response(Some(&req.id)));
+    session.refused(
+        &req.id,
+        req.msg.method(),
+        &req.caller,
+        refusal,
+        req.started,
+        &req.span,
+    );
+    req.span.refused(refusal);
 }
 
 /// `tasks/update`'s `inputResponses` as the server gets them
