@@ -13,6 +13,8 @@
 //   protocol_error_job  required task: fails with a JSON-RPC error
 //   confirm_delete      optional task: one elicitation, then completes
 //   multi_input         optional task: two elicitations pending at once
+//   ask_roots           optional task: asks only roots/list, then completes
+//                       with "roots: URI, ..." (the roots it was given)
 //   test_tool_with_task required task: one multi-round-trip round asking for
 //                       a name (requestState minted by the fixture's codec),
 //                       then a task whose result names it
@@ -42,6 +44,7 @@ export const TASK_TOOLS = {
   protocol_error_job: 'required',
   confirm_delete: 'optional',
   multi_input: 'optional',
+  ask_roots: 'optional',
   test_tool_with_task: 'required',
 };
 
@@ -153,6 +156,16 @@ const WORK = {
       task.status = 'working';
       later(task, 100, () => settle(task, 'completed', {
         result: { content: [text(`got ${names.join(' and ')}`)], isError: false },
+      }));
+    });
+  },
+  ask_roots: () => (task) => {
+    ask(task, { client_roots: { method: 'roots/list', params: {} } }, (answers) => {
+      const roots = answers.client_roots?.roots;
+      const listed = Array.isArray(roots) ? roots.map((r) => r?.uri).join(', ') : '(none)';
+      task.status = 'working';
+      later(task, 100, () => settle(task, 'completed', {
+        result: { content: [text(`roots: ${listed}`)], isError: false },
       }));
     });
   },
@@ -291,6 +304,8 @@ export function registerTaskTools(mcp, json, sleep) {
   }, async ({ filename }) => ({ content: [text(`kept ${filename ?? 'file'}`)] }));
   mcp.registerTool('multi_input', { description: 'Task-supporting: asks two questions at once', inputSchema: ARGS({}) },
     async () => ({ content: [text('got ? and ?')] }));
+  mcp.registerTool('ask_roots', { description: 'Task-supporting: asks for the roots, then lists them', inputSchema: ARGS({}) },
+    async () => ({ content: [text('roots: (not asked outside a task)')] }));
   mcp.registerTool('tasks_fixture_stats', { description: 'Tasks this process created and cancelled', inputSchema: ARGS({}) },
     async () => {
       const running = [...tasks.values()].filter((t) => !TERMINAL.has(t.status)).length;

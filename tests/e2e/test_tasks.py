@@ -355,3 +355,29 @@ def test_a_task_answers_to_the_policy_of_now_not_of_when_it_was_made(facade, ser
     cancelled = task_request(alice, "tasks/cancel", task["taskId"])
     assert "result" in cancelled, cancelled
     assert stats(alice)["cancelled"] >= 1
+
+
+def test_a_task_asking_only_for_roots_goes_on_with_the_policys_while_its_client_only_polls(facade, server):
+    """A server's `roots/list` question inside a task is the facade's to
+    answer and is never put to the client: the facade's own watch over the
+    task answers it with the policy's roots, so a task that asks nothing
+    else completes while its client only polls (to which it is still at
+    work), instead of waiting out its time to live for an update."""
+    policy = {**POLICY, "roots": [{"uri": "file:///srv/work", "name": "work"}],
+              "tools": [*POLICY["tools"], {"name": "ask_roots"}]}
+    fa = facade(upstream_url=server, policy=policy)
+    alice = ModernMcp(fa.url, ALICE)
+    status, answer = alice.request("tools/call", {"name": "ask_roots", "arguments": {}}, capabilities=TASKS)
+    assert status == 200 and answer["result"]["resultType"] == "task", answer
+    task_id, seen = answer["result"]["taskId"], []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        got = task_request(alice, "tasks/get", task_id)["result"]
+        seen.append(got)
+        if got["status"] in ("completed", "failed", "cancelled"):
+            break
+        time.sleep(0.1)
+    statuses = [got["status"] for got in seen]
+    assert statuses[-1] == "completed", seen[-3:]
+    assert seen[-1]["result"]["content"][0]["text"] == "roots: file:///srv/work", seen[-1]
+    assert "input_required" not in statuses and not any("inputRequests" in got for got in seen), statuses

@@ -9,12 +9,16 @@
 //! running call. It ends when the task ends (seen here or by a client's
 //! `tasks/get`, whichever first writes the one `task_ended` record), when
 //! the task is forgotten (its time to live passed), or at the wall-time
-//! limit, where it cancels the task on the server.
+//! limit, where it cancels the task on the server. The server's
+//! `roots/list` questions it answers itself (`tasks/update` with the
+//! policy's roots): they are never put to the client, so a task that asks
+//! only them would otherwise wait for an update no client sends.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::channel::Channel;
 use super::context::Context;
@@ -59,6 +63,7 @@ pub(crate) fn spawn(app: Arc<Context>, channel: Arc<Channel>, watch: Watch) {
         } = watch;
         let every = interval(poll_ms);
         let caps = json!({ "extensions": { crate::era::TASKS_EXTENSION: {} } });
+        let mut answered = HashSet::new();
         loop {
             tokio::time::sleep(every).await;
             let Some(entry) = app.tasks.get(&key) else {
@@ -93,6 +98,26 @@ pub(crate) fn spawn(app: Arc<Context>, channel: Arc<Channel>, watch: Watch) {
             } else {
                 value.pointer("/result/status").and_then(Value::as_str)
             };
+            if status == Some("input_required") {
+                let requests = value.pointer("/result/inputRequests");
+                if let Some(update) =
+                    roots_update(&entry.upstream_id, requests, &app.roots(), &mut answered)
+                {
+                    let updated = channel
+                        .internal_request_for(
+                            None,
+                            "tasks/update",
+                            &update,
+                            &caps,
+                            credential.clone(),
+                        )
+                        .await;
+                    if !matches!(&updated, Ok(m) if !m.is_error) {
+                        // Asked again on the next poll.
+                        answered.clear();
+                    }
+                }
+            }
             if let Some(status) = status {
                 if let Some(entry) = app.tasks.update(&key, status) {
                     let reason = final_reason(status);
@@ -103,6 +128,35 @@ pub(crate) fn spawn(app: Arc<Context>, channel: Arc<Channel>, watch: Watch) {
         }
         drop(permit);
     });
+}
+
+/// The `tasks/update` that answers the server's `roots/list` questions
+/// with the policy's roots (`roots`), each once (`answered`): the facade's
+/// to answer, never put to the client, so a task that asks nothing else
+/// goes on without waiting for a client's update. `answered` keeps only
+/// the keys still asked, so a server cannot grow it.
+fn roots_update(
+    upstream_id: &str,
+    requests: Option<&Value>,
+    roots: &[Value],
+    answered: &mut HashSet<String>,
+) -> Option<Value> {
+    let requests = requests.and_then(Value::as_object)?;
+    answered.retain(|key| requests.contains_key(key));
+    let answer = json!({ "roots": roots });
+    let responses: Map<String, Value> = requests
+        .iter()
+        .filter(|(key, q)| {
+            q.get("method").and_then(Value::as_str) == Some("roots/list")
+                && !answered.contains(*key)
+        })
+        .map(|(key, _)| (key.clone(), answer.clone()))
+        .collect();
+    if responses.is_empty() {
+        return None;
+    }
+    answered.extend(responses.keys().cloned());
+    Some(json!({ "taskId": upstream_id, "inputResponses": responses }))
 }
 
 /// A final status as an audit reason (a bounded set).
@@ -167,5 +221,36 @@ mod tests {
         assert_eq!(interval(Some(1)), MIN_POLL);
         assert_eq!(interval(Some(u64::MAX / 2)), MAX_POLL);
         assert_eq!(interval(None), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_servers_roots_questions_are_answered_with_the_policys_once_each() {
+        let roots = [json!({"uri": "file:///work"})];
+        let mut answered = HashSet::new();
+        let asked = json!({
+            "where": {"method": "roots/list"},
+            "name": {"method": "elicitation/create", "params": {"message": "Name?"}},
+        });
+        let update = roots_update("t-1", Some(&asked), &roots, &mut answered).unwrap();
+        assert_eq!(
+            update,
+            json!({"taskId": "t-1", "inputResponses": {"where": {"roots": [{"uri": "file:///work"}]}}})
+        );
+        // Still asked on the next poll (the client has not answered the
+        // elicitation yet): not sent again.
+        assert_eq!(
+            roots_update("t-1", Some(&asked), &roots, &mut answered),
+            None
+        );
+        // Nothing of roots asked, or no questions at all: nothing to send.
+        let other = json!({"name": {"method": "elicitation/create"}});
+        assert_eq!(
+            roots_update("t-1", Some(&other), &roots, &mut answered),
+            None
+        );
+        assert!(answered.is_empty(), "only the keys still asked are kept");
+        assert_eq!(roots_update("t-1", None, &roots, &mut answered), None);
+        // The same key asked again after it was gone is a new question.
+        assert!(roots_update("t-1", Some(&asked), &roots, &mut answered).is_some());
     }
 }

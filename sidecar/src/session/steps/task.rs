@@ -369,7 +369,8 @@ fn update_answers(
 /// its `result` the tool's output filter (cap, redaction, outputSchema; a
 /// result the filter refuses becomes the task's error), its `inputRequests`
 /// only the server requests the facade passes to clients (a `roots/list`
-/// one is the facade's to answer, on the client's update). The size of the
+/// one is the facade's to answer: by the task's watch, and on the client's
+/// update; a task asking only that is shown still `working`). The size of the
 /// result, when there is one, and the keys of the `roots/list` questions,
 /// when it asks.
 fn police(
@@ -388,6 +389,15 @@ fn police(
             }
             crate::gates::methods::server_request(asks) == Some(true)
         });
+        // Only the facade's questions left: its watch answers them, so to
+        // the client the task is still at work ([`task_watch`]).
+        if requests.is_empty()
+            && !roots.is_empty()
+            && task.get("status").and_then(Value::as_str) == Some("input_required")
+        {
+            task.insert("status".into(), Value::String("working".into()));
+            task.remove("inputRequests");
+        }
         asked = Some(roots);
     }
     let Some(result) = task.remove("result") else {
