@@ -303,10 +303,13 @@ pub struct PodTemplateMetadata {
     #[x_kube(validation = kube::core::Rule::new("self.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mcpwarden.dev/'))").message("app.kubernetes.io/* and mcpwarden.dev/* labels are the operator's"))]
     pub labels: std::collections::BTreeMap<String, String>,
     /// Annotations added to the pods (e.g. a service mesh's or a
-    /// scraper's; not `kubectl.kubernetes.io/default-container`).
+    /// scraper's; not `kubectl.kubernetes.io/default-container`, nor one
+    /// that sets a container's AppArmor or seccomp profile: the hardening
+    /// decides those).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     #[x_kube(validation = kube::core::Rule::new("!('kubectl.kubernetes.io/default-container' in self)").message("kubectl.kubernetes.io/default-container is the operator's"))]
+    #[x_kube(validation = kube::core::Rule::new("self.all(k, !k.startsWith('container.apparmor.security.beta.kubernetes.io/') && !k.startsWith('seccomp.security.alpha.kubernetes.io/') && !k.startsWith('container.seccomp.security.alpha.kubernetes.io/'))").message("AppArmor and seccomp profiles are the hardening's"))]
     pub annotations: std::collections::BTreeMap<String, String>,
 }
 

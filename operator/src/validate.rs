@@ -143,6 +143,13 @@ fn refusal(key: &str) -> &'static str {
     }
 }
 
+/// Pod annotations that set a container's security profile.
+pub const SECURITY_PROFILE_ANNOTATIONS: &[&str] = &[
+    "container.apparmor.security.beta.kubernetes.io/",
+    "seccomp.security.alpha.kubernetes.io/",
+    "container.seccomp.security.alpha.kubernetes.io/",
+];
+
 /// `spec.podTemplate`: only the allowed keys, in a shape a PodSpec reads,
 /// and no label or annotation the operator sets itself.
 pub fn validate_pod_template(server: &MCPServer) -> Result<(), ValidateError> {
@@ -167,6 +174,16 @@ pub fn validate_pod_template(server: &MCPServer) -> Result<(), ValidateError> {
         let default_container = "kubectl.kubernetes.io/default-container";
         if meta.annotations.contains_key(default_container) {
             return Err(ValidateError::ReservedMetadata(default_container.into()));
+        }
+        // The hardening decides the containers' AppArmor and seccomp
+        // profiles; these annotations would set them (the API server copies
+        // an AppArmor one into the field), e.g. to `unconfined`.
+        if let Some(k) = meta.annotations.keys().find(|k| {
+            SECURITY_PROFILE_ANNOTATIONS
+                .iter()
+                .any(|p| k.starts_with(p))
+        }) {
+            return Err(ValidateError::ReservedMetadata(k.clone()));
         }
     }
     Ok(())

@@ -175,6 +175,24 @@ fn pod_templates_cannot_weaken_the_pod() {
             "mcpwarden.dev/server".into()
         ))
     );
+    // The hardening's security profiles are not the template's to loosen.
+    for key in [
+        "container.apparmor.security.beta.kubernetes.io/server",
+        "seccomp.security.alpha.kubernetes.io/pod",
+        "container.seccomp.security.alpha.kubernetes.io/facade",
+    ] {
+        assert_eq!(
+            with(&format!(
+                "{{metadata: {{annotations: {{{key}: unconfined}}}}}}"
+            )),
+            Err(ValidateError::ReservedMetadata(key.into())),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        with("{metadata: {annotations: {prometheus.io/scrape: 'true'}}}"),
+        Ok(())
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ content. Each time the Deployment's pod template stays the approved one (no
 rollout), `CapabilitiesApproved` is `ApprovalPending` naming the part that
 changed and the command that approves the new digest, and approving that
 digest rolls it out. A ToolProfile change that only takes away (a tool
-removed) is written at once. carol, who also holds the approver role, may
+removed) is written at once, unless it also swaps an issuer's keys. carol, who also holds the approver role, may
 not approve her own change (the webhook names who changed it) unless the
 webhook runs with `approval.allowSelfApproval`.
 """
@@ -122,6 +122,30 @@ def test_each_change_is_held_until_its_digest_is_approved(team):
         digest = new
 
 
+def test_a_service_account_annotation_is_held_with_the_pod(team):
+    """A workload-identity annotation names the cloud role a webhook hands
+    the pod (a replacement pod of the held template would get it): the
+    ServiceAccount keeps the approved annotations until the change is
+    approved."""
+    cluster = team
+    digest = wait_for("a digest", lambda: status(cluster).get("capabilityDigest"), timeout=30)
+    if status(cluster).get("approvedDigest") != digest:
+        approve(cluster, digest)
+    role = "eks.amazonaws.com/role-arn"
+    annotations = lambda: (cluster.get("serviceaccount", "everything", NS)["metadata"]  # noqa: E731
+                           .get("annotations") or {})
+    carol_patches(cluster, "mcpserver", "everything",
+                  {"spec": {"serviceAccount": {"annotations": {role: "arn:aws:iam::1:role/b"}}}})
+    new = pending_digest(cluster, digest)
+    cond = wait_for("ApprovalPending", lambda: (lambda c: c if c.get("reason") == "ApprovalPending" else None)(
+        capability_condition(cluster)), timeout=30)
+    assert "(serviceAccount)" in cond["message"], cond["message"]
+    time.sleep(2)  # a write, were there one, comes before the status
+    assert role not in annotations(), annotations()
+    approve(cluster, new)
+    wait_for("the approved annotation", lambda: annotations().get(role) == "arn:aws:iam::1:role/b", timeout=30)
+
+
 def test_a_profile_change_waits_unless_it_only_takes_away(team):
     cluster = team
     # Depends on the approved state the previous test leaves; make sure it is approved now.
@@ -155,6 +179,44 @@ def test_a_profile_change_waits_unless_it_only_takes_away(team):
     time.sleep(3)
     assert capability_condition(cluster).get("reason") == "Tightened", capability_condition(cluster)
     assert policy(cluster) == tightened_policy
+
+
+def test_swapping_an_issuers_keys_is_held_even_beside_a_tightening(team):
+    """The keys that decide who a token's caller is are not in the compiled
+    policy (it names their file): a profile edit that points an issuer at
+    keys carol made, bundled with a tool removed, is held — the copy the
+    facade verifies with (`<name>-issuers`) and the policy stay the approved
+    ones — where the tightening alone would have been written at once."""
+    cluster = team
+    keys = lambda name, kid: {"apiVersion": "v1", "kind": "ConfigMap",  # noqa: E731
+                              "metadata": {"name": name, "namespace": NS},
+                              "data": {"jwks": json.dumps({"keys": [{"kty": "oct", "kid": kid}]})}}
+    cluster.apply([keys("idp-keys", "idp"), keys("carols-keys", "carol")], user="carol")
+    digest = wait_for("a digest", lambda: status(cluster).get("capabilityDigest"), timeout=30)
+    if status(cluster).get("approvedDigest") != digest:
+        approve(cluster, digest)
+    tools = [t["name"] for t in cluster.get("toolprofile", "tools", NS)["spec"]["tools"]]
+    assert len(tools) >= 2, tools
+    issuer = {"issuer": "https://idp.example.com", "audiences": ["mcp"],
+              "jwks": {"configMap": {"name": "idp-keys", "key": "jwks"}}}
+    carol_patches(cluster, "toolprofile", "tools", {"spec": {"auth": {"jwt": [issuer]}}})
+    approve(cluster, pending_digest(cluster, digest))
+    issuers = lambda: (cluster.get("configmap", "everything-issuers", NS) or {}).get("data", {})  # noqa: E731
+    wait_for("the issuer's keys copied", lambda: '"idp"' in issuers().get("0.json", ""), timeout=30)
+    digest = status(cluster)["approvedDigest"]
+    before_keys, before_policy = issuers(), policy(cluster)
+    swapped = {**issuer, "jwks": {"configMap": {"name": "carols-keys", "key": "jwks"}}}
+    carol_patches(cluster, "toolprofile", "tools",
+                  {"spec": {"auth": {"jwt": [swapped]}, "tools": [{"name": n} for n in tools[:-1]]}})
+    new = pending_digest(cluster, digest)
+    cond = wait_for("ApprovalPending", lambda: (lambda c: c if c.get("reason") == "ApprovalPending" else None)(
+        capability_condition(cluster)), timeout=30)
+    assert "(toolProfile)" in cond["message"], cond["message"]
+    time.sleep(2)  # a write, were there one, comes before the status
+    assert issuers() == before_keys and '"carol"' not in json.dumps(issuers())
+    assert policy(cluster) == before_policy
+    approve(cluster, new)
+    wait_for("the approved keys copied", lambda: '"carol"' in issuers().get("0.json", ""), timeout=30)
 
 
 def test_whoever_changed_it_may_not_approve_it(team, webhook):

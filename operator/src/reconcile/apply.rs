@@ -211,7 +211,12 @@ pub async fn apply_all(
     // 2. write what differs
     let mut applied = Applied::default();
     let written = &mut applied.written;
-    write(client, ns, sa, written).await?;
+    // The ServiceAccount is part of what the approval binds (its
+    // annotations name cloud identities a webhook hands the pod): held like
+    // the Deployment, written only where none is live.
+    if !hold || sa.live.is_none() {
+        write(client, ns, sa, written).await?;
+    }
     if !hold {
         write(client, ns, cm, written).await?;
     }

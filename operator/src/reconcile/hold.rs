@@ -4,7 +4,8 @@
 //! ```text
 //! plan.hold ─▶ live Deployment + policy ConfigMap, both ours?
 //!   ├─ no  → NothingToKeep: re-plan with nothing approved (the new workload at the baseline)
-//!   └─ yes → only the ToolProfile changed, the live policy is the one recorded in
+//!   └─ yes → only the ToolProfile changed, the JWT issuers' keys are the live ones
+//!            (<name>-issuers), the live policy is the one recorded in
 //!            status.approvedPolicy, the new compiled policy differs from it (or is the
 //!            tightening the last reconcile applied, nothing changed since) and only
 //!            takes away from it (crate::tightening)?  yes → Tightening (apply at once) ;
@@ -58,6 +59,13 @@ pub async fn check(
     if !controlled_by(&deployment, server) || !controlled_by(&config_map, server) {
         return Ok(Check::NothingToKeep);
     }
+    let issuers_name = names::issuers_config_map(server);
+    let live_issuers = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get_opt(&issuers_name)
+        .await
+        .map_err(err(format!("ConfigMap {ns}/{issuers_name}")))?
+        .filter(|cm| controlled_by(cm, server))
+        .and_then(|cm| cm.data);
     let live = config_map
         .data
         .as_ref()
@@ -71,13 +79,25 @@ pub async fn check(
         .map_err(err(format!("MCPServer {ns}/{name}")))?
         .and_then(|s| s.status)
         .or_else(|| server.status.clone());
-    Ok(decide(plan, fresh.as_ref(), live.map(String::as_str)))
+    let live = Live {
+        policy: live.map(String::as_str),
+        issuers: live_issuers.as_ref(),
+    };
+    Ok(decide(plan, fresh.as_ref(), &live))
+}
+
+/// What runs now, as the cluster has it: the policy YAML, and the JWT
+/// issuers' keys the facade verifies tokens with (`<name>-issuers`).
+#[derive(Default)]
+pub struct Live<'a> {
+    pub policy: Option<&'a str>,
+    pub issuers: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 /// The pure part of [`check`], given the server's latest status (its
 /// `approvedPolicy`, and what the previous reconcile concluded) and the live
-/// policy YAML.
-pub fn decide(plan: &Plan, previous: Option<&MCPServerStatus>, live_policy: Option<&str>) -> Check {
+/// policy and issuers' keys.
+pub fn decide(plan: &Plan, previous: Option<&MCPServerStatus>, live: &Live<'_>) -> Check {
     let recorded = previous.and_then(|s| s.approved_policy.as_deref());
     let only_profile = plan.capabilities.changed == ["toolProfile"];
     // A profile change the compiled policy does not show (the content of a
@@ -91,9 +111,19 @@ pub fn decide(plan: &Plan, previous: Option<&MCPServerStatus>, live_policy: Opti
                 .iter()
                 .any(|c| c.type_ == "CapabilitiesApproved" && c.reason == "Tightened")
     });
+    // The keys that decide who a token's caller is are not in the compiled
+    // policy (it names their files): a profile change that also swaps them
+    // is never a tightening, whatever the policy shows.
+    let same_keys = plan
+        .objects
+        .issuers_config_map
+        .as_ref()
+        .and_then(|cm| cm.data.as_ref())
+        == live.issuers;
     let tightening = only_profile
+        && same_keys
         && (policy_changed || tightened_and_unchanged)
-        && live_policy.is_some_and(|yaml| {
+        && live.policy.is_some_and(|yaml| {
             Some(workload::hash_bytes(yaml.as_bytes()).as_str()) == recorded
                 && serde_yaml_ng::from_str::<FacadePolicy>(yaml)
                     .is_ok_and(|old| crate::tightening::only_takes_away(&old, &plan.policy))
