@@ -203,15 +203,32 @@ pub fn check_policy(input: GatewayInput<'_>) -> Result<(), super::validate::Gate
 }
 
 /// The issuers of the callers the gateway authenticates, which its
-/// backends let it vouch for: static tokens, its JWT issuers, the
-/// cluster's service-account issuer.
+/// backends let it vouch for: static tokens, the cluster's service-account
+/// issuer, and its JWT issuers whose keys the operator reads from the
+/// issuer itself. Not an issuer whose keys the profile names in a JWKS
+/// ConfigMap: anyone who may edit the namespace's ConfigMaps could put
+/// their own keys there, and no approval binds a gateway's profile, so a
+/// backend — whose own keys for that issuer its approval binds — would
+/// take the gateway's word for a caller that issuer never signed for.
 pub fn caller_issuers(input: GatewayInput<'_>) -> Vec<String> {
     let auth = compile_gateway_policy(input).auth;
+    let keys_in_a_config_map = |issuer: &str| {
+        input
+            .profile
+            .iter()
+            .flat_map(|p| &p.auth.jwt)
+            .any(|j| j.issuer == issuer && j.jwks.is_some())
+    };
     let mut issuers: Vec<String> = Vec::new();
     if auth.static_tokens.is_some() {
         issuers.push("static".into());
     }
-    issuers.extend(auth.jwt.iter().map(|j| j.issuer.clone()));
+    issuers.extend(
+        auth.jwt
+            .iter()
+            .filter(|j| !keys_in_a_config_map(&j.issuer))
+            .map(|j| j.issuer.clone()),
+    );
     issuers.extend(auth.service_account_tokens.iter().map(|s| s.issuer.clone()));
     issuers.sort();
     issuers.dedup();
@@ -415,6 +432,38 @@ mod tests {
             public_key: None,
             config: &BuildConfig::default(),
         })
+    }
+
+    #[test]
+    fn a_backend_is_told_to_trust_no_issuer_whose_keys_sit_in_a_config_map() {
+        let gw: MCPGateway = serde_yaml_ng::from_str(
+            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a, uid: u-gw}\n\
+             spec: {backends: [], toolProfileRef: {name: p}}\n",
+        )
+        .unwrap();
+        let profile: mcp_warden_crds::ToolProfileSpec = serde_yaml_ng::from_str(
+            "auth: {jwt: [{issuer: 'https://idp.example.com', audiences: [m], jwks: {configMap: {name: keys, key: k}}},\n\
+                          {issuer: 'https://sso.example.com', audiences: [m]}]}\n",
+        )
+        .unwrap();
+        let issuers = caller_issuers(GatewayInput {
+            gateway: &gw,
+            backends: &[],
+            profile: Some(&profile),
+            jwks: None,
+            issuer_jwks: &BTreeMap::new(),
+            backend_cas: &BTreeMap::new(),
+            public_key: None,
+            config: &BuildConfig::default(),
+        });
+        assert!(
+            issuers.contains(&"https://sso.example.com".to_string()),
+            "{issuers:?}"
+        );
+        assert!(
+            !issuers.contains(&"https://idp.example.com".to_string()),
+            "{issuers:?}"
+        );
     }
 
     #[test]
