@@ -21,7 +21,7 @@ import yaml
 
 from auth_helpers import AUDIENCE, ISSUER, NOBODY, ROOT, SA_AUDIENCE, SA_ISSUER, UMA, VIC, Ids
 from conftest import free_port, wait_port
-from helpers import ACCEPT_BOTH, metrics_text, run_async
+from helpers import ACCEPT_BOTH, metric, metrics_text, run_async
 from warden_helpers import (Audit, AuthedMcp, Keys, kubelet_sa_claims, oidc_claims, policy_doc, policy_fixture_stdio,
                             sdk_client, sdk_error, sha256_hex, text_of_result, token_entry)
 
@@ -419,6 +419,19 @@ def test_more_tokens_accepted(fa, ids):
     other_sa = ids.sa.mint(kubelet_sa_claims(SA_ISSUER, "team-b", "agent", SA_AUDIENCE))
     r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token=other_sa)
     assert r.status_code == 403 and r.json()["error"]["data"]["reason"] == "no_role", (r.status_code, r.text)
+    # Nor, as a stateless 2026-07-28 caller, a bridge: the legacy server's session the facade
+    # would hold for them (a server process) is never started.
+    from era_helpers import ModernMcp
+    bridges = metric(fa.admin_url, "mcpwarden_upstream_bridges_active")
+    modern = ModernMcp(fa.url, other_sa)
+    try:
+        for method in ("tools/list", "server/discover", "tools/call"):
+            params = {"name": "echo", "arguments": {"text": "x"}} if method == "tools/call" else {}
+            status, answer = modern.request(method, params)
+            assert (status, answer["error"]["data"]["reason"]) == (200, "no_role"), (method, status, answer)
+    finally:
+        modern.close()
+    assert metric(fa.admin_url, "mcpwarden_upstream_bridges_active") == bridges
     for token, scheme, want in [(within_skew, "Bearer", {"echo", "secret"}), (aud_list, "Bearer", {"echo", "secret"}),
                                 (UMA, "bearer", {"echo", "secret"})]:
         r = post(fa.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},

@@ -176,6 +176,27 @@ def test_batch_cannot_initialize(fa):
     assert "mcp-session-id" not in r.headers
 
 
+def test_a_batch_in_a_session_cannot_initialize_it_again(fa):
+    """As on a POST of its own, `initialize` inside a live session's batch is
+    refused (it would redo the handshake the facade replays to the server),
+    and the batch's other requests are answered."""
+    s = RawMcp(fa.url, version="2025-03-26")
+    try:
+        s.initialize()
+        again = {"jsonrpc": "2.0", "id": 23, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "again", "version": "1"}}}
+        r = s.post([again, *_batch()])
+        assert r.status_code == 200, r.text
+        answers = {m["id"]: m for m in parse_body(r) if "id" in m}
+        assert set(answers) == {21, 22, 23}, answers
+        assert answers[23]["error"]["code"] == -32600 and "already initialized" in answers[23]["error"]["message"]
+        assert text_of(answers[21]) == "Echo: a" and answers[22]["result"] == {}
+        assert_still_works(s)
+    finally:
+        s.close()
+
+
 def test_missing_session_header_is_400(sess):
     r = sess.post({"jsonrpc": "2.0", "id": 30, "method": "tools/list"}, session=False)
     err = rpc_error(r, 400, -32600)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -271,7 +272,8 @@ BUDGET_POLICY = policy_doc(
 ASKS = "mcpwarden_identity_budget_asks_total"
 
 
-def budget_cluster(start_process, tmp_path, n: int, peers_file: Path | None = None) -> list[dict]:
+def budget_cluster(start_process, tmp_path, n: int, peers_file: Path | None = None,
+                   extra: tuple[str, ...] = ()) -> list[dict]:
     """`n` replicas sharing a key and told each other's addresses (`--peer`),
     or told to read them from `peers_file` (`--peers-file`), as the operator
     has them do."""
@@ -290,7 +292,7 @@ def budget_cluster(start_process, tmp_path, n: int, peers_file: Path | None = No
         proc = start_process([
             str(sidecar_path()), "run", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
             "--peer-key-file", str(key), "--advertise-addr", f"127.0.0.1:{port}", *peers,
-            "--policy", str(policy), "--audit", audit.arg, "--spares", "1", "--", *everything_stdio(),
+            "--policy", str(policy), "--audit", audit.arg, "--spares", "1", *extra, "--", *everything_stdio(),
         ])
         replicas.append({"addr": f"127.0.0.1:{port}", "url": f"http://127.0.0.1:{port}/mcp",
                          "admin": f"http://127.0.0.1:{admin}", "proc": proc, "audit": audit})
@@ -420,7 +422,7 @@ def test_an_unreachable_owner_fails_closed_and_only_its_identities(start_process
 def test_only_a_peer_can_ask_for_an_identity_budget(start_process, tmp_path):
     """The ask path answers only asks signed with the peers' key: anything
     else is 403 and takes nothing; a replica without peers does not serve it."""
-    replicas = budget_cluster(start_process, tmp_path, 2)
+    replicas = budget_cluster(start_process, tmp_path, 2, extra=("--body-timeout-secs", "2"))
     path = "/peer/identity-budget"
     fresh_window()
     owner = replicas[owner_of(replicas, SUBJECTS[0])]
@@ -435,6 +437,15 @@ def test_only_a_peer_can_ask_for_an_identity_budget(start_process, tmp_path):
                           headers={"Content-Type": "application/json"})
             assert r.status_code == 403, (body, r.status_code, r.text)
     assert metric(owner["admin"], "mcpwarden_http_rejections_total", reason="peer_ask") == 4
+    # The path needs no token (a peer's signature is checked on the body): a body sent a byte
+    # at a time is cut at the body timeout, as on /mcp.
+    with socket.create_connection(("127.0.0.1", int(owner["addr"].rsplit(":", 1)[1])), timeout=10) as raw:
+        raw.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 1000\r\n\r\n{".encode())
+        started = time.monotonic()
+        answer = raw.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.monotonic() - started < 6, "the body read was not cut at its timeout"
     # The refused asks took nothing: the identity still has its four calls.
     outcomes = run_async(spread_calls, replicas, SUBJECTS[0], 5)
     assert outcomes[:4] == [f"Echo: m{i}" for i in range(4)], outcomes

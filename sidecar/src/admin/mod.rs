@@ -269,9 +269,16 @@ const MAX_DECISION_BYTES: usize = 4096;
 /// 403 for the caller's own call, 404 for an id that is not pending
 /// (decided, expired, withdrawn, never asked).
 async fn decide(app: &App, id: &str, who: &Identity, body: Incoming) -> Response<ResponseBody> {
-    let bytes = match Limited::new(body, MAX_DECISION_BYTES).collect().await {
-        Ok(b) => b.to_bytes(),
+    let read = Limited::new(body, MAX_DECISION_BYTES).collect();
+    let bytes = match tokio::time::timeout(app.limits.body_read_timeout, read).await {
+        Ok(Ok(b)) => b.to_bytes(),
         Err(_) => {
+            return text(
+                StatusCode::REQUEST_TIMEOUT,
+                "the decision body did not arrive in time\n",
+            )
+        }
+        Ok(Err(_)) => {
             return text(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "the decision body is too large\n",

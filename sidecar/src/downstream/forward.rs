@@ -74,12 +74,11 @@ pub async fn to_peer(app: &App, peer: &str, req: Request<Incoming>) -> Response<
         return gone(app); // relayed once already: the owner does not have it
     }
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, app.limits.max_body_bytes)
-        .collect()
-        .await
-    {
-        Ok(body) => body.to_bytes(),
-        Err(_) => {
+    let read = Limited::new(body, app.limits.max_body_bytes).collect();
+    let body = match tokio::time::timeout(app.limits.body_read_timeout, read).await {
+        Ok(Ok(body)) => body.to_bytes(),
+        Err(_) => return body_timeout(app),
+        Ok(Err(_)) => {
             return json_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 -32600,
@@ -88,6 +87,19 @@ pub async fn to_peer(app: &App, peer: &str, req: Request<Incoming>) -> Response<
         }
     };
     relay(app, peer, parts, body).await
+}
+
+/// A body that did not arrive within the read timeout: a client sending
+/// it a byte at a time holds nothing here for longer than that.
+fn body_timeout(app: &App) -> Response<ResponseBody> {
+    json_error(
+        StatusCode::REQUEST_TIMEOUT,
+        -32600,
+        &format!(
+            "the request body did not arrive within {} s",
+            app.limits.body_read_timeout.as_secs()
+        ),
+    )
 }
 
 /// Relay a request already read (its `parts` and `body`) to the replica at
@@ -280,9 +292,11 @@ async fn resolve_peers(name: &str) -> std::io::Result<Vec<String>> {
 /// replayed) and takes the call; anything else is 403, and nothing is
 /// taken.
 pub async fn answer_ask(app: &App, req: Request<Incoming>) -> Response<ResponseBody> {
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(_) => {
+    let read = Limited::new(req.into_body(), MAX_BODY).collect();
+    let body = match tokio::time::timeout(app.limits.body_read_timeout, read).await {
+        Ok(Ok(body)) => body.to_bytes(),
+        Err(_) => return body_timeout(app),
+        Ok(Err(_)) => {
             return json_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 -32600,

@@ -213,6 +213,26 @@ pub fn least_role(who: Who) -> Option<Role> {
     }
 }
 
+/// The role a caller is served a request with: their own (`own`), or, for
+/// a trusted gateway speaking for itself, [`gateway_itself_role`]. `Err`
+/// when the request needs a role and there is none: the caller is refused
+/// before anything is held for them (a session, a legacy server's bridge).
+pub fn serving_role(
+    gates: Gates,
+    own: Option<Role>,
+    gateway_itself: bool,
+) -> Result<Option<Role>, mcp_warden_policy::Denial> {
+    let role = own.or_else(|| {
+        gateway_itself
+            .then(|| gateway_itself_role(gates.step))
+            .flatten()
+    });
+    match (gates.who, role) {
+        (Who::AnyRole, None) => Err(mcp_warden_policy::Denial::NoRole),
+        (_, role) => Ok(role),
+    }
+}
+
 /// The role of a trusted gateway speaking for itself (its own tool list)
 /// when no role binding names it: the listing steps only, each seen as the
 /// highest role sees it (the gateway's inventory is of every tool this
@@ -241,6 +261,28 @@ pub fn gateway_itself_role(step: Step) -> Option<Role> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_that_needs_a_role_is_served_only_with_one() {
+        let list = client_request("tools/list", true).unwrap();
+        let call = client_request("tools/call", true).unwrap();
+        let ping = client_request("ping", false).unwrap();
+        let denied = Err(mcp_warden_policy::Denial::NoRole);
+        assert_eq!(serving_role(call, None, false), denied);
+        assert_eq!(
+            serving_role(call, Some(Role::Viewer), false),
+            Ok(Some(Role::Viewer))
+        );
+        assert_eq!(serving_role(ping, None, false), Ok(None));
+        // The gateway speaking for itself: its listings, as an admin; no call.
+        assert_eq!(serving_role(list, None, true), Ok(Some(Role::Admin)));
+        assert_eq!(serving_role(call, None, true), denied);
+        // A binding naming it wins over that.
+        assert_eq!(
+            serving_role(list, Some(Role::Viewer), true),
+            Ok(Some(Role::Viewer))
+        );
+    }
 
     #[test]
     fn the_gateway_itself_may_only_list() {

@@ -25,7 +25,7 @@ use super::channel::Era;
 use super::{Pending, Session, ToClient};
 use crate::auth::identity::{AuthMethod, Identity};
 use crate::era;
-use crate::gates::methods::{self, ClientNotification, Who};
+use crate::gates::methods::{self, ClientNotification};
 use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{self, codes, Kind, Message, RequestId};
 use crate::spans::RequestSpan;
@@ -129,19 +129,17 @@ impl Session {
             }
         }
         let policy = self.app.policy.load_full();
-        let role = caller.role(&policy.compiled).or_else(|| {
-            (caller.method == AuthMethod::GatewayItself)
-                .then(|| methods::gateway_itself_role(gates.step))
-                .flatten()
-        });
+        let gateway_itself = caller.method == AuthMethod::GatewayItself;
+        let role = match methods::serving_role(gates, caller.role(&policy.compiled), gateway_itself)
+        {
+            Ok(role) => role,
+            Err(denial) => return refuse(Refusal::Policy(denial)),
+        };
         if let Some(role) = role.filter(|_| span.is_recording()) {
             span.set(vec![KeyValue::new(
                 "mcpwarden.role",
                 mcp_warden_policy::role_name(role),
             )]);
-        }
-        if gates.who == Who::AnyRole && role.is_none() {
-            return refuse(Refusal::Policy(mcp_warden_policy::Denial::NoRole));
         }
         if let Some(token) = request
             .get("params")

@@ -22,8 +22,9 @@ use super::reply::{empty, json_response, one_message, reject};
 use super::streams::{sse, SseBody};
 use super::{ResponseBody, VERSION_HEADER};
 use crate::app::App;
-use crate::auth::identity::Identity;
+use crate::auth::identity::{AuthMethod, Identity};
 use crate::era;
+use crate::gates::methods;
 use crate::gates::refusal::Refusal;
 use crate::jsonrpc::{codes, Kind, Message, RequestId};
 use crate::router::ChannelError;
@@ -110,6 +111,17 @@ pub(super) async fn serve(
             .expect("request parts are valid")
             .into_parts();
         return crate::downstream::forward::relay(&app, &owner, parts, msg.bytes.clone()).await;
+    }
+    // A caller without a role is refused before a legacy server's bridge
+    // is started for them (a server process per caller, and the idlest
+    // caller's evicted at the cap); the session's intake would refuse the
+    // request only once the bridge was there.
+    if let Some(gates) = methods::client_request(msg.method(), true) {
+        let gateway_itself = caller.method == AuthMethod::GatewayItself;
+        let own = caller.role(&app.policy.load().compiled);
+        if methods::serving_role(gates, own, gateway_itself).is_err() {
+            return super::post::no_role(&app, &msg, &caller, StatusCode::OK);
+        }
     }
     let quota_key = caller.quota_key(peer);
     let channel = match app.modern_channel(&quota_key, &caller).await {

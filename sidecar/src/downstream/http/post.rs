@@ -168,10 +168,14 @@ async fn single(
     let is_initialize = msg.kind == Kind::Request && msg.method() == "initialize";
     let (session, new_session) = match (session, is_initialize) {
         (Some(_), true) => {
-            let text = "Invalid Request: this session is already initialized; send initialize without Mcp-Session-Id to start a new one";
             return json_response(
                 StatusCode::BAD_REQUEST,
-                jsonrpc::error_response(msg.id.as_ref(), codes::INVALID_REQUEST, text, None),
+                jsonrpc::error_response(
+                    msg.id.as_ref(),
+                    codes::INVALID_REQUEST,
+                    ALREADY_INITIALIZED,
+                    None,
+                ),
             );
         }
         (Some(session), false) => (session, false),
@@ -195,7 +199,7 @@ async fn single(
             // A caller without a role may not open a session: it could do
             // nothing in it, and each session holds a server process.
             if caller.role(&app.policy.load().compiled).is_none() {
-                return no_role(&app, &msg, &caller);
+                return no_role(&app, &msg, &caller, StatusCode::FORBIDDEN);
             }
             // How the session is served depends on the server's era.
             if app.upstream_info().await.is_none() {
@@ -255,6 +259,8 @@ async fn single(
 }
 
 /// JSON-RPC batches: only for the protocol versions that had them.
+const ALREADY_INITIALIZED: &str = "Invalid Request: this session is already initialized; send initialize without Mcp-Session-Id to start a new one";
+
 async fn batch(
     app: Arc<App>,
     session: Option<Arc<Session>>,
@@ -314,6 +320,19 @@ async fn batch(
     let (stream, rx) = session.open_stream(owed);
     for item in parsed {
         match item {
+            // The handshake is the session's first message, alone, as on
+            // its own POST: inside a batch it would redo the session's
+            // handshake (what the server is replayed after a restart).
+            Ok(msg) if msg.kind == Kind::Request && msg.method() == "initialize" => session
+                .answer_error(
+                    stream,
+                    jsonrpc::error_response(
+                        msg.id.as_ref(),
+                        codes::INVALID_REQUEST,
+                        ALREADY_INITIALIZED,
+                        None,
+                    ),
+                ),
             Ok(msg) => Work::new(&session, msg, stream, &caller).start(),
             Err((e, id)) => session.answer_error(
                 stream,
@@ -324,8 +343,16 @@ async fn batch(
     sse_response(rx, Some(stream))
 }
 
-/// The -32003 of a caller without a role asking for a session (HTTP 403).
-fn no_role(app: &App, msg: &Message, caller: &Identity) -> Response<ResponseBody> {
+/// The -32003 of a caller without a role, refused before the facade holds
+/// anything for them, answered with `status`: 403 for a session's
+/// `initialize`, 200 for a modern request (whose refusals are JSON-RPC
+/// errors, as a gateway reading a backend's answer expects).
+pub(super) fn no_role(
+    app: &App,
+    msg: &Message,
+    caller: &Identity,
+    status: StatusCode,
+) -> Response<ResponseBody> {
     let refusal = Refusal::Policy(Denial::NoRole);
     app.metrics
         .http_rejections
@@ -338,7 +365,12 @@ fn no_role(app: &App, msg: &Message, caller: &Identity) -> Response<ResponseBody
     let record = audit::Record {
         time: audit::now_rfc3339(),
         event: "request_denied",
-        method: Some("initialize"),
+        // The method's own name from the method table (audit lines carry
+        // only known names).
+        method: crate::gates::methods::CLIENT_REQUESTS
+            .iter()
+            .find(|(m, _)| *m == msg.method())
+            .map(|(m, _)| *m),
         issuer: caller.issuer.as_deref(),
         subject: caller.subject.as_deref(),
         auth: caller.method.as_str(),
@@ -348,7 +380,7 @@ fn no_role(app: &App, msg: &Message, caller: &Identity) -> Response<ResponseBody
         ..Default::default()
     };
     app.audit.write(&record, &app.metrics);
-    json_response(StatusCode::FORBIDDEN, refusal.to_response(msg.id.as_ref()))
+    json_response(status, refusal.to_response(msg.id.as_ref()))
 }
 
 /// Run the request's work until the first item of its stream, then choose:
