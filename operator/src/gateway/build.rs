@@ -435,38 +435,6 @@ mod tests {
     }
 
     #[test]
-    fn a_backend_is_told_to_trust_no_issuer_whose_keys_sit_in_a_config_map() {
-        let gw: MCPGateway = serde_yaml_ng::from_str(
-            "apiVersion: mcpwarden.dev/v1alpha1\nkind: MCPGateway\nmetadata: {name: front, namespace: a, uid: u-gw}\n\
-             spec: {backends: [], toolProfileRef: {name: p}}\n",
-        )
-        .unwrap();
-        let profile: mcp_warden_crds::ToolProfileSpec = serde_yaml_ng::from_str(
-            "auth: {jwt: [{issuer: 'https://idp.example.com', audiences: [m], jwks: {configMap: {name: keys, key: k}}},\n\
-                          {issuer: 'https://sso.example.com', audiences: [m]}]}\n",
-        )
-        .unwrap();
-        let issuers = caller_issuers(GatewayInput {
-            gateway: &gw,
-            backends: &[],
-            profile: Some(&profile),
-            jwks: None,
-            issuer_jwks: &BTreeMap::new(),
-            backend_cas: &BTreeMap::new(),
-            public_key: None,
-            config: &BuildConfig::default(),
-        });
-        assert!(
-            issuers.contains(&"https://sso.example.com".to_string()),
-            "{issuers:?}"
-        );
-        assert!(
-            !issuers.contains(&"https://idp.example.com".to_string()),
-            "{issuers:?}"
-        );
-    }
-
-    #[test]
     fn hosts_alone_make_no_route() {
         let built = objects("{hosts: [tools.example.com]}");
         assert!(built.ingress.is_none() && built.http_route.is_none());

@@ -67,18 +67,29 @@ mod tests {
                 r#"{"keys":["b"]}"#.to_string(),
             ),
         ]);
-        let build = |issuer_jwks: &BTreeMap<String, String>| {
-            super::super::build::desired_objects(GatewayInput {
-                gateway: &gw,
-                backends: &[],
-                profile: Some(&profile),
-                jwks: None,
-                issuer_jwks,
-                backend_cas: &BTreeMap::new(),
-                public_key: None,
-                config: &BuildConfig::default(),
-            })
+        let (no_cas, config) = (BTreeMap::new(), BuildConfig::default());
+        let input = |issuer_jwks| GatewayInput {
+            gateway: &gw,
+            backends: &[],
+            profile: Some(&profile),
+            jwks: None,
+            issuer_jwks,
+            backend_cas: &no_cas,
+            public_key: None,
+            config: &config,
         };
+        let build = |issuer_jwks| super::super::build::desired_objects(input(issuer_jwks));
+        // Only such an issuer is one the gateway may vouch for at its
+        // backends: keys in a ConfigMap are any namespace editor's to swap.
+        assert_eq!(
+            super::super::build::caller_issuers(input(&read)),
+            // (with the cluster's service-account issuer, whose keys the
+            // operator reads too)
+            [
+                "https://b.example.com",
+                "https://kubernetes.default.svc.cluster.local"
+            ]
+        );
         let built = build(&read);
         let want_meta = names::front_metadata("front-issuers", "issuers");
         assert_eq!(

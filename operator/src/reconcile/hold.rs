@@ -88,7 +88,6 @@ pub async fn check(
 
 /// What runs now, as the cluster has it: the policy YAML, and the JWT
 /// issuers' keys the facade verifies tokens with (`<name>-issuers`).
-#[derive(Default)]
 pub struct Live<'a> {
     pub policy: Option<&'a str>,
     pub issuers: Option<&'a std::collections::BTreeMap<String, String>>,

@@ -273,9 +273,12 @@ async fn decide(app: &App, id: &str, who: &Identity, body: Incoming) -> Response
     let bytes = match tokio::time::timeout(app.limits.body_read_timeout, read).await {
         Ok(Ok(b)) => b.to_bytes(),
         Err(_) => {
-            return text(
+            return text_owned(
                 StatusCode::REQUEST_TIMEOUT,
-                "the decision body did not arrive in time\n",
+                format!(
+                    "the decision body did not arrive within {} s; send it whole\n",
+                    app.limits.body_read_timeout.as_secs()
+                ),
             )
         }
         Ok(Err(_)) => {

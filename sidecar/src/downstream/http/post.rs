@@ -258,9 +258,11 @@ async fn single(
     resp
 }
 
-/// JSON-RPC batches: only for the protocol versions that had them.
+/// The answer to `initialize` in a session that has had its handshake,
+/// alone or inside a batch.
 const ALREADY_INITIALIZED: &str = "Invalid Request: this session is already initialized; send initialize without Mcp-Session-Id to start a new one";
 
+/// JSON-RPC batches: only for the protocol versions that had them.
 async fn batch(
     app: Arc<App>,
     session: Option<Arc<Session>>,
@@ -365,12 +367,7 @@ pub(super) fn no_role(
     let record = audit::Record {
         time: audit::now_rfc3339(),
         event: "request_denied",
-        // The method's own name from the method table (audit lines carry
-        // only known names).
-        method: crate::gates::methods::CLIENT_REQUESTS
-            .iter()
-            .find(|(m, _)| *m == msg.method())
-            .map(|(m, _)| *m),
+        method: Some(crate::metrics::method_label(msg.method())),
         issuer: caller.issuer.as_deref(),
         subject: caller.subject.as_deref(),
         auth: caller.method.as_str(),
