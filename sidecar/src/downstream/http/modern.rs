@@ -115,13 +115,16 @@ pub(super) async fn serve(
     // A caller without a role is refused before a legacy server's bridge
     // is started for them (a server process per caller, and the idlest
     // caller's evicted at the cap); the session's intake would refuse the
-    // request only once the bridge was there.
-    if let Some(gates) = methods::client_request(msg.method(), true) {
-        let gateway_itself = caller.method == AuthMethod::GatewayItself;
-        let own = caller.role(&app.policy.load().compiled);
-        if methods::serving_role(gates, own, gateway_itself).is_err() {
-            return super::post::no_role(&app, &msg, &caller, StatusCode::OK);
-        }
+    // request only once the bridge was there. A method the facade does not
+    // serve is no way around it: nothing is held for such a caller either.
+    let gateway_itself = caller.method == AuthMethod::GatewayItself;
+    let own = caller.role(&app.policy.load().compiled);
+    let served = match methods::client_request(msg.method(), true) {
+        Some(gates) => methods::serving_role(gates, own, gateway_itself).is_ok(),
+        None => own.is_some(),
+    };
+    if !served {
+        return super::post::no_role(&app, &msg, &caller, StatusCode::OK);
     }
     let quota_key = caller.quota_key(peer);
     let channel = match app.modern_channel(&quota_key, &caller).await {
